@@ -1,0 +1,91 @@
+"""`twin`: run scenarios, list them, benchmark the twin."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+
+from twin import __version__
+from twin.errors import TwinError
+
+
+def _run(args: argparse.Namespace) -> int:
+    from twin.cli.render import print_summary
+    from twin.sim import scenarios
+    from twin.sim.runner import run_episode
+
+    scenario = scenarios.load(args.scenario, args.set or ())
+    out = Path(args.out) if args.out else None
+    summary, _ = run_episode(scenario, seed=args.seed, policy=args.policy, out_dir=out)
+    console = Console()
+    print_summary(summary, console)
+    if out is not None:
+        console.print(f"wrote {out / 'events.jsonl'} and {out / 'summary.json'}")
+    return 0
+
+
+def _scenarios(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from twin.sim import scenarios
+
+    table = Table(title="built-in scenarios")
+    table.add_column("name")
+    table.add_column("kind")
+    table.add_column("description")
+    for name in scenarios.builtin_names():
+        sc = scenarios.load(name)
+        table.add_row(name, sc.kind, " ".join(sc.description.split()))
+    Console().print(table)
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from twin.bench import run_benchmarks
+
+    return run_benchmarks(args.which, as_json=args.json, quick=args.quick)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="twin", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"twin {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="play a scenario to its end and summarise it")
+    run.add_argument("--scenario", default="default", help="built-in name or YAML/JSON file")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--policy", help="policy for every tenant (default: each tenant's own)")
+    run.add_argument("--out", help="directory for events.jsonl and summary.json")
+    run.add_argument(
+        "--set", action="append", metavar="PATH=VALUE", help="override a scenario field"
+    )
+    run.set_defaults(func=_run)
+
+    scen = sub.add_parser("scenarios", help="list the built-in scenarios")
+    scen.set_defaults(func=_scenarios)
+
+    bench = sub.add_parser("bench", help="measure the twin's speed")
+    bench.add_argument("which", nargs="?", default="all", help="sim, rl or all")
+    bench.add_argument("--json", action="store_true", help="print only the JSON figures")
+    bench.add_argument("--quick", action="store_true", help="fewer repetitions (smoke test)")
+    bench.set_defaults(func=_bench)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `twin` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except TwinError as exc:
+        print(f"twin: error: {exc}", file=sys.stderr)
+        return 2
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

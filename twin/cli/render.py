@@ -1,0 +1,72 @@
+"""Human-readable tables for summaries."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from twin.schema.summary import Quantiles, Summary
+
+
+def _s(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if value >= 3600:
+        return f"{value / 3600:.2f} h"
+    if value >= 60:
+        return f"{value / 60:.1f} min"
+    return f"{value:.1f} s"
+
+
+def _q(q: Quantiles) -> str:
+    return f"p50 {_s(q.p50)} · p90 {_s(q.p90)} · p99 {_s(q.p99)}"
+
+
+def print_summary(summary: Summary, console: Console) -> None:
+    """The episode at a glance, then pools and tenants."""
+    head = Table(title=f"{summary.scenario}  (seed {summary.seed})", show_header=False)
+    head.add_column(style="bold")
+    head.add_column()
+    head.add_row("ended", f"{summary.end_reason} at t = {_s(summary.end_t_s)}")
+    if summary.steps is not None:
+        head.add_row("steps", str(summary.steps))
+    j = summary.jobs
+    if j.arrived:
+        head.add_row(
+            "jobs",
+            f"{j.arrived} arrived · {j.finished} finished · {j.failed} failed · "
+            f"{j.unfinished} unfinished · {j.interrupted} interruptions",
+        )
+        head.add_row("completion time", _q(summary.completion_s))
+        head.add_row("queueing delay", _q(summary.queueing_delay_s))
+    head.add_row("cost", f"${summary.cost_usd:,.2f}")
+    head.add_row("SLA penalties", f"${summary.sla_usd:,.2f}")
+    head.add_row("reward", f"{summary.reward:,.2f}")
+    head.add_row("score", f"{summary.score:.3f}")
+    head.add_row("events · decisions", f"{summary.events:,} · {summary.decisions:,}")
+    console.print(head)
+    if summary.pools:
+        pools = Table(title="pools")
+        for col in ("pool", "held GPU-h", "busy GPU-h", "utilisation", "cost $"):
+            pools.add_column(col, justify="right" if col != "pool" else "left")
+        for p in summary.pools:
+            util = "-" if p.utilisation is None else f"{p.utilisation:.1%}"
+            pools.add_row(
+                p.name, f"{p.held_gpu_h:,.1f}", f"{p.busy_gpu_h:,.1f}", util, f"{p.cost_usd:,.2f}"
+            )
+        console.print(pools)
+    if summary.tenants and summary.jobs.arrived:
+        tenants = Table(title="tenants")
+        for col in ("tenant", "jobs", "finished", "cost $", "SLA $", "value $", "reward $"):
+            tenants.add_column(col, justify="right" if col != "tenant" else "left")
+        for t in summary.tenants:
+            tenants.add_row(
+                t.name,
+                str(t.jobs_arrived),
+                str(t.jobs_finished),
+                f"{t.cost_usd:,.2f}",
+                f"{t.sla_usd:,.2f}",
+                f"{t.value_usd:,.2f}",
+                f"{t.reward_usd:,.2f}",
+            )
+        console.print(tenants)

@@ -1,0 +1,220 @@
+"""Summary metrics folded from event records, so a summary can be rebuilt from any log.
+
+Feed chunks of records (as the sim writes them, or decoded from JSONL) to `Metrics.consume`;
+`summary()` reads the totals. Memory grows only with per-job durations (8 bytes each).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from twin.eventlog.log import Record
+from twin.schema.summary import (
+    JobCounts,
+    PoolSummary,
+    Quantiles,
+    Summary,
+    TenantSummary,
+)
+
+GPUCLUSTER_SCALE = 10.0  # score = clamp(total reward / (max_steps * 10), 0, 1)
+
+
+@dataclass
+class _Tenant:
+    arrived: int = 0
+    finished: int = 0
+    failed: int = 0
+    cost_usd: float = 0.0
+    sla_usd: float = 0.0
+    value_usd: float = 0.0
+
+
+@dataclass
+class Metrics:
+    """Running totals over an event log; prices and task sizes come from `episode_started`."""
+
+    value_usd_per_gpu_s: dict[str, float] = field(default_factory=dict)
+    max_steps: int | None = None
+    step_s: float = 0.0
+    session: str = ""
+    scenario: str = ""
+    seed: int = 0
+    end_reason: str | None = None
+    end_t_s: float = 0.0
+    events: int = 0
+    decisions: int = 0
+    interrupted: int = 0
+    steps: int = 0
+    step_reward: float = 0.0
+    _tenants: dict[str, _Tenant] = field(default_factory=lambda: defaultdict(_Tenant))
+    _submit_s: dict[str, float] = field(default_factory=dict)
+    _work: dict[str, float] = field(default_factory=dict)
+    _wait_s: dict[str, float] = field(default_factory=dict)
+    _completion_s: list[float] = field(default_factory=list)
+    _queueing_s: list[float] = field(default_factory=list)
+    _held: dict[tuple[str | None, str], list[float]] = field(default_factory=dict)
+    _busy_gpu_s: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    _running: dict[str, tuple[float, float, str]] = field(default_factory=dict)
+    _pool_cost: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+
+    def consume(self, chunk: list[Record]) -> None:
+        """Fold a chunk of records, in log order."""
+        tenants = self._tenants
+        for rec in chunk:
+            kind, t, tenant = rec[0], rec[1], rec[2]
+            if kind == "job_arrived":
+                tenants[tenant].arrived += 1
+                self._submit_s[rec[3]] = t
+                self._work[rec[3]] = rec[5]
+            elif kind == "job_started":
+                job = rec[3]
+                self._wait_s[job] = self._wait_s.get(job, 0.0) + rec[7]
+                self._running[job] = (t, rec[5], rec[4])
+            elif kind == "job_finished":
+                job = rec[3]
+                self._end_run(job, t)
+                tenants[tenant].finished += 1
+                tenants[tenant].value_usd += self._work.pop(job, 0.0) * self.value_usd_per_gpu_s.get(
+                    tenant, 0.0
+                )
+                self._completion_s.append(t - self._submit_s.pop(job, t))
+                self._queueing_s.append(self._wait_s.pop(job, 0.0))
+            elif kind == "job_interrupted":
+                self._end_run(rec[3], t)
+                self.interrupted += 1
+            elif kind == "job_failed":
+                tenants[tenant].failed += 1
+                self._submit_s.pop(rec[3], None)
+                self._work.pop(rec[3], None)
+                self._wait_s.pop(rec[3], None)
+            elif kind == "budget_charged":
+                tenants[tenant].cost_usd += rec[5]
+                self._pool_cost[rec[3]] += rec[5]
+            elif kind == "sla_penalty":
+                tenants[tenant].sla_usd += rec[5]
+            elif kind == "gpus_ready":
+                self._hold(tenant, rec[3], t, rec[4])
+            elif kind == "gpus_released":
+                self._hold(tenant, rec[3], t, -rec[4])
+            elif kind == "node_failed":
+                self._hold(tenant, rec[3], t, -1)
+            elif kind == "decision_made":
+                self.decisions += 1
+            elif kind == "jobs_arrived":
+                tenants[tenant].arrived += rec[3]
+            elif kind == "jobs_processed":
+                tenants[tenant].finished += rec[3]
+                self._busy_gpu_s["gpu"] += rec[3] * self.step_s
+            elif kind == "step_completed":
+                self.steps = rec[3]
+                self.step_reward += rec[6]
+            elif kind == "episode_started":
+                self._start(rec)
+            elif kind == "episode_ended":
+                self.end_reason = rec[3]
+                self.end_t_s = t
+        self.events += len(chunk)
+
+    def _start(self, rec: Record) -> None:
+        self.scenario, self.seed, config = rec[3], rec[4], rec[5]
+        if config.get("kind") == "gpucluster":
+            self.max_steps = config["max_steps"]
+            self.step_s = config["step_s"]
+        for tenant in config.get("tenants", []):
+            self.value_usd_per_gpu_s[tenant["name"]] = tenant["value_usd_per_gpu_h"] / 3600
+
+    def _end_run(self, job: str, t: float) -> None:
+        start, gpus, pool = self._running.pop(job)
+        self._busy_gpu_s[pool] += gpus * (t - start)
+
+    def _hold(self, tenant: str | None, pool: str, t: float, delta: float) -> None:
+        # [gpus held now, since when, GPU-seconds so far]
+        acc = self._held.setdefault((tenant, pool), [0.0, t, 0.0])
+        acc[2] += acc[0] * (t - acc[1])
+        acc[0] += delta
+        acc[1] = t
+
+    def summary(self) -> Summary:
+        end = self.end_t_s
+        busy = dict(self._busy_gpu_s)
+        for start, gpus, pool in self._running.values():
+            busy[pool] = busy.get(pool, 0.0) + gpus * (end - start)
+        held: dict[str, float] = defaultdict(float)
+        for (_, pool), (n, since, gpu_s) in self._held.items():
+            held[pool] += gpu_s + n * (end - since)
+        pools = [
+            PoolSummary(
+                name=name,
+                held_gpu_h=held[name] / 3600,
+                busy_gpu_h=busy.get(name, 0.0) / 3600,
+                utilisation=busy.get(name, 0.0) / held[name] if held[name] > 0 else None,
+                cost_usd=self._pool_cost.get(name, 0.0),
+            )
+            for name in sorted(set(held) | set(busy))
+        ]
+        tenants = [
+            TenantSummary(
+                name=name,
+                jobs_arrived=t.arrived,
+                jobs_finished=t.finished,
+                jobs_failed=t.failed,
+                cost_usd=t.cost_usd,
+                sla_usd=t.sla_usd,
+                value_usd=t.value_usd,
+                reward_usd=t.value_usd - t.cost_usd - t.sla_usd,
+            )
+            for name, t in sorted(self._tenants.items())
+            if name is not None
+        ]
+        arrived = sum(t.arrived for t in self._tenants.values())
+        finished = sum(t.finished for t in self._tenants.values())
+        failed = sum(t.failed for t in self._tenants.values())
+        cost = sum(t.cost_usd for t in self._tenants.values())
+        sla = sum(t.sla_usd for t in self._tenants.values())
+        value = sum(t.value_usd for t in self._tenants.values())
+        if self.max_steps is not None:
+            reward = self.step_reward
+            score = min(max(reward / (self.max_steps * GPUCLUSTER_SCALE), 0.0), 1.0)
+        else:
+            reward = value - cost - sla
+            score = min(max(reward / value, 0.0), 1.0) if value > 0 else 0.0
+        return Summary(
+            session=self.session,
+            scenario=self.scenario,
+            seed=self.seed,
+            end_reason=self.end_reason,
+            end_t_s=end,
+            events=self.events,
+            decisions=self.decisions,
+            jobs=JobCounts(
+                arrived=arrived,
+                finished=finished,
+                failed=failed,
+                interrupted=self.interrupted,
+                unfinished=arrived - finished - failed,
+            ),
+            completion_s=quantiles(self._completion_s),
+            queueing_delay_s=quantiles(self._queueing_s),
+            pools=pools,
+            tenants=tenants,
+            cost_usd=cost,
+            sla_usd=sla,
+            reward=reward,
+            score=score,
+            steps=self.steps if self.max_steps is not None else None,
+        )
+
+
+def quantiles(values: list[float]) -> Quantiles:
+    """Count, mean, p50/p90/p99 and max of `values`."""
+    if not values:
+        return Quantiles(count=0, mean=None, p50=None, p90=None, p99=None, max=None)
+    a = np.asarray(values)
+    p50, p90, p99 = np.percentile(a, [50, 90, 99]).tolist()
+    return Quantiles(
+        count=len(values), mean=float(a.mean()), p50=p50, p90=p90, p99=p99, max=float(a.max())
+    )

@@ -1,0 +1,68 @@
+"""What a policy answers at a decision point, and what it sees there."""
+
+from __future__ import annotations
+
+from pydantic import Field, NonNegativeFloat, NonNegativeInt
+
+from twin.schema.base import Frozen
+
+
+class ProvisionAction(Frozen):
+    """Change a tenant's GPUs per pool: +n requests n GPUs, -n cancels pending requests first,
+    then releases idle GPUs. Busy GPUs are never released."""
+
+    provision: dict[str, int] = Field(default_factory=dict)
+
+
+class GpuClusterAction(Frozen):
+    """The classic task's action: GPUs to add (negative: release)."""
+
+    gpus_to_provision: int
+
+
+class PoolView(Frozen):
+    """One pool as a tenant sees it: its own GPUs and the pool's public state."""
+
+    name: str
+    gpu_type: str
+    price_usd_per_gpu_h: float
+    speed: float
+    mean_provision_delay_s: float
+    ready: NonNegativeInt
+    busy_gpus: NonNegativeFloat
+    pending: NonNegativeInt
+    down: NonNegativeInt = Field(description="GPUs of the pool (all tenants) under repair.")
+    free_capacity: NonNegativeInt = Field(description="GPUs the pool can still provision.")
+
+
+class QueuedJob(Frozen):
+    job_id: str
+    gpus: float
+    work_gpu_s: float
+    priority: float
+    wait_s: float
+
+
+class TenantObservation(Frozen):
+    """What a tenant's policy sees at a decision point."""
+
+    t_s: float
+    tenant: str
+    reasons: list[str]
+    budget_usd: float | None
+    spent_usd: float
+    queue_length: NonNegativeInt
+    queued_gpus: NonNegativeFloat
+    running_jobs: NonNegativeInt
+    head: list[QueuedJob]
+    pools: list[PoolView]
+
+
+class GpuClusterObservation(Frozen):
+    """The classic task's observation (GPUClusterEnv field names)."""
+
+    time_step: NonNegativeInt
+    active_gpus: NonNegativeInt
+    queue_size: NonNegativeInt
+    current_budget: float
+    incoming_jobs: NonNegativeInt

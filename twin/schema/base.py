@@ -1,0 +1,11 @@
+"""The base of every schema model: frozen, unknown fields rejected."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Frozen(BaseModel):
+    """A validated, immutable record that rejects fields it does not know."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)

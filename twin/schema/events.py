@@ -1,0 +1,247 @@
+"""Event records: one typed record per domain event, the twin's single history.
+
+Every record carries `kind`, the virtual time `t_s`, the `session` and the `tenant` (None for
+cluster-wide facts). The sim writes plain tuples `(kind, t_s, tenant, *payload)` on its hot path;
+`EVENT_FIELDS` gives the payload's field names, derived from these models, so a tuple serialises
+to exactly the JSON these models validate.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, TypeAdapter
+
+from twin.schema.base import Frozen
+
+
+class Event(Frozen):
+    """Fields every event record carries."""
+
+    t_s: float
+    session: str
+    tenant: str | None
+
+
+class EpisodeStarted(Event):
+    kind: Literal["episode_started"] = "episode_started"
+    scenario: str
+    seed: int
+    config: dict[str, Any] = Field(description="The full scenario, so the log stands alone.")
+
+
+class EpisodeEnded(Event):
+    kind: Literal["episode_ended"] = "episode_ended"
+    reason: Literal["horizon", "drained", "budget_exhausted", "max_steps"]
+
+
+class DecisionRequested(Event):
+    kind: Literal["decision_requested"] = "decision_requested"
+    reasons: list[str]
+
+
+class DecisionMade(Event):
+    kind: Literal["decision_made"] = "decision_made"
+    policy: str
+    action: dict[str, Any]
+
+
+class JobArrived(Event):
+    kind: Literal["job_arrived"] = "job_arrived"
+    job_id: str
+    gpus: float
+    work_gpu_s: float
+    priority: float
+    gpu_type: str | None
+
+
+class JobStarted(Event):
+    kind: Literal["job_started"] = "job_started"
+    job_id: str
+    pool: str
+    gpus: float
+    run_s: float
+    wait_s: float
+
+
+class JobFinished(Event):
+    kind: Literal["job_finished"] = "job_finished"
+    job_id: str
+    pool: str
+    gpus: float
+    run_s: float
+
+
+class JobInterrupted(Event):
+    kind: Literal["job_interrupted"] = "job_interrupted"
+    job_id: str
+    pool: str
+    reason: str
+    lost_gpu_s: float
+    restarts: int
+
+
+class JobFailed(Event):
+    kind: Literal["job_failed"] = "job_failed"
+    job_id: str
+    reason: str
+
+
+class GpusRequested(Event):
+    kind: Literal["gpus_requested"] = "gpus_requested"
+    pool: str
+    gpus: int
+    ready_at_s: float
+
+
+class GpusReady(Event):
+    kind: Literal["gpus_ready"] = "gpus_ready"
+    pool: str
+    gpus: int
+
+
+class GpusCancelled(Event):
+    kind: Literal["gpus_cancelled"] = "gpus_cancelled"
+    pool: str
+    gpus: int
+
+
+class GpusReleased(Event):
+    kind: Literal["gpus_released"] = "gpus_released"
+    pool: str
+    gpus: int
+
+
+class ActionClamped(Event):
+    kind: Literal["action_clamped"] = "action_clamped"
+    pool: str
+    requested: int
+    granted: int
+    reason: str
+
+
+class NodeFailed(Event):
+    kind: Literal["node_failed"] = "node_failed"
+    pool: str
+    job_id: str | None
+
+
+class NodeRepaired(Event):
+    kind: Literal["node_repaired"] = "node_repaired"
+    pool: str
+
+
+class BudgetCharged(Event):
+    kind: Literal["budget_charged"] = "budget_charged"
+    pool: str
+    gpu_s: float
+    amount_usd: float
+
+
+class SlaPenalty(Event):
+    kind: Literal["sla_penalty"] = "sla_penalty"
+    job_id: str | None
+    wait_s: float
+    amount_usd: float
+
+
+class BudgetThreshold(Event):
+    kind: Literal["budget_threshold"] = "budget_threshold"
+    remaining_usd: float
+    fraction: float
+
+
+class BudgetExhausted(Event):
+    kind: Literal["budget_exhausted"] = "budget_exhausted"
+    spent_usd: float
+
+
+class JobsArrived(Event):
+    kind: Literal["jobs_arrived"] = "jobs_arrived"
+    count: int
+
+
+class JobsProcessed(Event):
+    kind: Literal["jobs_processed"] = "jobs_processed"
+    count: int
+
+
+class StepCompleted(Event):
+    kind: Literal["step_completed"] = "step_completed"
+    step: int
+    active_gpus: int
+    queue_size: int
+    reward: float
+    budget_usd: float
+
+
+EVENT_MODELS: tuple[type[Event], ...] = (
+    EpisodeStarted,
+    EpisodeEnded,
+    DecisionRequested,
+    DecisionMade,
+    JobArrived,
+    JobStarted,
+    JobFinished,
+    JobInterrupted,
+    JobFailed,
+    GpusRequested,
+    GpusReady,
+    GpusCancelled,
+    GpusReleased,
+    ActionClamped,
+    NodeFailed,
+    NodeRepaired,
+    BudgetCharged,
+    SlaPenalty,
+    BudgetThreshold,
+    BudgetExhausted,
+    JobsArrived,
+    JobsProcessed,
+    StepCompleted,
+)
+
+AnyEvent = Annotated[
+    EpisodeStarted
+    | EpisodeEnded
+    | DecisionRequested
+    | DecisionMade
+    | JobArrived
+    | JobStarted
+    | JobFinished
+    | JobInterrupted
+    | JobFailed
+    | GpusRequested
+    | GpusReady
+    | GpusCancelled
+    | GpusReleased
+    | ActionClamped
+    | NodeFailed
+    | NodeRepaired
+    | BudgetCharged
+    | SlaPenalty
+    | BudgetThreshold
+    | BudgetExhausted
+    | JobsArrived
+    | JobsProcessed
+    | StepCompleted,
+    Field(discriminator="kind"),
+]
+
+EVENT_ADAPTER: TypeAdapter[AnyEvent] = TypeAdapter(AnyEvent)
+
+_COMMON = ("kind", "t_s", "session", "tenant")
+
+
+def _payload_fields(model: type[Event]) -> tuple[str, ...]:
+    return tuple(name for name in model.model_fields if name not in _COMMON)
+
+
+def _kind(model: type[Event]) -> str:
+    default = model.model_fields["kind"].default
+    assert isinstance(default, str)
+    return default
+
+
+EVENT_FIELDS: dict[str, tuple[str, ...]] = {_kind(m): _payload_fields(m) for m in EVENT_MODELS}
+"""Payload field names per kind, in the order the sim writes them after (kind, t_s, tenant)."""

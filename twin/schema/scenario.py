@@ -1,0 +1,224 @@
+"""Scenario configs: what a simulated cluster is made of and how work arrives.
+
+Two kinds share one discriminated union on `kind`:
+- `cluster`: the job-level model (GPU pools, tenants, arrival processes, queues, failures).
+- `gpucluster`: the step model of the classic GPUClusterEnv tasks.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Self
+
+from pydantic import (
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    model_validator,
+)
+
+from twin.schema.base import Frozen
+from twin.schema.distributions import Constant, Distribution, upper_bound
+
+Name = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$", max_length=64)]
+
+
+class PoolConfig(Frozen):
+    """A pool of one GPU type that tenants provision from; `max_gpus` is shared by all."""
+
+    name: Name
+    gpu_type: str = Field(min_length=1, description="Accelerator model, e.g. 'h100-sxm'.")
+    max_gpus: NonNegativeInt
+    price_usd_per_gpu_h: NonNegativeFloat
+    speed: PositiveFloat = Field(1.0, description="Throughput relative to the reference GPU.")
+    provision_delay_s: Distribution = Constant(value=0.0)
+    billing: Literal["from_ready", "from_request"] = Field(
+        "from_ready",
+        description="from_ready: a GPU costs money once it is ready; from_request: from the "
+        "moment it is requested, including the provisioning delay.",
+    )
+    mtbf_gpu_h: PositiveFloat | None = Field(
+        None, description="Mean time between failures of one GPU, in hours; None: no failures."
+    )
+    repair_s: Distribution = Constant(value=3600.0)
+
+
+class PoissonArrivals(Frozen):
+    """Jobs arrive as a Poisson process."""
+
+    process: Literal["poisson"] = "poisson"
+    rate_per_h: PositiveFloat
+
+
+class OnOffArrivals(Frozen):
+    """Bursts: Poisson at `on_rate_per_h` during on periods, silence during off periods."""
+
+    process: Literal["onoff"] = "onoff"
+    on_rate_per_h: PositiveFloat
+    mean_on_s: PositiveFloat
+    mean_off_s: PositiveFloat
+
+
+class MmppArrivals(Frozen):
+    """A Markov-modulated Poisson process: state i lasts Exp(mean_dwell_s[i]), rate rates_per_h[i];
+    states are visited cyclically."""
+
+    process: Literal["mmpp"] = "mmpp"
+    rates_per_h: list[NonNegativeFloat] = Field(min_length=2)
+    mean_dwell_s: list[PositiveFloat] = Field(min_length=2)
+
+    @model_validator(mode="after")
+    def _same_length(self) -> Self:
+        if len(self.rates_per_h) != len(self.mean_dwell_s):
+            raise ValueError("rates_per_h and mean_dwell_s must have the same length")
+        if max(self.rates_per_h) <= 0:
+            raise ValueError("at least one state must have a positive rate")
+        return self
+
+
+class DiurnalArrivals(Frozen):
+    """Poisson with a sinusoidal daily rate: mean * (1 + amplitude * cos(2 pi (t - peak) / period))."""
+
+    process: Literal["diurnal"] = "diurnal"
+    mean_rate_per_h: PositiveFloat
+    amplitude: float = Field(0.5, ge=0.0, le=1.0)
+    period_s: PositiveFloat = 86_400.0
+    peak_s: NonNegativeFloat = 14 * 3600.0
+
+
+ArrivalProcess = Annotated[
+    PoissonArrivals | OnOffArrivals | MmppArrivals | DiurnalArrivals,
+    Field(discriminator="process"),
+]
+
+
+class WorkloadConfig(Frozen):
+    """One stream of jobs: when they arrive and what they ask for."""
+
+    arrivals: ArrivalProcess
+    gpus: Distribution = Constant(value=1.0)
+    service_s: Distribution = Field(
+        description="Run time on the requested GPUs of the reference type with linear scaling."
+    )
+    priority: Distribution = Constant(value=0.0)
+    gpu_type: str | None = Field(None, description="Only pools of this GPU type may run the jobs.")
+    max_jobs: PositiveInt | None = None
+
+
+class TenantConfig(Frozen):
+    """A team sharing the cluster: its budget, its starting GPUs and its workloads."""
+
+    name: Name
+    budget_usd: PositiveFloat | None = None
+    initial_gpus: dict[str, NonNegativeInt] = Field(default_factory=dict)
+    workloads: list[WorkloadConfig] = Field(default_factory=list)
+    policy: str = "autoscale"
+    sla_usd_per_job_h: NonNegativeFloat = 0.0
+    value_usd_per_gpu_h: NonNegativeFloat = Field(
+        4.0, description="What one reference GPU-hour of finished work is worth (for the score)."
+    )
+
+
+class QueueConfig(Frozen):
+    """How each tenant's queue is ordered, and whether later jobs may jump a blocked head."""
+
+    policy: Literal["fifo", "priority", "sjf"] = "fifo"
+    backfill: bool = False
+    backfill_depth: PositiveInt = 64
+
+
+Trigger = Literal["arrival", "completion", "gpus_ready", "failure", "budget_threshold"]
+
+
+class DecisionConfig(Frozen):
+    """When tenants' policies are asked to act: a periodic tick and/or on events."""
+
+    interval_s: PositiveFloat | None = 300.0
+    triggers: frozenset[Trigger] = frozenset({"gpus_ready", "failure", "budget_threshold"})
+    budget_thresholds: list[Annotated[float, Field(gt=0.0, lt=1.0)]] = [0.5, 0.25, 0.1]
+
+
+class ScalingConfig(Frozen):
+    """Parallel efficiency of a job over g GPUs: speedup(g) / g."""
+
+    model: Literal["linear", "amdahl", "power"] = "linear"
+    serial_fraction: float = Field(0.0, ge=0.0, lt=1.0)
+    exponent: float = Field(1.0, gt=0.0, le=1.0)
+
+
+class ClusterScenario(Frozen):
+    """The job-level cluster model."""
+
+    kind: Literal["cluster"] = "cluster"
+    name: Name
+    description: str = ""
+    horizon_s: PositiveFloat | None = Field(
+        None, description="Virtual time at which the episode ends; None: when the work drains."
+    )
+    pools: list[PoolConfig] = Field(min_length=1)
+    tenants: list[TenantConfig] = Field(min_length=1)
+    queue: QueueConfig = QueueConfig()
+    decisions: DecisionConfig = DecisionConfig()
+    scaling: ScalingConfig = ScalingConfig()
+    checkpoint_interval_s: PositiveFloat | None = Field(
+        None, description="A failed job resumes from its last checkpoint; None: from the start."
+    )
+    max_restarts: NonNegativeInt = 3
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        pools = {p.name: p for p in self.pools}
+        if len(pools) != len(self.pools):
+            raise ValueError("pool names must be unique")
+        if len({t.name for t in self.tenants}) != len(self.tenants):
+            raise ValueError("tenant names must be unique")
+        initial = dict.fromkeys(pools, 0)
+        gpu_types = {p.gpu_type for p in self.pools}
+        for tenant in self.tenants:
+            for pool, n in tenant.initial_gpus.items():
+                if pool not in pools:
+                    raise ValueError(
+                        f"tenant {tenant.name!r}: initial_gpus names pool {pool!r}; "
+                        f"pools are {sorted(pools)}"
+                    )
+                initial[pool] += n
+            for w in tenant.workloads:
+                if w.gpu_type is not None and w.gpu_type not in gpu_types:
+                    raise ValueError(
+                        f"tenant {tenant.name!r}: workload gpu_type {w.gpu_type!r} is not offered; "
+                        f"gpu types are {sorted(gpu_types)}"
+                    )
+                largest = max(p.max_gpus for p in self.pools)
+                if upper_bound(w.gpus) > largest:
+                    raise ValueError(
+                        f"tenant {tenant.name!r}: a workload asks for up to {upper_bound(w.gpus)} "
+                        f"GPUs but the largest pool holds {largest}"
+                    )
+        for pool, n in initial.items():
+            if n > pools[pool].max_gpus:
+                raise ValueError(
+                    f"pool {pool!r}: tenants start with {n} GPUs but max_gpus is "
+                    f"{pools[pool].max_gpus}"
+                )
+        return self
+
+
+class GpuClusterScenario(Frozen):
+    """The classic GPUClusterEnv step model: one decision per step, Poisson job counts."""
+
+    kind: Literal["gpucluster"] = "gpucluster"
+    name: Name
+    description: str = ""
+    max_steps: PositiveInt
+    budget_usd: PositiveFloat
+    arrival_rate: PositiveFloat = Field(description="Mean jobs arriving per step (lambda).")
+    initial_gpus: NonNegativeInt = 1
+    gpu_cost_usd: NonNegativeFloat = 2.5
+    sla_usd_per_job: NonNegativeFloat = 1.0
+    job_reward_usd: NonNegativeFloat = 5.0
+    step_s: PositiveFloat = Field(3600.0, description="Virtual seconds per step.")
+    policy: str = "baseline"
+
+
+Scenario = Annotated[ClusterScenario | GpuClusterScenario, Field(discriminator="kind")]

@@ -1,0 +1,63 @@
+"""The summary of one episode, computed from its event log alone."""
+
+from __future__ import annotations
+
+from twin.schema.base import Frozen
+
+
+class Quantiles(Frozen):
+    """Distribution of a duration in seconds (None when nothing was measured)."""
+
+    count: int
+    mean: float | None
+    p50: float | None
+    p90: float | None
+    p99: float | None
+    max: float | None
+
+
+class PoolSummary(Frozen):
+    name: str
+    held_gpu_h: float
+    busy_gpu_h: float
+    utilisation: float | None
+    cost_usd: float
+
+
+class TenantSummary(Frozen):
+    name: str
+    jobs_arrived: int
+    jobs_finished: int
+    jobs_failed: int
+    cost_usd: float
+    sla_usd: float
+    value_usd: float
+    reward_usd: float
+
+
+class JobCounts(Frozen):
+    arrived: int
+    finished: int
+    failed: int
+    interrupted: int
+    unfinished: int
+
+
+class Summary(Frozen):
+    session: str
+    scenario: str
+    seed: int
+    end_reason: str | None
+    end_t_s: float
+    events: int
+    decisions: int
+    jobs: JobCounts
+    completion_s: Quantiles
+    queueing_delay_s: Quantiles
+    pools: list[PoolSummary]
+    tenants: list[TenantSummary]
+    cost_usd: float
+    sla_usd: float
+    reward: float
+    score: float
+    steps: int | None = None

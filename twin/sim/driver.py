@@ -1,0 +1,141 @@
+"""The driver: runs virtual time as fast as possible and stops only at decision points.
+
+All decisions due at one virtual instant form one batch; answers are applied in tenant order,
+so a session is reproduced by its seed and its recorded actions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import simpy
+
+from twin.errors import ActionError, SessionEnded
+from twin.eventlog.log import EventLog
+from twin.schema.actions import (
+    GpuClusterAction,
+    GpuClusterObservation,
+    ProvisionAction,
+    TenantObservation,
+)
+from twin.schema.scenario import ClusterScenario, GpuClusterScenario, Scenario
+from twin.sim.cluster import ClusterModel
+from twin.sim.gpucluster import GpuClusterModel
+from twin.sim.jobs import JobRecord
+from twin.sim.observe import observe
+from twin.sim.rng import Streams
+
+Action = ProvisionAction | GpuClusterAction
+Observation = TenantObservation | GpuClusterObservation
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionBatch:
+    """The tenants asked to decide at virtual time `t_s`, with why."""
+
+    t_s: float
+    reasons: dict[str, list[str]]
+
+
+class Driver:
+    """One session: a SimPy world, its model and its event log."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        *,
+        seed: int = 0,
+        session: str | None = None,
+        log: EventLog | None = None,
+        sources: Iterable[Iterable[JobRecord]] = (),
+    ) -> None:
+        self.scenario = scenario
+        self.seed = seed
+        self.session = session or f"{scenario.name}-s{seed}"
+        self.log = log if log is not None else EventLog(self.session)
+        self.env = simpy.Environment(initial_time=0.0)
+        config = scenario.model_dump(mode="json")
+        self.log.append(("episode_started", 0.0, None, scenario.name, seed, config))
+        streams = Streams(seed)
+        self.model: ClusterModel | GpuClusterModel
+        if isinstance(scenario, ClusterScenario):
+            self.model = ClusterModel(self.env, scenario, streams, self.log, sources)
+        else:
+            self.model = GpuClusterModel(self.env, scenario, streams, self.log)
+        self._tenants = {name: i for i, name in enumerate(self.model.tenant_names)}
+        self.batch: DecisionBatch | None = None
+
+    @property
+    def ended(self) -> str | None:
+        """Why the episode ended, or None while it runs."""
+        return self.model.ended
+
+    @property
+    def now_s(self) -> float:
+        return float(self.env.now)
+
+    def advance(self) -> DecisionBatch | None:
+        """Run to the next decision point (all events of its instant done); None at the end."""
+        env, model, step = self.env, self.model, self.env.step
+        pending = model.pending
+        try:
+            while not model.ended:
+                if pending:
+                    now = env.now
+                    while env.peek() == now and not model.ended:
+                        step()
+                    if model.ended:
+                        break
+                    names = model.tenant_names
+                    reasons = {names[t]: list(pending[t]) for t in sorted(pending)}
+                    for tenant, why in reasons.items():
+                        self.log.append(("decision_requested", now, tenant, why))
+                    self.batch = DecisionBatch(now, reasons)
+                    return self.batch
+                step()
+        except simpy.core.EmptySchedule:
+            model.end("drained")
+        self.log.flush()
+        self.batch = None
+        return None
+
+    def observe(self, tenant: str) -> Observation:
+        """The tenant's view now."""
+        model = self.model
+        if isinstance(model, GpuClusterModel):
+            return model.observe()
+        index = self._tenant(tenant)
+        reasons = self.batch.reasons.get(tenant, []) if self.batch else []
+        return observe(model, index, reasons)
+
+    def act(self, actions: Mapping[str, Action], policies: Mapping[str, str]) -> None:
+        """Apply the batch's answers (tenant order), record them, and clear the batch."""
+        if self.model.ended:
+            raise SessionEnded(f"session {self.session!r} ended ({self.model.ended})")
+        now = self.env.now
+        model = self.model
+        for tenant in sorted(actions, key=self._tenant):
+            action = actions[tenant]
+            index = self._tenant(tenant)
+            self.log.append(
+                ("decision_made", now, tenant, policies.get(tenant, "external"),
+                 action.model_dump(mode="json"))
+            )  # fmt: skip
+            if isinstance(model, GpuClusterModel):
+                if not isinstance(action, GpuClusterAction):
+                    raise ActionError(f"gpucluster expects GpuClusterAction, got {action!r}")
+                model.apply(index, action)
+            else:
+                if not isinstance(action, ProvisionAction):
+                    raise ActionError(f"cluster expects ProvisionAction, got {action!r}")
+                model.apply(index, action)
+        model.pending.clear()
+        self.batch = None
+        self.log.maybe_flush()
+
+    def _tenant(self, name: str) -> int:
+        index = self._tenants.get(name)
+        if index is None:
+            raise ActionError(f"unknown tenant {name!r}; tenants are {sorted(self._tenants)}")
+        return index

@@ -1,0 +1,51 @@
+"""What a tenant's policy sees of the cluster model at a decision point."""
+
+from __future__ import annotations
+
+from twin.schema.actions import PoolView, QueuedJob, TenantObservation
+from twin.schema.distributions import mean
+from twin.sim.cluster import ClusterModel
+
+HEAD_JOBS = 8
+
+
+def observe(model: ClusterModel, tenant: int, reasons: list[str]) -> TenantObservation:
+    """The tenant's own queue, GPUs and budget, and every pool's public state."""
+    now = model.env.now
+    ledger = model.ledgers[tenant]
+    q = model.queues[tenant]
+    return TenantObservation(
+        t_s=now,
+        tenant=model.tenant_names[tenant],
+        reasons=reasons,
+        budget_usd=None if ledger.budget_usd is None else ledger.budget_usd - ledger.spent_at(now),
+        spent_usd=ledger.spent_at(now),
+        queue_length=len(q),
+        queued_gpus=model.queued_milli[tenant] / 1000,
+        running_jobs=sum(len(h.running) for h in model.holdings[tenant]),
+        head=[
+            QueuedJob(
+                job_id=j.job_id,
+                gpus=j.gpus,
+                work_gpu_s=j.remaining_gpu_s,
+                priority=j.priority,
+                wait_s=now - j.queued_since_s,
+            )
+            for j in q.first(HEAD_JOBS)
+        ],
+        pools=[
+            PoolView(
+                name=h.pool.cfg.name,
+                gpu_type=h.pool.cfg.gpu_type,
+                price_usd_per_gpu_h=h.pool.cfg.price_usd_per_gpu_h,
+                speed=h.pool.cfg.speed,
+                mean_provision_delay_s=mean(h.pool.cfg.provision_delay_s),
+                ready=h.ready,
+                busy_gpus=h.busy_milli / 1000,
+                pending=h.pending_gpus,
+                down=h.pool.down,
+                free_capacity=max(h.pool.free, 0),
+            )
+            for h in model.holdings[tenant]
+        ],
+    )

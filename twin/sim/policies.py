@@ -1,0 +1,133 @@
+"""Built-in in-process policies: what a tenant does when no agent decides for it.
+
+A policy maps a tenant's observation to an action; it sees nothing but the schema models.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Protocol
+
+import numpy as np
+
+from twin.errors import ConfigError
+from twin.schema.actions import (
+    GpuClusterAction,
+    GpuClusterObservation,
+    ProvisionAction,
+    TenantObservation,
+)
+
+
+class ClusterPolicy(Protocol):
+    name: str
+
+    def decide(self, obs: TenantObservation) -> ProvisionAction: ...
+
+
+class GpuClusterPolicy(Protocol):
+    name: str
+
+    def decide(self, obs: GpuClusterObservation) -> GpuClusterAction: ...
+
+
+class Static:
+    """Never changes anything: the GPUs a tenant starts with are all it has."""
+
+    name = "static"
+
+    def decide(self, obs: TenantObservation) -> ProvisionAction:
+        return ProvisionAction()
+
+
+class Autoscale:
+    """Provision for queued demand in the pool with the best price per unit of speed; release
+    idle GPUs when the queue is empty; stop growing when under `reserve` of the budget is left."""
+
+    name = "autoscale"
+
+    def __init__(self, reserve: float = 0.1) -> None:
+        self.reserve = reserve
+
+    def decide(self, obs: TenantObservation) -> ProvisionAction:
+        pools = sorted(obs.pools, key=lambda p: (p.price_usd_per_gpu_h / p.speed, p.name))
+        change: dict[str, int] = {}
+        if obs.queue_length == 0:
+            for p in pools:
+                idle = p.ready - math.ceil(p.busy_gpus)
+                if idle > 0 or p.pending:
+                    change[p.name] = -(idle + p.pending)
+            return ProvisionAction(provision=change)
+        idle_gpus = sum(p.ready - p.busy_gpus for p in pools)
+        coming = sum(p.pending for p in pools)
+        deficit = math.ceil(obs.queued_gpus - idle_gpus - coming)
+        low_budget = obs.budget_usd is not None and obs.budget_usd < self.reserve * (
+            obs.budget_usd + obs.spent_usd
+        )
+        if deficit <= 0 or low_budget:
+            return ProvisionAction()
+        for p in pools:
+            n = min(deficit, p.free_capacity)
+            if n > 0:
+                change[p.name] = n
+                deficit -= n
+            if deficit <= 0:
+                break
+        return ProvisionAction(provision=change)
+
+
+class Baseline:
+    """The GPUClusterEnv baseline: provision clamp(queue - active, -1, +2)."""
+
+    name = "baseline"
+
+    def decide(self, obs: GpuClusterObservation) -> GpuClusterAction:
+        delta = min(max(obs.queue_size - obs.active_gpus, -1), 2)
+        return GpuClusterAction(gpus_to_provision=delta)
+
+
+class Hold:
+    """GPUClusterEnv: never provision or release."""
+
+    name = "static"
+
+    def decide(self, obs: GpuClusterObservation) -> GpuClusterAction:
+        return GpuClusterAction(gpus_to_provision=0)
+
+
+class Random:
+    """GPUClusterEnv: a uniform action in [-2, 2], seeded."""
+
+    name = "random"
+
+    def __init__(self, seed: int = 0) -> None:
+        self._rng = np.random.default_rng(seed)
+
+    def decide(self, obs: GpuClusterObservation) -> GpuClusterAction:
+        return GpuClusterAction(gpus_to_provision=int(self._rng.integers(-2, 3)))
+
+
+CLUSTER_POLICIES: dict[str, Callable[[int], ClusterPolicy]] = {
+    "autoscale": lambda seed: Autoscale(),
+    "static": lambda seed: Static(),
+}
+GPUCLUSTER_POLICIES: dict[str, Callable[[int], GpuClusterPolicy]] = {
+    "baseline": lambda seed: Baseline(),
+    "static": lambda seed: Hold(),
+    "random": Random,
+}
+
+
+def cluster_policy(name: str, seed: int = 0) -> ClusterPolicy:
+    """A built-in policy for the cluster model, by name."""
+    if name not in CLUSTER_POLICIES:
+        raise ConfigError(f"unknown policy {name!r}; allowed: {', '.join(CLUSTER_POLICIES)}")
+    return CLUSTER_POLICIES[name](seed)
+
+
+def gpucluster_policy(name: str, seed: int = 0) -> GpuClusterPolicy:
+    """A built-in policy for the gpucluster tasks, by name."""
+    if name not in GPUCLUSTER_POLICIES:
+        raise ConfigError(f"unknown policy {name!r}; allowed: {', '.join(GPUCLUSTER_POLICIES)}")
+    return GPUCLUSTER_POLICIES[name](seed)

@@ -1,0 +1,106 @@
+"""Queue policies: the order in which a tenant's waiting jobs are considered."""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable
+from itertools import islice
+
+from twin.sim.jobs import Job
+
+
+class FifoQueue:
+    """First come, first served; a requeued job goes back to the front."""
+
+    __slots__ = ("_q",)
+
+    def __init__(self) -> None:
+        self._q: deque[Job] = deque()
+
+    def __len__(self) -> int:
+        return len(self._q)
+
+    def push(self, job: Job, *, requeue: bool = False) -> None:
+        if requeue:
+            self._q.appendleft(job)
+        else:
+            self._q.append(job)
+
+    def head(self) -> Job | None:
+        return self._q[0] if self._q else None
+
+    def pop(self) -> Job:
+        return self._q.popleft()
+
+    def remove(self, job: Job) -> None:
+        self._q.remove(job)
+
+    def first(self, n: int) -> list[Job]:
+        """The first `n` jobs in queue order."""
+        return list(islice(self._q, n))
+
+
+class KeyedQueue:
+    """Jobs ordered by a key (ties by arrival); removal from the middle is lazy.
+
+    An entry is live while its job is queued and the entry's version is the job's current one,
+    so a job removed and later requeued never resurfaces through its old entry.
+    """
+
+    __slots__ = ("_heap", "_key", "_n")
+
+    def __init__(self, key: Callable[[Job], float]) -> None:
+        self._key = key
+        self._heap: list[tuple[float, int, int, Job]] = []
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def push(self, job: Job, *, requeue: bool = False) -> None:
+        job.version += 1
+        heapq.heappush(self._heap, (self._key(job), job.seq, job.version, job))
+        self._n += 1
+
+    def _prune(self) -> None:
+        # Maintain heap invariant: the top entry, if any, is live.
+        heap = self._heap
+        while heap and not _live(heap[0]):
+            heapq.heappop(heap)
+
+    def head(self) -> Job | None:
+        self._prune()
+        return self._heap[0][3] if self._heap else None
+
+    def pop(self) -> Job:
+        self._prune()
+        self._n -= 1
+        return heapq.heappop(self._heap)[3]
+
+    def remove(self, job: Job) -> None:
+        # The caller clears job.queued; the entry is dropped when it reaches the top.
+        self._n -= 1
+
+    def first(self, n: int) -> list[Job]:
+        self._prune()
+        return [e[3] for e in heapq.nsmallest(n, filter(_live, self._heap))]
+
+
+def _live(entry: tuple[float, int, int, Job]) -> bool:
+    job = entry[3]
+    return job.queued and job.version == entry[2]
+
+
+JobQueue = FifoQueue | KeyedQueue
+
+
+def make_queue(policy: str) -> JobQueue:
+    """The queue for a policy name: fifo, priority (highest first) or sjf (shortest run first)."""
+    if policy == "fifo":
+        return FifoQueue()
+    if policy == "priority":
+        return KeyedQueue(lambda j: -j.priority)
+    if policy == "sjf":
+        return KeyedQueue(lambda j: j.remaining_gpu_s / j.gpus if j.gpus else j.remaining_gpu_s)
+    raise ValueError(f"unknown queue policy {policy!r}; expected fifo, priority or sjf")

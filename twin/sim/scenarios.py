@@ -1,0 +1,107 @@
+"""Scenarios by name (shipped YAML files) or from a YAML / JSON file, with overrides."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import TypeAdapter, ValidationError
+
+from twin.errors import ConfigError, ScenarioNotFound
+from twin.schema.scenario import Scenario
+
+SCENARIO_ADAPTER: TypeAdapter[Scenario] = TypeAdapter(Scenario)
+_BUILTIN = resources.files("twin.sim") / "builtin"
+
+
+def builtin_names() -> list[str]:
+    """Names of the scenarios shipped with the twin."""
+    return sorted(p.name.removesuffix(".yaml") for p in _BUILTIN.iterdir() if p.name.endswith(".yaml"))
+
+
+def load_raw(name_or_path: str) -> tuple[dict[str, Any], str]:
+    """The scenario's raw mapping and where it came from."""
+    if name_or_path in builtin_names():
+        text = (_BUILTIN / f"{name_or_path}.yaml").read_text()
+        where = f"built-in scenario {name_or_path!r}"
+    else:
+        path = Path(name_or_path)
+        if not path.is_file():
+            raise ScenarioNotFound(
+                f"no scenario named {name_or_path!r} and no such file; "
+                f"built-in scenarios: {', '.join(builtin_names())}"
+            )
+        text = path.read_text()
+        where = str(path)
+    try:
+        raw = json.loads(text) if where.endswith(".json") else yaml.safe_load(text)
+    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{where}: not valid YAML/JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: a scenario must be a mapping, got {type(raw).__name__}")
+    return raw, where
+
+
+def override(raw: dict[str, Any], assignment: str) -> None:
+    """Apply `a.b.0.c=value` to a raw scenario; value is JSON when it parses, else a string."""
+    key, sep, text = assignment.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"override {assignment!r} must look like path.to.field=value")
+    try:
+        value: Any = json.loads(text)
+    except json.JSONDecodeError:
+        value = text
+    node: Any = raw
+    parts = key.split(".")
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if isinstance(node, list):
+            if not part.isdigit() or int(part) >= len(node):
+                raise ConfigError(f"override {key!r}: {part!r} is not an index of a {len(node)}-item list")
+            if last:
+                node[int(part)] = value
+            else:
+                node = node[int(part)]
+        elif isinstance(node, dict):
+            if last:
+                node[part] = value
+            else:
+                node = node.setdefault(part, {})
+        else:
+            raise ConfigError(f"override {key!r}: {'.'.join(parts[:i])!r} is not a mapping or list")
+
+
+def validate(raw: dict[str, Any], where: str) -> Scenario:
+    """The validated scenario; the error names the first bad field and what it allows."""
+    try:
+        return SCENARIO_ADAPTER.validate_python(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"{where}: {describe(exc)}") from None
+
+
+def describe(exc: ValidationError) -> str:
+    """One line per problem: the field path, what is wrong, and the value given."""
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"] if not _is_union_tag(p))
+        given = err.get("input")
+        shown = "" if isinstance(given, dict | list) else f" (got {given!r})"
+        lines.append(f"field {loc or '<root>'}: {err['msg']}{shown}")
+    return "; ".join(lines)
+
+
+def _is_union_tag(part: object) -> bool:
+    return part in ("cluster", "gpucluster") or (
+        isinstance(part, str) and part in {"constant", "exponential", "lognormal", "uniform", "choice", "poisson", "onoff", "mmpp", "diurnal"}
+    )
+
+
+def load(name_or_path: str, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
+    """A validated scenario by built-in name or file path, with `path=value` overrides."""
+    raw, where = load_raw(name_or_path)
+    for assignment in overrides:
+        override(raw, assignment)
+    return validate(raw, where)
