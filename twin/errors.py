@@ -1,10 +1,10 @@
 """The exceptions the twin raises, under one base class.
 
-    TwinError
-    ├── ConfigError          a scenario or option is invalid
-    │   └── ScenarioNotFound a scenario name is neither built in nor a file
-    ├── ActionError          an action names something the model does not have
-    └── SessionEnded         a finished episode was asked to go on
+TwinError
+├── ConfigError          a scenario or option is invalid
+│   └── ScenarioNotFoundError a scenario name is neither built in nor a file
+├── ActionError          an action names something the model does not have
+└── SessionEndedError         a finished episode was asked to go on
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ class ConfigError(TwinError):
     """Raised when a scenario, a file or an option is invalid; the message names the field."""
 
 
-class ScenarioNotFound(ConfigError):
+class ScenarioNotFoundError(ConfigError):
     """Raised when a scenario name is neither built in nor a readable file."""
 
 
@@ -26,5 +26,5 @@ class ActionError(TwinError):
     """Raised when an action names a pool or tenant that the scenario does not have."""
 
 
-class SessionEnded(TwinError):
+class SessionEndedError(TwinError):
     """Raised when `step` is called on an episode that has already ended."""

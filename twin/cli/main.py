@@ -44,6 +44,19 @@ def _scenarios(args: argparse.Namespace) -> int:
     return 0
 
 
+def _schema(args: argparse.Namespace) -> int:
+    from twin.schema import export
+
+    if args.write:
+        for path in export.write_all(Path(args.write)):
+            print(path)
+        return 0
+    if args.name not in export.MODELS:
+        raise TwinError(f"unknown schema {args.name!r}; allowed: {', '.join(export.MODELS)}")
+    sys.stdout.write(export.render(args.name))
+    return 0
+
+
 def _bench(args: argparse.Namespace) -> int:
     from twin.bench import run_benchmarks
 
@@ -67,6 +80,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     scen = sub.add_parser("scenarios", help="list the built-in scenarios")
     scen.set_defaults(func=_scenarios)
+
+    schema = sub.add_parser("schema", help="print a model's JSON Schema")
+    schema.add_argument("name", nargs="?", default="scenario", help="scenario, event, ...")
+    schema.add_argument("--write", metavar="DIR", help="write every schema as DIR/<name>.json")
+    schema.set_defaults(func=_schema)
 
     bench = sub.add_parser("bench", help="measure the twin's speed")
     bench.add_argument("which", nargs="?", default="all", help="sim, rl or all")

@@ -37,6 +37,7 @@ def print_summary(summary: Summary, console: Console) -> None:
             f"{j.arrived} arrived · {j.finished} finished · {j.failed} failed · "
             f"{j.unfinished} unfinished · {j.interrupted} interruptions",
         )
+    if summary.completion_s.count:
         head.add_row("completion time", _q(summary.completion_s))
         head.add_row("queueing delay", _q(summary.queueing_delay_s))
     head.add_row("cost", f"${summary.cost_usd:,.2f}")

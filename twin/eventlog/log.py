@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
 import orjson
+from pydantic import BaseModel
 
 from twin.schema.events import EVENT_FIELDS
 
@@ -33,9 +34,16 @@ def from_dict(obj: dict[str, Any]) -> Record:
     return (kind, obj["t_s"], obj["tenant"], *(obj[name] for name in EVENT_FIELDS[kind]))
 
 
+def _jsonable(value: object) -> object:
+    """orjson's fallback: records may hold frozen schema models (actions); dump them as JSON."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    raise TypeError(f"cannot serialise {type(value).__name__} in an event record")
+
+
 def encode(record: Record, session: str) -> bytes:
     """One JSONL line for `record`."""
-    return orjson.dumps(to_dict(record, session)) + b"\n"
+    return orjson.dumps(to_dict(record, session), default=_jsonable) + b"\n"
 
 
 class EventLog:
@@ -83,9 +91,9 @@ class EventLog:
         yield from self._chunk
 
     def dicts(self) -> Iterator[dict[str, Any]]:
-        """The kept records as JSON objects."""
+        """The kept records as JSON objects (as they would read back from JSONL)."""
         for record in self:
-            yield to_dict(record, self.session)
+            yield orjson.loads(encode(record, self.session))
 
 
 class JsonlWriter:

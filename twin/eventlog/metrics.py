@@ -7,11 +7,13 @@ Feed chunks of records (as the sim writes them, or decoded from JSONL) to `Metri
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from twin.eventlog.log import Record
+from twin.schema.events import EVENT_FIELDS
 from twin.schema.summary import (
     JobCounts,
     PoolSummary,
@@ -20,6 +22,7 @@ from twin.schema.summary import (
     TenantSummary,
 )
 
+GPUCLUSTER_POOL = "gpu"  # the step model's single pool
 GPUCLUSTER_SCALE = 10.0  # score = clamp(total reward / (max_steps * 10), 0, 1)
 
 
@@ -40,6 +43,7 @@ class Metrics:
     value_usd_per_gpu_s: dict[str, float] = field(default_factory=dict)
     max_steps: int | None = None
     step_s: float = 0.0
+    job_reward_usd: float = 0.0
     session: str = ""
     scenario: str = ""
     seed: int = 0
@@ -61,69 +65,93 @@ class Metrics:
     _running: dict[str, tuple[float, float, str]] = field(default_factory=dict)
     _pool_cost: dict[str, float] = field(default_factory=lambda: defaultdict(float))
 
+    def __post_init__(self) -> None:
+        self._handlers: dict[str, Callable[[Record], None]] = {
+            kind: getattr(self, f"_on_{kind}")
+            for kind in EVENT_FIELDS
+            if hasattr(self, f"_on_{kind}")
+        }
+
     def consume(self, chunk: list[Record]) -> None:
         """Fold a chunk of records, in log order."""
-        tenants = self._tenants
+        handlers = self._handlers
         for rec in chunk:
-            kind, t, tenant = rec[0], rec[1], rec[2]
-            if kind == "job_arrived":
-                tenants[tenant].arrived += 1
-                self._submit_s[rec[3]] = t
-                self._work[rec[3]] = rec[5]
-            elif kind == "job_started":
-                job = rec[3]
-                self._wait_s[job] = self._wait_s.get(job, 0.0) + rec[7]
-                self._running[job] = (t, rec[5], rec[4])
-            elif kind == "job_finished":
-                job = rec[3]
-                self._end_run(job, t)
-                tenants[tenant].finished += 1
-                tenants[tenant].value_usd += self._work.pop(job, 0.0) * self.value_usd_per_gpu_s.get(
-                    tenant, 0.0
-                )
-                self._completion_s.append(t - self._submit_s.pop(job, t))
-                self._queueing_s.append(self._wait_s.pop(job, 0.0))
-            elif kind == "job_interrupted":
-                self._end_run(rec[3], t)
-                self.interrupted += 1
-            elif kind == "job_failed":
-                tenants[tenant].failed += 1
-                self._submit_s.pop(rec[3], None)
-                self._work.pop(rec[3], None)
-                self._wait_s.pop(rec[3], None)
-            elif kind == "budget_charged":
-                tenants[tenant].cost_usd += rec[5]
-                self._pool_cost[rec[3]] += rec[5]
-            elif kind == "sla_penalty":
-                tenants[tenant].sla_usd += rec[5]
-            elif kind == "gpus_ready":
-                self._hold(tenant, rec[3], t, rec[4])
-            elif kind == "gpus_released":
-                self._hold(tenant, rec[3], t, -rec[4])
-            elif kind == "node_failed":
-                self._hold(tenant, rec[3], t, -1)
-            elif kind == "decision_made":
-                self.decisions += 1
-            elif kind == "jobs_arrived":
-                tenants[tenant].arrived += rec[3]
-            elif kind == "jobs_processed":
-                tenants[tenant].finished += rec[3]
-                self._busy_gpu_s["gpu"] += rec[3] * self.step_s
-            elif kind == "step_completed":
-                self.steps = rec[3]
-                self.step_reward += rec[6]
-            elif kind == "episode_started":
-                self._start(rec)
-            elif kind == "episode_ended":
-                self.end_reason = rec[3]
-                self.end_t_s = t
+            handler = handlers.get(rec[0])
+            if handler is not None:
+                handler(rec)
         self.events += len(chunk)
 
-    def _start(self, rec: Record) -> None:
+    # One handler per kind that matters: (kind, t_s, tenant, *payload in EVENT_FIELDS order).
+
+    def _on_job_arrived(self, rec: Record) -> None:
+        self._tenants[rec[2]].arrived += 1
+        self._submit_s[rec[3]] = rec[1]
+        self._work[rec[3]] = rec[5]
+
+    def _on_job_started(self, rec: Record) -> None:
+        job = rec[3]
+        self._wait_s[job] = self._wait_s.get(job, 0.0) + rec[7]
+        self._running[job] = (rec[1], rec[5], rec[4])
+
+    def _on_job_finished(self, rec: Record) -> None:
+        t, tenant, job = rec[1], self._tenants[rec[2]], rec[3]
+        self._end_run(job, t)
+        tenant.finished += 1
+        tenant.value_usd += self._work.pop(job, 0.0) * self.value_usd_per_gpu_s.get(rec[2], 0.0)
+        self._completion_s.append(t - self._submit_s.pop(job, t))
+        self._queueing_s.append(self._wait_s.pop(job, 0.0))
+
+    def _on_job_interrupted(self, rec: Record) -> None:
+        self._end_run(rec[3], rec[1])
+        self.interrupted += 1
+
+    def _on_job_failed(self, rec: Record) -> None:
+        self._tenants[rec[2]].failed += 1
+        for per_job in (self._submit_s, self._work, self._wait_s):
+            per_job.pop(rec[3], None)
+
+    def _on_budget_charged(self, rec: Record) -> None:
+        self._tenants[rec[2]].cost_usd += rec[5]
+        self._pool_cost[rec[3]] += rec[5]
+
+    def _on_sla_penalty(self, rec: Record) -> None:
+        self._tenants[rec[2]].sla_usd += rec[5]
+
+    def _on_gpus_ready(self, rec: Record) -> None:
+        self._hold(rec[2], rec[3], rec[1], rec[4])
+
+    def _on_gpus_released(self, rec: Record) -> None:
+        self._hold(rec[2], rec[3], rec[1], -rec[4])
+
+    def _on_node_failed(self, rec: Record) -> None:
+        self._hold(rec[2], rec[3], rec[1], -1)
+
+    def _on_decision_made(self, rec: Record) -> None:
+        self.decisions += 1
+
+    def _on_jobs_arrived(self, rec: Record) -> None:
+        self._tenants[rec[2]].arrived += rec[3]
+
+    def _on_jobs_processed(self, rec: Record) -> None:
+        tenant = self._tenants[rec[2]]
+        tenant.finished += rec[3]
+        tenant.value_usd += rec[3] * self.job_reward_usd
+        self._busy_gpu_s[GPUCLUSTER_POOL] += rec[3] * self.step_s
+
+    def _on_step_completed(self, rec: Record) -> None:
+        self.steps = rec[3]
+        self.step_reward += rec[6]
+
+    def _on_episode_ended(self, rec: Record) -> None:
+        self.end_reason = rec[3]
+        self.end_t_s = rec[1]
+
+    def _on_episode_started(self, rec: Record) -> None:
         self.scenario, self.seed, config = rec[3], rec[4], rec[5]
         if config.get("kind") == "gpucluster":
             self.max_steps = config["max_steps"]
             self.step_s = config["step_s"]
+            self.job_reward_usd = config["job_reward_usd"]
         for tenant in config.get("tenants", []):
             self.value_usd_per_gpu_s[tenant["name"]] = tenant["value_usd_per_gpu_h"] / 3600
 

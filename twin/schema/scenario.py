@@ -78,7 +78,10 @@ class MmppArrivals(Frozen):
 
 
 class DiurnalArrivals(Frozen):
-    """Poisson with a sinusoidal daily rate: mean * (1 + amplitude * cos(2 pi (t - peak) / period))."""
+    """Poisson with a sinusoidal daily rate.
+
+    rate(t) = mean * (1 + amplitude * cos(2 pi (t - peak_s) / period_s))
+    """
 
     process: Literal["diurnal"] = "diurnal"
     mean_rate_per_h: PositiveFloat
@@ -136,7 +139,7 @@ class DecisionConfig(Frozen):
 
     interval_s: PositiveFloat | None = 300.0
     triggers: frozenset[Trigger] = frozenset({"gpus_ready", "failure", "budget_threshold"})
-    budget_thresholds: list[Annotated[float, Field(gt=0.0, lt=1.0)]] = [0.5, 0.25, 0.1]
+    budget_thresholds: tuple[Annotated[float, Field(gt=0.0, lt=1.0)], ...] = (0.5, 0.25, 0.1)
 
 
 class ScalingConfig(Frozen):

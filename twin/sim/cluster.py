@@ -139,7 +139,14 @@ class ClusterModel:
             if self.ended:
                 return
             gpus = draw_gpus()
-            self.admit(tenant, None, gpus, draw_service_s() * gpus, draw_priority(), w.gpu_type)
+            self.admit(
+                tenant,
+                None,
+                gpus=gpus,
+                work_gpu_s=draw_service_s() * gpus,
+                priority=draw_priority(),
+                gpu_type=w.gpu_type,
+            )
         self.open_sources -= 1
         self._check_drained()
 
@@ -155,7 +162,14 @@ class ClusterModel:
                 return
             tenant = self._tenant_index.get(rec.tenant, 0)
             work = rec.service_s * rec.gpus * eff(rec.gpus) if rec.gpus > 0 else rec.service_s
-            self.admit(tenant, rec.job_id, rec.gpus, work, rec.priority, rec.gpu_type)
+            self.admit(
+                tenant,
+                rec.job_id,
+                gpus=rec.gpus,
+                work_gpu_s=work,
+                priority=rec.priority,
+                gpu_type=rec.gpu_type,
+            )
         self.open_sources -= 1
         self._check_drained()
 
@@ -201,6 +215,7 @@ class ClusterModel:
         self,
         tenant: int,
         job_id: str | None,
+        *,
         gpus: float,
         work_gpu_s: float,
         priority: float,
@@ -271,7 +286,8 @@ class ClusterModel:
         a candidate may run there if it ends by then or uses only GPUs the head will not need.
         """
         now = self.env.now
-        shadow_s, spare_milli, reserved = math.inf, 0, None
+        shadow_s, spare_milli = math.inf, 0
+        reserved: Holding | None = None
         for h in self._by_speed[head.tenant]:
             if head.gpu_type is not None and h.pool.cfg.gpu_type != head.gpu_type:
                 continue
@@ -285,11 +301,13 @@ class ClusterModel:
                     break
         q = self.queues[head.tenant]
         for job in q.first(self.cfg.queue.backfill_depth)[1:]:
-            h = self._fit(job)
-            if h is None:
+            fit = self._fit(job)
+            if fit is None:
                 continue
-            rate = job.gpus * h.pool.cfg.speed * self._eff(job.gpus)
-            if h is not reserved or now + job.remaining_gpu_s / rate <= shadow_s:
+            if (
+                fit is not reserved
+                or now + job.remaining_gpu_s / self._rate(job, fit.pool) <= shadow_s
+            ):
                 pass
             elif job.milli <= spare_milli:
                 spare_milli -= job.milli
@@ -298,7 +316,12 @@ class ClusterModel:
             job.queued = False
             q.remove(job)
             self.queued_milli[job.tenant] -= job.milli
-            self._start_run(job, h)
+            self._start_run(job, fit)
+
+    def _rate(self, job: Job, pool: Pool) -> float:
+        """Reference-GPU-seconds of work per second; a GPU-less job runs at the pool's speed."""
+        gpus = job.gpus
+        return gpus * pool.cfg.speed * self._eff(gpus) if gpus > 0 else pool.cfg.speed
 
     def _run(self, job: Job, h: Holding) -> None:
         job.queued = False
@@ -313,15 +336,14 @@ class ClusterModel:
         h.busy_milli += job.milli
         h.running[job] = None
         self.running_jobs += 1
-        gpus = job.gpus
-        job.rate = rate = gpus * pool.cfg.speed * self._eff(gpus) if gpus > 0 else pool.cfg.speed
+        job.rate = rate = self._rate(job, pool)
         run_s = job.remaining_gpu_s / rate
         ev = self.env.timeout(run_s, job)
         ev.callbacks.append(self._finished)
         job.run = ev
         wait_s = now - job.queued_since_s
         tenant = self.tenant_names[job.tenant]
-        self._emit(("job_started", now, tenant, job.job_id, pool.cfg.name, gpus, run_s, wait_s))
+        self._emit(("job_started", now, tenant, job.job_id, pool.cfg.name, job.gpus, run_s, wait_s))
         ledger = self.ledgers[job.tenant]
         if ledger.sla_usd_per_job_s and wait_s > 0:
             amount = wait_s * ledger.sla_usd_per_job_s

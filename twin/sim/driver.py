@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import simpy
 
-from twin.errors import ActionError, SessionEnded
+from twin.errors import ActionError, SessionEndedError
 from twin.eventlog.log import EventLog
 from twin.schema.actions import (
     GpuClusterAction,
@@ -19,7 +19,7 @@ from twin.schema.actions import (
     ProvisionAction,
     TenantObservation,
 )
-from twin.schema.scenario import ClusterScenario, GpuClusterScenario, Scenario
+from twin.schema.scenario import ClusterScenario, Scenario
 from twin.sim.cluster import ClusterModel
 from twin.sim.gpucluster import GpuClusterModel
 from twin.sim.jobs import JobRecord
@@ -112,16 +112,18 @@ class Driver:
     def act(self, actions: Mapping[str, Action], policies: Mapping[str, str]) -> None:
         """Apply the batch's answers (tenant order), record them, and clear the batch."""
         if self.model.ended:
-            raise SessionEnded(f"session {self.session!r} ended ({self.model.ended})")
+            raise SessionEndedError(f"session {self.session!r} ended ({self.model.ended})")
         now = self.env.now
         model = self.model
-        for tenant in sorted(actions, key=self._tenant):
-            action = actions[tenant]
+        items = list(actions.items())
+        if len(items) > 1:
+            items.sort(key=lambda item: self._tenant(item[0]))
+        for tenant, action in items:
             index = self._tenant(tenant)
+            # The action model itself is recorded; the log serialises it as JSON.
             self.log.append(
-                ("decision_made", now, tenant, policies.get(tenant, "external"),
-                 action.model_dump(mode="json"))
-            )  # fmt: skip
+                ("decision_made", now, tenant, policies.get(tenant, "external"), action)
+            )
             if isinstance(model, GpuClusterModel):
                 if not isinstance(action, GpuClusterAction):
                     raise ActionError(f"gpucluster expects GpuClusterAction, got {action!r}")

@@ -104,7 +104,9 @@ class GpuClusterModel:
         emit(("jobs_processed", now, TENANT, processed))
         emit(("budget_charged", now, TENANT, POOL, active * cfg.step_s, cost))
         emit(("sla_penalty", now, TENANT, None, queue * cfg.step_s, sla))
-        emit(("step_completed", now, TENANT, self.time_step, active, queue, reward, self.budget_usd))
+        emit(
+            ("step_completed", now, TENANT, self.time_step, active, queue, reward, self.budget_usd)
+        )
         self.env.timeout(cfg.step_s).callbacks.append(self._next_step)
 
     def _step_due(self, _: simpy.Event) -> None:

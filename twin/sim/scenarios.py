@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 from pydantic import TypeAdapter, ValidationError
 
-from twin.errors import ConfigError, ScenarioNotFound
+from twin.errors import ConfigError, ScenarioNotFoundError
 from twin.schema.scenario import Scenario
 
 SCENARIO_ADAPTER: TypeAdapter[Scenario] = TypeAdapter(Scenario)
@@ -19,7 +19,9 @@ _BUILTIN = resources.files("twin.sim") / "builtin"
 
 def builtin_names() -> list[str]:
     """Names of the scenarios shipped with the twin."""
-    return sorted(p.name.removesuffix(".yaml") for p in _BUILTIN.iterdir() if p.name.endswith(".yaml"))
+    return sorted(
+        p.name.removesuffix(".yaml") for p in _BUILTIN.iterdir() if p.name.endswith(".yaml")
+    )
 
 
 def load_raw(name_or_path: str) -> tuple[dict[str, Any], str]:
@@ -30,7 +32,7 @@ def load_raw(name_or_path: str) -> tuple[dict[str, Any], str]:
     else:
         path = Path(name_or_path)
         if not path.is_file():
-            raise ScenarioNotFound(
+            raise ScenarioNotFoundError(
                 f"no scenario named {name_or_path!r} and no such file; "
                 f"built-in scenarios: {', '.join(builtin_names())}"
             )
@@ -60,7 +62,9 @@ def override(raw: dict[str, Any], assignment: str) -> None:
         last = i == len(parts) - 1
         if isinstance(node, list):
             if not part.isdigit() or int(part) >= len(node):
-                raise ConfigError(f"override {key!r}: {part!r} is not an index of a {len(node)}-item list")
+                raise ConfigError(
+                    f"override {key!r}: {part!r} is not an index of a {len(node)}-item list"
+                )
             if last:
                 node[int(part)] = value
             else:
@@ -95,7 +99,19 @@ def describe(exc: ValidationError) -> str:
 
 def _is_union_tag(part: object) -> bool:
     return part in ("cluster", "gpucluster") or (
-        isinstance(part, str) and part in {"constant", "exponential", "lognormal", "uniform", "choice", "poisson", "onoff", "mmpp", "diurnal"}
+        isinstance(part, str)
+        and part
+        in {
+            "constant",
+            "exponential",
+            "lognormal",
+            "uniform",
+            "choice",
+            "poisson",
+            "onoff",
+            "mmpp",
+            "diurnal",
+        }
     )
 
 

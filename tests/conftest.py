@@ -1,0 +1,50 @@
+"""Shared helpers: tiny scenarios and running them to a list of event dicts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from twin.eventlog.log import EventLog
+from twin.schema.scenario import ClusterScenario
+from twin.sim.driver import Driver
+from twin.sim.runner import run_episode
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+
+
+def tiny(**fields: Any) -> ClusterScenario:
+    """A one-pool, one-tenant cluster with no decisions unless fields say otherwise."""
+    base: dict[str, Any] = {
+        "name": "tiny",
+        "pools": [{"name": "gpu", "gpu_type": "a100", "max_gpus": 8, "price_usd_per_gpu_h": 3.6}],
+        "tenants": [{"name": "t", "initial_gpus": {"gpu": 2}, "policy": "static"}],
+        "decisions": {"interval_s": None, "triggers": []},
+    }
+    base.update(fields)
+    return ClusterScenario.model_validate(base)
+
+
+def play(scenario: ClusterScenario, seed: int = 0, **kwargs: Any) -> list[dict[str, Any]]:
+    """Run with each tenant's own built-in policy; the log as JSON objects."""
+    _, driver = run_episode(scenario, seed=seed, keep_log=True, **kwargs)
+    return list(driver.log.dicts())
+
+
+def kinds(events: list[dict[str, Any]], *wanted: str) -> list[dict[str, Any]]:
+    return [e for e in events if e["kind"] in wanted]
+
+
+def drive(scenario: ClusterScenario, seed: int = 0) -> Driver:
+    """A driver with its whole log kept, not yet advanced."""
+    return Driver(scenario, seed=seed, log=EventLog("test", keep=True))
+
+
+@pytest.fixture
+def shared_traces() -> Path:
+    path = SHARED / "traces"
+    if not path.is_dir():
+        pytest.skip("../shared/traces is not beside the repository")
+    return path

@@ -1,0 +1,89 @@
+"""The `twin` command as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from twin.cli.main import main
+from twin.eventlog.log import from_dict, read_jsonl
+from twin.eventlog.metrics import Metrics
+from twin.schema.summary import Summary
+
+
+def twin(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "twin", *args], capture_output=True, text=True, check=False
+    )
+
+
+def test_run_writes_the_event_log_and_summary(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    assert main(["run", "--scenario", "default", "--seed", "1", "--out", str(out)]) == 0
+    summary = Summary.model_validate_json((out / "summary.json").read_text())
+    assert summary.jobs.arrived > 0
+    assert summary.end_reason == "horizon"
+
+
+def test_same_seed_gives_byte_identical_event_logs(tmp_path: Path) -> None:
+    for d in ("A", "B"):
+        assert (
+            main(
+                ["run", "--scenario", "gpucluster-hard", "--seed", "7", "--out", str(tmp_path / d)]
+            )
+            == 0
+        )
+    a = (tmp_path / "A" / "events.jsonl").read_bytes()
+    assert a == (tmp_path / "B" / "events.jsonl").read_bytes()
+    main(["run", "--scenario", "gpucluster-hard", "--seed", "8", "--out", str(tmp_path / "C")])
+    assert a != (tmp_path / "C" / "events.jsonl").read_bytes()
+
+
+def test_the_summary_can_be_rebuilt_from_the_jsonl_alone(tmp_path: Path) -> None:
+    main(["run", "--scenario", "default", "--seed", "2", "--out", str(tmp_path)])
+    with (tmp_path / "events.jsonl").open("rb") as f:
+        records = [from_dict(d) for d in read_jsonl(f)]
+    metrics = Metrics(session="default-s2")
+    metrics.consume(records)
+    written = Summary.model_validate_json((tmp_path / "summary.json").read_text())
+    assert metrics.summary() == written
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "--scenario", "nope"], "no scenario named 'nope'"),
+        (
+            ["run", "--set", "queue.policy=lifo"],
+            "field queue.policy: Input should be 'fifo', 'priority' or 'sjf'",
+        ),
+        (["run", "--set", "tenants.0.initial_gpus.a100=-1"], "greater than or equal to 0 (got -1)"),
+        (["run", "--policy", "yolo"], "unknown policy 'yolo'; allowed: autoscale, static"),
+        (["run", "--set", "oops"], "must look like path.to.field=value"),
+    ],
+)
+def test_bad_input_is_one_clear_line_and_exit_2(args: list[str], message: str) -> None:
+    result = twin(*args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_scenarios_lists_the_builtins() -> None:
+    result = twin("scenarios")
+    assert result.returncode == 0
+    for name in ("default", "gpucluster-easy", "gpucluster-medium", "gpucluster-hard", "mmc"):
+        assert name in result.stdout
+
+
+def test_bench_prints_a_json_line_last() -> None:
+    result = twin("bench", "rl", "--quick", "--json")
+    assert result.returncode == 0
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    assert figures["bench"] == "rl"
+    assert figures["steps_per_s"] > 0

@@ -1,0 +1,62 @@
+"""Simulator throughput: jobs of simulated work per CPU-second on the FIFO M/M/c workload."""
+
+from __future__ import annotations
+
+import io
+
+from twin.bench.harness import Result, median_cpu_s
+from twin.eventlog.log import EventLog, JsonlWriter
+from twin.schema.scenario import ClusterScenario
+from twin.sim import scenarios
+from twin.sim.driver import Driver
+
+TARGET_JOBS_PER_S = 60_000
+
+
+def _mmc(jobs: int, span_factor: float = 1.0) -> ClusterScenario:
+    """The M/M/c scenario with `jobs` jobs; span_factor stretches time (same load)."""
+    base = scenarios.load("mmc")
+    assert isinstance(base, ClusterScenario)
+    raw = base.model_dump()
+    w = raw["tenants"][0]["workloads"][0]
+    w["max_jobs"] = jobs
+    w["arrivals"]["rate_per_h"] /= span_factor
+    w["service_s"]["mean"] *= span_factor
+    return ClusterScenario.model_validate(raw)
+
+
+def _play(scenario: ClusterScenario, jsonl: bool) -> None:
+    log = EventLog("bench", keep=False)
+    if jsonl:
+        log.subscribe(JsonlWriter(io.BytesIO(), "bench"))
+    driver = Driver(scenario, seed=1, log=log)
+    while driver.advance() is not None:
+        driver.act({}, {})
+
+
+def bench_sim(quick: bool) -> Result:
+    jobs = 20_000 if quick else 100_000
+    repeats = 1 if quick else 5
+    base = _mmc(jobs)
+    cpu_s = median_cpu_s(lambda: _play(base, False), repeats)
+    cpu_jsonl_s = median_cpu_s(lambda: _play(base, True), repeats)
+    quarter_s = median_cpu_s(lambda: _play(_mmc(jobs // 4), False), repeats)
+    stretched_s = median_cpu_s(lambda: _play(_mmc(jobs, 10.0), False), repeats)
+    rate = jobs / cpu_s
+    r = Result()
+    r.lines += [
+        f"sim: FIFO M/M/c, {jobs:,} jobs on 64 GPUs at 90% load (median of {repeats})",
+        f"  {rate:,.0f} jobs/s per core ({cpu_s:.3f} s), target {TARGET_JOBS_PER_S:,}",
+        f"  with JSONL encoding: {jobs / cpu_jsonl_s:,.0f} jobs/s",
+        f"  4x the jobs costs {cpu_s / quarter_s:.2f}x the time (linear: 4.00)",
+        f"  10x the time span costs {stretched_s / cpu_s:.2f}x the time (flat: 1.00)",
+    ]
+    r.figures = {
+        "jobs": jobs,
+        "jobs_per_s": round(rate),
+        "jobs_per_s_with_jsonl": round(jobs / cpu_jsonl_s),
+        "jobs_per_s_vs_target": round(rate / TARGET_JOBS_PER_S, 2),
+        "time_ratio_4x_jobs": round(cpu_s / quarter_s, 2),
+        "time_ratio_10x_span": round(stretched_s / cpu_s, 2),
+    }
+    return r
