@@ -411,3 +411,25 @@ class TestEventCost:
             return len(play(sc))
 
         assert records(100.0) == records(1.0)
+
+
+class TestJobRecordSource:
+    def test_records_arrive_at_their_submit_times_and_run_for_their_service_time(self) -> None:
+        from twin.sim.jobs import JobRecord
+
+        records = [
+            JobRecord("r1", submit_s=10.0, service_s=100.0, gpus=2, tenant="t"),
+            JobRecord("r2", submit_s=10.0, service_s=50.0, gpus=1, tenant="t"),
+            JobRecord("r3", submit_s=500.0, service_s=20.0, gpus=0.5, tenant="t"),
+        ]
+        sc = tiny(
+            tenants=[tenant(initial_gpus={"gpu": 3})],
+            scaling={"model": "amdahl", "serial_fraction": 0.2},
+        )
+        events = play(sc, sources=[records])
+        arrived = [(e["job_id"], e["t_s"]) for e in kinds(events, "job_arrived")]
+        assert arrived == [("r1", 10.0), ("r2", 10.0), ("r3", 500.0)]
+        # The observed service time is reproduced on the reference GPU, whatever the scaling.
+        finished = {e["job_id"]: e["run_s"] for e in kinds(events, "job_finished")}
+        assert finished == pytest.approx({"r1": 100.0, "r2": 50.0, "r3": 20.0})
+        assert events[-1]["reason"] == "drained"
