@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -87,3 +88,18 @@ def test_bench_prints_a_json_line_last() -> None:
     figures = json.loads(result.stdout.strip().splitlines()[-1])
     assert figures["bench"] == "rl"
     assert figures["steps_per_s"] > 0
+
+
+def test_event_logs_are_identical_across_processes(tmp_path: Path) -> None:
+    """Separate interpreters (different hash seeds) write the same bytes for the same seed."""
+    logs = []
+    for i, hash_seed in enumerate(("1", "2")):
+        out = tmp_path / str(i)
+        subprocess.run(
+            [sys.executable, "-m", "twin", "run", "--seed", "3", "--out", str(out)],
+            check=True,
+            capture_output=True,
+            env={**os.environ, "PYTHONHASHSEED": hash_seed},
+        )
+        logs.append((out / "events.jsonl").read_bytes())
+    assert logs[0] == logs[1]

@@ -14,10 +14,15 @@ from collections.abc import Callable
 import orjson
 
 from twin.bench.harness import Result
+from twin.bench.kernel import bench_kernel
 from twin.bench.rl import bench_rl
 from twin.bench.sim import bench_sim
 
-BENCHMARKS: dict[str, Callable[[bool], Result]] = {"sim": bench_sim, "rl": bench_rl}
+BENCHMARKS: dict[str, Callable[[bool], Result]] = {
+    "sim": bench_sim,
+    "rl": bench_rl,
+    "kernel": bench_kernel,
+}
 
 
 def run_benchmarks(which: str, *, as_json: bool, quick: bool) -> int:

@@ -86,8 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
     schema.add_argument("--write", metavar="DIR", help="write every schema as DIR/<name>.json")
     schema.set_defaults(func=_schema)
 
+    from twin.cli import kernel
+
+    kernel.add_parser(sub)
+
     bench = sub.add_parser("bench", help="measure the twin's speed")
-    bench.add_argument("which", nargs="?", default="all", help="sim, rl or all")
+    bench.add_argument("which", nargs="?", default="all", help="sim, rl, kernel or all")
     bench.add_argument("--json", action="store_true", help="print only the JSON figures")
     bench.add_argument("--quick", action="store_true", help="fewer repetitions (smoke test)")
     bench.set_defaults(func=_bench)

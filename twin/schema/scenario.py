@@ -15,6 +15,7 @@ from pydantic import (
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
+    field_validator,
     model_validator,
 )
 
@@ -138,8 +139,14 @@ class DecisionConfig(Frozen):
     """When tenants' policies are asked to act: a periodic tick and/or on events."""
 
     interval_s: PositiveFloat | None = 300.0
-    triggers: frozenset[Trigger] = frozenset({"gpus_ready", "failure", "budget_threshold"})
+    triggers: tuple[Trigger, ...] = ("budget_threshold", "failure", "gpus_ready")
     budget_thresholds: tuple[Annotated[float, Field(gt=0.0, lt=1.0)], ...] = (0.5, 0.25, 0.1)
+
+    @field_validator("triggers")
+    @classmethod
+    def _canonical(cls, triggers: tuple[Trigger, ...]) -> tuple[Trigger, ...]:
+        # A set in meaning; sorted so that dumps (and event logs) never depend on hash order.
+        return tuple(sorted(set(triggers)))
 
 
 class ScalingConfig(Frozen):

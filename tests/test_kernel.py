@@ -1,0 +1,306 @@
+"""The allocation kernel: physics checked by hand, properties by hypothesis, batch == single."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from twin.kernel import (
+    ClusterContext,
+    Plan,
+    PlanBatch,
+    Reason,
+    default_tables,
+    evaluate,
+    evaluate_one,
+    reason_names,
+)
+from twin.kernel.plans import BF16, FP8, FP16, FP32, GROUPS
+from twin.kernel.tables import load_json, model_params
+
+T = default_tables()
+M70, M8, MIXTRAL = T.model("llama-3.1-70b"), T.model("llama-3.1-8b"), T.model("mixtral-8x7b")
+H100, A100, V100, T4 = T.gpu("h100"), T.gpu("a100-80gb"), T.gpu("v100"), T.gpu("t4")
+GIB = 2.0**30
+
+
+def plan(**fields: object) -> Plan:
+    base: dict[str, object] = {"model": M70, "gpu": H100, "n_gpus": 8, "tp": 8}
+    base.update(fields)
+    return Plan(**base)  # type: ignore[arg-type]
+
+
+def with_precision(p: Plan, **groups: int) -> Plan:
+    prec = list(p.precision)
+    for name, code in groups.items():
+        prec[GROUPS.index(name)] = code
+    return dataclasses.replace(p, precision=tuple(prec))  # type: ignore[arg-type]
+
+
+class TestCatalog:
+    def test_model_presets_match_their_published_sizes(self) -> None:
+        sizes = {
+            m["name"]: sum(model_params(m).values()) / 1e9
+            for m in load_json("models.json")["models"]
+        }
+        assert sizes["llama-3.1-8b"] == pytest.approx(8.03, abs=0.01)
+        assert sizes["llama-3.1-70b"] == pytest.approx(70.55, abs=0.01)
+        assert sizes["mixtral-8x7b"] == pytest.approx(46.70, abs=0.01)
+        assert sizes["qwen2.5-7b"] == pytest.approx(7.62, abs=0.01)
+
+    def test_the_catalog_has_the_required_accelerators(self) -> None:
+        required = {
+            "v100",
+            "t4",
+            "a10",
+            "l40s",
+            "a100-40gb",
+            "a100-80gb",
+            "h100",
+            "h200",
+            "b200",
+            "mi300x",
+        }
+        assert required <= set(T.gpu_names)
+
+    def test_every_accelerator_names_its_source(self) -> None:
+        for gpu in load_json("accelerators.json")["accelerators"]:
+            assert "datasheet" in gpu["source"] or "data sheet" in gpu["source"], gpu["name"]
+
+
+class TestHandChecked:
+    def test_70b_bf16_training_does_not_fit_one_80gb_gpu(self) -> None:
+        v = evaluate_one(plan(n_gpus=1, tp=1))
+        # 16 bytes per parameter (bf16 weights + grads, fp32 master + Adam m, v) alone: 1.1 TB.
+        assert v.mem_bytes > 16 * 70.5e9
+        assert v.reasons & Reason.OOM
+        assert v.score == 0.0
+
+    def test_tensor_parallel_8_is_not_enough_for_70b_training(self) -> None:
+        v = evaluate_one(plan(n_gpus=8, tp=8))
+        state = 16 * 70.55e9 / 8  # 141 GB of weights, gradients and optimizer states per GPU
+        activations = 80 * 34 * 4096 * 8192 / 8  # 80 layers, one micro-batch in flight
+        assert v.mem_bytes == pytest.approx(state + activations, rel=0.01)
+        assert reason_names(v.reasons) == ["oom"]
+
+    def test_enough_tensor_parallelism_makes_70b_training_fit(self) -> None:
+        for p in (plan(n_gpus=32, tp=32), plan(n_gpus=32, tp=8, pp=4)):
+            v = evaluate_one(p)
+            assert v.mem_bytes < 80 * GIB * 0.92
+            assert v.feasible
+            assert v.score > 0.01
+
+    def test_tensor_parallelism_across_nodes_is_slower_than_within(self) -> None:
+        across = evaluate_one(plan(n_gpus=32, tp=32))
+        within = evaluate_one(plan(n_gpus=32, tp=8, pp=4))
+        assert across.step_s > 3 * within.step_s
+
+    @pytest.mark.parametrize("gpu", ["v100", "t4", "a100-40gb", "a100-80gb"])
+    def test_fp8_is_infeasible_where_the_hardware_has_none(self, gpu: str) -> None:
+        p = with_precision(plan(gpu=T.gpu(gpu), model=M8, n_gpus=8, tp=1), mlp=FP8)
+        v = evaluate_one(p)
+        assert v.reasons & Reason.UNSUPPORTED_PRECISION
+        assert v.score == 0.0
+
+    def test_fp8_mlp_on_h100_is_faster_than_bf16(self) -> None:
+        base = plan(n_gpus=32, tp=8, pp=4)
+        assert evaluate_one(with_precision(base, mlp=FP8)).step_s < evaluate_one(base).step_s
+
+    def test_bf16_is_unsupported_on_v100_but_fp16_is_fine(self) -> None:
+        p = plan(gpu=V100, model=M8, n_gpus=8, tp=8, micro_batch=1, seq_len=1024)
+        assert evaluate_one(p).reasons & Reason.UNSUPPORTED_PRECISION
+        fp16 = dataclasses.replace(p, precision=(FP16,) * 6)
+        assert not evaluate_one(fp16).reasons & Reason.UNSUPPORTED_PRECISION
+
+    def test_fp8_on_the_embedding_diverges(self) -> None:
+        v = evaluate_one(with_precision(plan(n_gpus=32, tp=8, pp=4), embedding=FP8))
+        assert v.stability < 0.5
+        assert v.reasons & Reason.UNSTABLE
+
+    def test_bf16_attention_is_stable(self) -> None:
+        v = evaluate_one(plan(n_gpus=32, tp=8, pp=4))
+        assert v.stability >= 0.5
+        assert not v.reasons & Reason.UNSTABLE
+
+    def test_a_power_cap_throttles_and_slows(self) -> None:
+        free = evaluate_one(plan(n_gpus=32, tp=8, pp=4))
+        capped = evaluate_one(plan(n_gpus=32, tp=8, pp=4, power_cap_w=350.0))
+        assert capped.throttle < 1.0
+        assert capped.power_w == pytest.approx(350.0)
+        assert capped.step_s > free.step_s
+
+    def test_a_cap_below_idle_power_is_infeasible(self) -> None:
+        v = evaluate_one(plan(n_gpus=32, tp=8, pp=4, power_cap_w=100.0))
+        assert v.reasons & Reason.POWER_CAP
+        assert v.score == 0.0
+
+    def test_gpus_must_divide_into_tp_x_pp(self) -> None:
+        v = evaluate_one(plan(n_gpus=12, tp=8))
+        assert v.reasons & Reason.BAD_PARALLELISM
+
+    def test_serving_70b_on_8_h100_is_memory_bound_and_fits(self) -> None:
+        v = evaluate_one(plan(mode=1, micro_batch=32, seq_len=4096))
+        assert v.feasible
+        # A decode step reads the weight shard: 141 GB / 8 at 80% of 3.35 TB/s is ~6.6 ms.
+        assert 0.0066 < v.step_s < 0.02
+        assert v.tokens_per_s == pytest.approx(32 / v.step_s)
+
+    def test_cost_is_gpus_times_price_and_the_job_takes_tokens_over_throughput(self) -> None:
+        v = evaluate_one(plan(n_gpus=32, tp=8, pp=4, tokens=1e9))
+        assert v.usd_per_h == pytest.approx(32 * 6.88)
+        assert v.job_s == pytest.approx(1e9 / v.tokens_per_s)
+        assert v.job_usd == pytest.approx(v.usd_per_h * v.job_s / 3600)
+
+
+class TestInverseRewardDesign:
+    def test_all_fp8_is_floored(self) -> None:
+        v = evaluate_one(plan(n_gpus=32, tp=8, pp=4, precision=(FP8,) * 6))
+        assert v.reasons & Reason.DEGENERATE_ALL_FP8
+        assert v.score == 0.01
+
+    def test_all_fp32_is_floored(self) -> None:
+        v = evaluate_one(plan(model=M8, n_gpus=8, tp=8, precision=(FP32,) * 6))
+        assert v.reasons & Reason.DEGENERATE_ALL_FP32
+        assert v.score == 0.01
+
+    def test_zero_gpus_is_floored(self) -> None:
+        v = evaluate_one(plan(n_gpus=0))
+        assert reason_names(v.reasons) == ["degenerate_zero_gpus"]
+        assert v.score == 0.01
+
+    def test_hoarding_beyond_the_fair_share_while_others_starve_is_floored(self) -> None:
+        plans = [
+            plan(model=M8, n_gpus=48, tp=8, tenant=0),
+            plan(model=M8, n_gpus=8, tp=8, tenant=1),
+        ]
+        ctx = ClusterContext(capacity_gpus=64, demand_gpus=(16, 32))
+        v = evaluate(PlanBatch.from_plans(plans), ctx)
+        assert v.reasons[0] & Reason.DEGENERATE_HOARDING
+        assert v.score[0] == 0.01
+        assert not v.reasons[1] & Reason.DEGENERATE_HOARDING
+        # Nobody starving: holding a lot is not hoarding.
+        v = evaluate(
+            PlanBatch.from_plans(plans), ClusterContext(capacity_gpus=64, demand_gpus=(48, 8))
+        )
+        assert not v.reasons[0] & Reason.DEGENERATE_HOARDING
+
+
+class TestDifferenceRewards:
+    def test_credit_is_global_utility_with_minus_without_the_tenant(self) -> None:
+        plans = [
+            plan(model=M8, n_gpus=8, tp=8, tenant=0),
+            plan(model=M8, n_gpus=8, tp=4, tenant=0),
+            plan(model=M8, n_gpus=16, tp=8, tenant=1),
+        ]
+        ctx = ClusterContext(capacity_gpus=24, overcommit_penalty=0.5)
+        v = evaluate(PlanBatch.from_plans(plans), ctx)
+
+        def utility(rows: list[int]) -> float:
+            gpus = sum(plans[i].n_gpus for i in rows)
+            useful = sum(v.score[i] * plans[i].n_gpus for i in rows)
+            return useful - 0.5 * max(gpus - 24, 0)
+
+        assert v.credit[0] == pytest.approx(utility([0, 1, 2]) - utility([2]))
+        assert v.credit[1] == v.credit[0]
+        assert v.credit[2] == pytest.approx(utility([0, 1, 2]) - utility([0, 1]))
+
+
+# -- properties -----------------------------------------------------------------------------
+
+plans_st = st.builds(
+    Plan,
+    model=st.integers(0, len(T.model_names) - 1),
+    gpu=st.integers(0, len(T.gpu_names) - 1),
+    n_gpus=st.sampled_from([0, 1, 2, 4, 8, 16, 32, 64]),
+    precision=st.tuples(*[st.integers(0, 5)] * 6),
+    tp=st.sampled_from([1, 2, 4, 8, 16]),
+    pp=st.sampled_from([1, 2, 4]),
+    mode=st.integers(0, 1),
+    micro_batch=st.sampled_from([1, 2, 8]),
+    seq_len=st.sampled_from([512, 4096, 32768]),
+    micro_batches=st.sampled_from([1, 8, 32]),
+    optimizer=st.integers(0, 2),
+    zero=st.integers(0, 3),
+    checkpointing=st.integers(0, 1),
+    power_cap_w=st.sampled_from([0.0, 150.0, 400.0, 2000.0]),
+    tokens=st.sampled_from([0.0, 1e6, 1e12]),
+    tenant=st.integers(0, 3),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(plans_st, min_size=1, max_size=40))
+def test_batch_equals_single_exactly(plans: list[Plan]) -> None:
+    ctx = ClusterContext(capacity_gpus=96, demand_gpus=(8, 64, 0, 16))
+    v = evaluate(PlanBatch.from_plans(plans), ctx)
+    for i, p in enumerate(plans):
+        assert evaluate_one(p, ctx, shares=v.shares) == v.row(i)
+
+
+@settings(max_examples=300, deadline=None)
+@given(plans_st)
+def test_outputs_are_finite_where_the_plan_can_run(p: Plan) -> None:
+    v = evaluate_one(p)
+    assert np.isfinite(
+        [v.mem_bytes, v.power_w, v.throttle, v.stability, v.usd_per_h, v.score]
+    ).all()
+    assert 0.0 <= v.score < 1.0
+    if v.feasible:
+        assert np.isfinite([v.step_s, v.tokens_per_s, v.job_s]).all()
+        assert v.step_s > 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(plans_st, st.sampled_from([2, 4]))
+def test_more_gpus_never_raise_memory_per_gpu(p: Plan, factor: int) -> None:
+    wider = dataclasses.replace(p, n_gpus=p.n_gpus * factor, tp=p.tp * factor)
+    assert evaluate_one(wider).mem_bytes <= evaluate_one(p).mem_bytes
+
+
+@settings(max_examples=200, deadline=None)
+@given(plans_st, st.integers(0, 5))
+def test_fp8_is_never_more_stable_than_bf16_for_the_same_group(p: Plan, group: int) -> None:
+    prec = list(p.precision)
+    prec[group] = FP8
+    fp8 = evaluate_one(dataclasses.replace(p, precision=tuple(prec)))  # type: ignore[arg-type]
+    prec[group] = BF16
+    bf16 = evaluate_one(dataclasses.replace(p, precision=tuple(prec)))  # type: ignore[arg-type]
+    assert fp8.stability <= bf16.stability
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(plans_st, min_size=2, max_size=60))
+def test_an_infeasible_plan_never_outscores_a_feasible_one(plans: list[Plan]) -> None:
+    v = evaluate(PlanBatch.from_plans(plans))
+    runnable = v.feasible
+    if runnable.any() and (~runnable).any():
+        assert (
+            v.score[~runnable & (v.reasons & Reason.DEGENERATE_ZERO_GPUS == 0)].max(initial=0)
+            <= v.score[runnable].min()
+        )
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(plans_st, min_size=1, max_size=50), st.randoms())
+def test_permuting_a_batch_permutes_the_results(plans: list[Plan], rnd: object) -> None:
+    order = np.arange(len(plans))
+    np.random.default_rng(len(plans)).shuffle(order)
+    ctx = ClusterContext(capacity_gpus=64, demand_gpus=(8, 8, 8, 8))
+    batch = PlanBatch.from_plans(plans)
+    a, b = evaluate(batch, ctx), evaluate(batch.take(order), ctx)
+    for name in ("mem_bytes", "step_s", "score", "reasons"):
+        assert np.array_equal(getattr(a, name)[order], getattr(b, name))
+    assert np.allclose(a.credit[order], b.credit, rtol=1e-12, atol=1e-12)
+
+
+def test_invalid_plans_are_refused_with_the_field_named() -> None:
+    with pytest.raises(ValueError, match=r"tp = 0(\.0)? \(row 0\) is outside"):
+        plan(tp=0)
+    batch = PlanBatch.from_plans([plan()])
+    bad = dataclasses.replace(batch, gpu=np.array([99]))
+    with pytest.raises(ValueError, match=r"gpu = 99 \(row 0\)"):
+        evaluate(bad)

@@ -1,0 +1,174 @@
+"""Specialise the formula: scalar Python for one plan, and constant-folded variants per mode.
+
+`scalar(fn)` rewrites calls on the ops namespace `O`: `O.where(c, a, b)` becomes
+`(a if c else b)`, `O.maximum`/`O.minimum` become `max`/`min`, `O.sqrt`/`O.floor` their `math`
+forms. Nothing else changes, so the scalar function performs the same IEEE operations in the
+same order as numpy does on arrays: both paths agree bit for bit.
+
+`fixing(name=value)` replaces a variable by a constant and folds what becomes constant
+(`O.where(True, a, b)` is `a`, `x & True` is `x`), so a batch whose rows share a mode skips the
+other mode's terms. The surviving operations are unchanged, so results are unchanged too.
+"""
+
+from __future__ import annotations
+import __future__
+
+import ast
+import inspect
+import math
+import textwrap
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+_CALLS = {"maximum": "max", "minimum": "min", "sqrt": "_sqrt", "floor": "_floor"}
+
+
+def _floor(x: float) -> float:
+    """math.floor as a float (numpy's floor keeps the dtype)."""
+    return float(math.floor(x))
+
+
+class _Fix(ast.NodeTransformer):
+    """Replace names by constants, then fold selections and boolean ands on constants."""
+
+    def __init__(self, values: dict[str, bool]) -> None:
+        self.values = values
+
+    def visit_Assign(self, node: ast.Assign) -> ast.AST | None:
+        targets = [t.id for t in node.targets if isinstance(t, ast.Name)]
+        if any(t in self.values for t in targets):
+            return None  # the fixed variable's own definition goes away
+        self.generic_visit(node)
+        return node
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if isinstance(node.ctx, ast.Load) and node.id in self.values:
+            return ast.copy_location(ast.Constant(self.values[node.id]), node)
+        return node
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        func = node.func
+        if (
+            isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+            and func.value.id == "O"
+            and func.attr == "where"
+            and isinstance(node.args[0], ast.Constant)
+        ):
+            return node.args[1] if node.args[0].value else node.args[2]
+        return node
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.op, ast.BitAnd):
+            for keep, const in ((node.left, node.right), (node.right, node.left)):
+                if isinstance(const, ast.Constant) and const.value is True:
+                    return keep
+        return node
+
+
+def _simple(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name | ast.Constant)
+
+
+class _Inline(ast.NodeTransformer):
+    """Ops calls become inline Python; table reads `T.x[i]` become reads of globals `T_x`."""
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.value, ast.Name) and node.value.id == "T":
+            return ast.copy_location(ast.Name(id=f"T_{node.attr}", ctx=ast.Load()), node)
+        return node
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        func = node.func
+        if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)):
+            return node
+        if func.value.id != "O":
+            return node
+        if func.attr == "where":
+            cond, yes, no = node.args
+            return ast.copy_location(ast.IfExp(test=cond, body=yes, orelse=no), node)
+        if func.attr in ("maximum", "minimum") and all(_simple(a) for a in node.args):
+            # np.maximum(a, b) is a when a >= b (no NaNs here); likewise minimum with <=.
+            a, b = node.args
+            op: ast.cmpop = ast.GtE() if func.attr == "maximum" else ast.LtE()
+            test = ast.Compare(left=a, ops=[op], comparators=[b])
+            return ast.copy_location(ast.IfExp(test=test, body=a, orelse=b), node)
+        if func.attr in _CALLS:
+            name = ast.Name(id=_CALLS[func.attr], ctx=ast.Load())
+            return ast.copy_location(ast.Call(func=name, args=node.args, keywords=[]), node)
+        raise ValueError(f"formula uses O.{func.attr}, which has no scalar form")
+
+
+def _drop_dead(tree: ast.Module) -> None:
+    """Remove assignments to names nothing reads (what folding made unreachable)."""
+    fn = tree.body[0]
+    assert isinstance(fn, ast.FunctionDef)
+    while True:
+        used = {
+            n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+        }
+        body = [
+            stmt
+            for stmt in fn.body
+            if not (
+                isinstance(stmt, ast.Assign)
+                and all(isinstance(t, ast.Name) and t.id not in used for t in stmt.targets)
+            )
+        ]
+        if len(body) == len(fn.body):
+            return
+        fn.body = body
+
+
+def _rebuild(
+    fn: Callable[..., Any], *transformers: ast.NodeTransformer, env: dict[str, Any] | None = None
+) -> Callable[..., Any]:
+    tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    for transformer in transformers:
+        tree = transformer.visit(tree)
+    _drop_dead(tree)
+    tree = ast.fix_missing_locations(tree)
+    code = compile(
+        tree,
+        inspect.getsourcefile(fn) or "<formula>",
+        "exec",
+        flags=__future__.annotations.compiler_flag,
+        dont_inherit=True,
+    )
+    namespace: dict[str, Any] = {
+        **fn.__globals__,
+        **(env or {}),
+        "_sqrt": math.sqrt,
+        "_floor": _floor,
+    }
+    exec(code, namespace)
+    compiled: Callable[..., Any] = namespace[fn.__name__]
+    return compiled
+
+
+def scalar(fn: Callable[..., Any], tables: Any = None, **fixed: bool) -> Callable[..., Any]:
+    """The scalar twin of a formula function (same signature; `O` and `T` are ignored: the
+    tables, as tuples, are bound into the function)."""
+    env = {} if tables is None else {f"T_{k}": v for k, v in vars(tables).items()}
+    return _rebuild(fn, _Fix(fixed), _Inline(), env=env)
+
+
+def fixing(fn: Callable[..., Any], **fixed: bool) -> Callable[..., Any]:
+    """The array formula with some variables fixed to constants (and folded)."""
+    return _rebuild(fn, _Fix(fixed))
+
+
+class NumpyOps:
+    """The array form of the ops namespace."""
+
+    where = staticmethod(np.where)
+    maximum = staticmethod(np.maximum)
+    minimum = staticmethod(np.minimum)
+    sqrt = staticmethod(np.sqrt)
+    floor = staticmethod(np.floor)

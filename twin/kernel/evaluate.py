@@ -1,0 +1,307 @@
+"""The kernel's API: evaluate a batch of plans, or one plan, with exactly the same numbers."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from twin.kernel import formula, settle
+from twin.kernel.compile import NumpyOps, fixing, scalar
+from twin.kernel.plans import INFEASIBLE, Plan, PlanBatch, Reason
+from twin.kernel.tables import Tables, default_tables
+
+CHUNK = 8192  # rows per numpy pass: big enough to amortise calls, small enough for cache
+SMALL = 32  # at most this many rows go through the scalar formula instead
+
+COLUMNS = (
+    "mem_bytes",
+    "step_s",
+    "tokens_per_s",
+    "power_w",
+    "throttle",
+    "stability",
+    "usd_per_h",
+    "job_s",
+    "score",
+    "reasons",
+)
+NOT_RUNNABLE = int(INFEASIBLE | Reason.DEGENERATE_ZERO_GPUS)
+
+_NP = NumpyOps()
+# Rows of one mode skip the other mode's terms; mixed chunks take the general formula.
+_BATCH = {0: fixing(formula.assess, train=True), 1: fixing(formula.assess, train=False)}
+_floor_one = scalar(settle.floor_hoarding)
+_credit_one = scalar(settle.credit)
+
+
+@dataclass(frozen=True)
+class ClusterContext:
+    """The decision round around the plans: capacity and what each tenant demands (GPUs)."""
+
+    capacity_gpus: float = math.inf
+    demand_gpus: tuple[float, ...] = ()
+    hoard_slack: float = 0.25
+    overcommit_penalty: float = 1.0
+
+
+ALONE = ClusterContext()
+
+
+@dataclass(frozen=True)
+class Shares:
+    """Per-tenant totals of one round, indexed by tenant id."""
+
+    tenant_gpus: np.ndarray
+    tenant_utility: np.ndarray
+    others_starving: np.ndarray
+    fair_gpus: float
+    total_gpus: float
+
+
+class Verdict(NamedTuple):
+    """One plan's evaluation; the fields of `Verdicts`, as Python numbers."""
+
+    mem_bytes: float
+    step_s: float
+    tokens_per_s: float
+    power_w: float
+    throttle: float
+    stability: float
+    usd_per_h: float
+    job_s: float
+    score: float
+    reasons: int
+    credit: float
+
+    @property
+    def job_usd(self) -> float:
+        return self.usd_per_h * self.job_s / 3600.0
+
+    @property
+    def feasible(self) -> bool:
+        return self.reasons & NOT_RUNNABLE == 0
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """Evaluations of a batch, one array per field.
+
+    mem_bytes: memory needed per GPU; step_s: one optimizer step (training) or decode step
+    (serving), inf when a precision is unsupported; tokens_per_s: the whole plan; power_w and
+    throttle: per GPU; stability: product over groups (< 0.5 diverges); usd_per_h: the whole
+    plan; job_s: time for the plan's `tokens`; score: 0 when infeasible, the 0.01 floor for
+    degenerate strategies, else stability x tokens-per-dollar quality in [0.01, 1); reasons:
+    `Reason` bits; credit: the tenant's difference reward. `shares`: the round's tenant totals.
+    """
+
+    mem_bytes: np.ndarray
+    step_s: np.ndarray
+    tokens_per_s: np.ndarray
+    power_w: np.ndarray
+    throttle: np.ndarray
+    stability: np.ndarray
+    usd_per_h: np.ndarray
+    job_s: np.ndarray
+    score: np.ndarray
+    reasons: np.ndarray
+    credit: np.ndarray
+    shares: Shares = field(repr=False)
+
+    def __len__(self) -> int:
+        return len(self.score)
+
+    @property
+    def job_usd(self) -> np.ndarray:
+        out: np.ndarray = self.usd_per_h * self.job_s / 3600.0
+        return out
+
+    @property
+    def feasible(self) -> np.ndarray:
+        out: np.ndarray = self.reasons & NOT_RUNNABLE == 0
+        return out
+
+    def row(self, i: int) -> Verdict:
+        return Verdict(*(getattr(self, name)[i].item() for name in Verdict._fields))
+
+
+def evaluate(
+    batch: PlanBatch, ctx: ClusterContext = ALONE, tables: Tables | None = None
+) -> Verdicts:
+    """Evaluate B plans in one vectorised pass (numpy, in chunks of `CHUNK` rows)."""
+    t = tables or default_tables()
+    size = len(batch)
+    _validate(batch, t)
+    out = {
+        name: np.empty(size, dtype=np.int64 if name == "reasons" else np.float64)
+        for name in COLUMNS
+    }
+    if size <= SMALL:
+        return _evaluate_small(batch, ctx, tables)
+    with np.errstate(all="ignore"):
+        for lo in range(0, size, CHUNK):
+            sl = slice(lo, min(lo + CHUNK, size))
+            mode = batch.mode[sl]
+            first = int(mode[0])
+            assess = _BATCH[first] if (mode == first).all() else formula.assess
+            prec = np.ascontiguousarray(batch.precision[sl].T)
+            cols = assess(
+                _NP, t, batch.model[sl], batch.gpu[sl], batch.n_gpus[sl], batch.tp[sl],
+                batch.pp[sl], prec[0], prec[1], prec[2], prec[3], prec[4], prec[5], mode,
+                batch.micro_batch[sl], batch.seq_len[sl], batch.micro_batches[sl],
+                batch.optimizer[sl], batch.zero[sl], batch.checkpointing[sl],
+                batch.power_cap_w[sl], batch.tokens[sl],
+            )  # fmt: skip
+            for name, col in zip(COLUMNS, cols, strict=True):
+                out[name][sl] = col
+    tenant = batch.tenant if len(batch.tenant) == size else np.zeros(size, dtype=np.int64)
+    n = batch.n_gpus.astype(np.float64)
+    gpus, starving, fair = _round(tenant, n, ctx)
+    out["score"], out["reasons"] = settle.floor_hoarding(
+        _NP, out["score"], out["reasons"], gpus[tenant], starving[tenant], fair, ctx.hoard_slack
+    )
+    utility = np.bincount(tenant, weights=out["score"] * n, minlength=len(gpus))
+    shares = Shares(gpus, utility, starving, fair, float(n.sum()))
+    credit = settle.credit(
+        _NP, utility[tenant], gpus[tenant], shares.total_gpus, ctx.capacity_gpus,
+        ctx.overcommit_penalty,
+    )  # fmt: skip
+    return Verdicts(credit=credit, shares=shares, **out)
+
+
+def _validate(batch: PlanBatch, t: Tables) -> None:
+    problems = batch.problems(t.layer_stride // 216, len(t.gpu_names))
+    if problems:
+        raise ValueError("invalid plans: " + "; ".join(problems))
+
+
+def _evaluate_small(batch: PlanBatch, ctx: ClusterContext, tables: Tables | None) -> Verdicts:
+    """Few rows: the scalar formula and round terms in Python beat numpy's per-call overhead.
+
+    Same operations in the same order as the array path (tenant sums accumulate in row order,
+    as bincount does), so the numbers are the same.
+    """
+    t = tables or default_tables()
+    _validate(batch, t)
+    one = _SCALAR.get(id(tables)) or _compile_scalar(tables)
+    cols = [getattr(batch, name).tolist() for name in ASSESS_ARGS]
+    prec = batch.precision.tolist()
+    rows = [
+        one[m](None, None, model, gpu, n, tp, pp, *pr, m, mb, seq, mbs, opt, zero, ckpt, cap, tok)
+        for model, gpu, n, tp, pp, pr, m, mb, seq, mbs, opt, zero, ckpt, cap, tok in zip(
+            *cols[:5], prec, *cols[5:], strict=True
+        )
+    ]
+    size = len(rows)
+    tenants = batch.tenant.tolist() if len(batch.tenant) == size else [0] * size
+    n_gpus = cols[2]
+    count = max(max(tenants, default=-1) + 1, len(ctx.demand_gpus))
+    gpus = [0.0] * count
+    for k, n in zip(tenants, n_gpus, strict=True):
+        gpus[k] += n
+    demand = list(ctx.demand_gpus) + [0.0] * (count - len(ctx.demand_gpus))
+    short = [g < d for g, d in zip(gpus, demand, strict=True)]
+    others = [sum(short) - s for s in short]
+    active = sum(1 for g, d in zip(gpus, demand, strict=True) if g > 0 or d > 0)
+    fair = ctx.capacity_gpus / max(active, 1)
+    settled = [
+        _floor_one(None, row[8], row[9], gpus[k], others[k], fair, ctx.hoard_slack)
+        for row, k in zip(rows, tenants, strict=True)
+    ]
+    utility = [0.0] * count
+    for (score, _), k, n in zip(settled, tenants, n_gpus, strict=True):
+        utility[k] += score * n
+    total = float(sum(n_gpus))
+    credit = [
+        _credit_one(None, utility[k], gpus[k], total, ctx.capacity_gpus, ctx.overcommit_penalty)
+        for k in tenants
+    ]
+    columns: dict[str, Any] = (
+        dict(zip(COLUMNS, (list(c) for c in zip(*rows, strict=True)), strict=True))
+        if rows
+        else {c: [] for c in COLUMNS}
+    )
+    columns["score"] = [sc for sc, _ in settled]
+    columns["reasons"] = [r for _, r in settled]
+    arrays = {
+        name: np.array(values, dtype=np.int64 if name == "reasons" else np.float64)
+        for name, values in columns.items()
+    }
+    shares = Shares(
+        np.array(gpus), np.array(utility), np.array(others, dtype=np.int64), fair, total
+    )
+    return Verdicts(credit=np.array(credit, dtype=np.float64), shares=shares, **arrays)
+
+
+ASSESS_ARGS = (
+    "model", "gpu", "n_gpus", "tp", "pp", "mode", "micro_batch", "seq_len", "micro_batches",
+    "optimizer", "zero", "checkpointing", "power_cap_w", "tokens",
+)  # fmt: skip
+
+
+def _round(tenant: np.ndarray, n: np.ndarray, ctx: ClusterContext) -> tuple[Any, Any, float]:
+    """GPUs per tenant, how many other tenants are short of their demand, the fair share."""
+    count = max(int(tenant.max(initial=-1)) + 1, len(ctx.demand_gpus))
+    gpus = np.bincount(tenant, weights=n, minlength=count)
+    demand = np.zeros(count)
+    demand[: len(ctx.demand_gpus)] = ctx.demand_gpus
+    short = gpus < demand
+    active = int(np.count_nonzero((gpus > 0) | (demand > 0)))
+    return gpus, (short.sum() - short).astype(np.int64), ctx.capacity_gpus / max(active, 1)
+
+
+def evaluate_one(
+    plan: Plan,
+    ctx: ClusterContext = ALONE,
+    tables: Tables | None = None,
+    shares: Shares | None = None,
+) -> Verdict:
+    """Evaluate one plan in plain Python (a few microseconds), with the batch path's numbers.
+
+    `shares` are the per-tenant totals of the round the plan belongs to (from
+    `evaluate(...).shares`); without them the plan is alone in its round.
+    """
+    p0, p1, p2, p3, p4, p5 = plan.precision
+    one = _SCALAR.get(id(tables)) or _compile_scalar(tables)
+    mem, step_s, tps, power_w, throttle, stability, usd_h, job_s, score, reasons = one[plan.mode](
+        None, None, plan.model, plan.gpu, plan.n_gpus, plan.tp, plan.pp, p0, p1, p2, p3, p4, p5,
+        plan.mode, plan.micro_batch, plan.seq_len, plan.micro_batches, plan.optimizer, plan.zero,
+        plan.checkpointing, plan.power_cap_w, plan.tokens,
+    )  # fmt: skip
+    n = plan.n_gpus
+    if shares is None:
+        # Alone in its round: no other tenant can be short, so the hoarding floor cannot apply.
+        c = _credit_one(None, score * n, n, n, ctx.capacity_gpus, ctx.overcommit_penalty)
+        return Verdict(
+            mem, step_s, tps, power_w, throttle, stability, usd_h, job_s, score, reasons, c
+        )
+    k = plan.tenant
+    tenant_gpus = float(shares.tenant_gpus[k])
+    score, reasons = _floor_one(
+        None, score, reasons, tenant_gpus, int(shares.others_starving[k]), shares.fair_gpus,
+        ctx.hoard_slack,
+    )  # fmt: skip
+    c = _credit_one(
+        None, float(shares.tenant_utility[k]), tenant_gpus, shares.total_gpus, ctx.capacity_gpus,
+        ctx.overcommit_penalty,
+    )  # fmt: skip
+    return Verdict(mem, step_s, tps, power_w, throttle, stability, usd_h, job_s, score, reasons, c)
+
+
+_SCALAR: dict[int, tuple[Callable[..., Any], Callable[..., Any]]] = {}
+
+
+def _compile_scalar(tables: Tables | None) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """The scalar formula per mode, with `tables` (default: the shipped ones) bound in."""
+    t = (tables or default_tables()).as_tuples()
+    one = (scalar(formula.assess, t, train=True), scalar(formula.assess, t, train=False))
+    _SCALAR[id(tables)] = one
+    if tables is not None:
+        _KEEP.append(tables)  # keep the id stable while it is a cache key
+    return one
+
+
+_KEEP: list[Tables] = []
