@@ -15,9 +15,7 @@ from twin.sim.driver import Driver
 
 def admit(driver: Driver, job_id: str, gpus: float, work_gpu_s: float, priority: float = 0) -> None:
     """Put a job in tenant 0's queue now."""
-    driver.model.admit(
-        0, job_id, gpus=gpus, work_gpu_s=work_gpu_s, priority=priority, gpu_type=None
-    )
+    driver.model.admit(0, job_id, gpus=gpus, work=work_gpu_s, priority=priority, gpu_type=None)
 
 
 def workload(**fields: Any) -> dict[str, Any]:

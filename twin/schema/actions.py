@@ -41,6 +41,7 @@ class QueuedJob(Frozen):
     work_gpu_s: float
     priority: float
     wait_s: float
+    pools: list[str] = Field(description="Pools the job can run on (its plan is feasible there).")
 
 
 class TenantObservation(Frozen):

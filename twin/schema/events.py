@@ -81,6 +81,23 @@ class JobInterrupted(Event):
     restarts: int
 
 
+class PlanEvaluated(Event):
+    """The kernel's verdict on a workload's plan with `gpus` GPUs of a pool."""
+
+    kind: Literal["plan_evaluated"] = "plan_evaluated"
+    workload: int
+    pool: str
+    gpus: float
+    feasible: bool
+    score: float
+    reasons: list[str]
+    tokens_per_s: float
+    mem_gib: float
+    power_w: float
+    stability: float
+    usd_per_h: float
+
+
 class JobFailed(Event):
     kind: Literal["job_failed"] = "job_failed"
     job_id: str
@@ -184,6 +201,7 @@ EVENT_MODELS: tuple[type[Event], ...] = (
     JobStarted,
     JobFinished,
     JobInterrupted,
+    PlanEvaluated,
     JobFailed,
     GpusRequested,
     GpusReady,
@@ -210,6 +228,7 @@ AnyEvent = Annotated[
     | JobStarted
     | JobFinished
     | JobInterrupted
+    | PlanEvaluated
     | JobFailed
     | GpusRequested
     | GpusReady

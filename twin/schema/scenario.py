@@ -20,7 +20,7 @@ from pydantic import (
 )
 
 from twin.schema.base import Frozen
-from twin.schema.distributions import Constant, Distribution, upper_bound
+from twin.schema.distributions import Choice, Constant, Distribution, upper_bound
 
 Name = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$", max_length=64)]
 
@@ -97,17 +97,63 @@ ArrivalProcess = Annotated[
 ]
 
 
+Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8"]
+LayerGroup = Literal["default", "embedding", "attention", "mlp", "moe", "norm", "head"]
+
+
+def _bf16_everywhere() -> dict[LayerGroup, Precision]:
+    return {"default": "bf16"}
+
+
+class PlanSpec(Frozen):
+    """How a job uses its GPUs: precision per layer group and parallelism (see twin.kernel)."""
+
+    precision: dict[LayerGroup, Precision] = Field(
+        default_factory=_bf16_everywhere,
+        description="Precision per layer group; 'default' covers the groups not named.",
+    )
+    tp: PositiveInt = 1
+    pp: PositiveInt = 1
+    micro_batch: PositiveInt = 1
+    seq_len: PositiveInt = 4096
+    micro_batches: PositiveInt = 8
+    optimizer: Literal["none", "sgd", "adam"] = "adam"
+    zero: int = Field(0, ge=0, le=3)
+    checkpointing: bool = False
+    power_cap_w: NonNegativeFloat = Field(0.0, description="Per-GPU power cap; 0: the TDP.")
+
+
+class KernelJob(Frozen):
+    """Jobs that train or serve a model: the kernel sets their speed on each pool."""
+
+    model: str = Field(description="A kernel model preset, e.g. 'llama-3.1-8b'.")
+    mode: Literal["train", "infer"] = "train"
+    tokens: Distribution = Field(description="Work: tokens trained on, or generated when serving.")
+    plan: PlanSpec = PlanSpec()
+
+
 class WorkloadConfig(Frozen):
-    """One stream of jobs: when they arrive and what they ask for."""
+    """One stream of jobs: when they arrive and what they ask for.
+
+    A job either states its `service_s` (run time on the requested GPUs of the reference
+    type) or is a `kernel` job whose run time the allocation kernel derives from its plan.
+    """
 
     arrivals: ArrivalProcess
     gpus: Distribution = Constant(value=1.0)
-    service_s: Distribution = Field(
-        description="Run time on the requested GPUs of the reference type with linear scaling."
-    )
+    service_s: Distribution | None = None
+    kernel: KernelJob | None = None
     priority: Distribution = Constant(value=0.0)
     gpu_type: str | None = Field(None, description="Only pools of this GPU type may run the jobs.")
     max_jobs: PositiveInt | None = None
+
+    @model_validator(mode="after")
+    def _one_kind_of_work(self) -> Self:
+        if (self.service_s is None) == (self.kernel is None):
+            raise ValueError("a workload needs exactly one of service_s and kernel")
+        if self.kernel is not None and not isinstance(self.gpus, Constant | Choice):
+            raise ValueError("a kernel workload's gpus must be a constant or a choice")
+        return self
 
 
 class TenantConfig(Frozen):

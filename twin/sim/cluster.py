@@ -18,6 +18,7 @@ from twin.eventlog.log import EventLog
 from twin.schema.actions import ProvisionAction
 from twin.schema.scenario import ClusterScenario, WorkloadConfig
 from twin.sim.arrivals import gaps
+from twin.sim.encode import PlanOption, plan_options
 from twin.sim.jobs import Job, JobRecord
 from twin.sim.ledger import Ledger
 from twin.sim.pools import Holding, Pool, Request
@@ -77,6 +78,15 @@ class ClusterModel:
             )
             for i, t in enumerate(cfg.tenants)
         ]
+        self.options, evaluated = plan_options(cfg)
+        for e in evaluated:
+            self._emit(
+                ("plan_evaluated", env.now, e.tenant, e.workload, e.pool, e.gpus, e.feasible,
+                 e.score, e.reasons, e.tokens_per_s, e.mem_gib, e.power_w, e.stability,
+                 e.usd_per_h)
+            )  # fmt: skip
+        divergence = streams.get("divergence")
+        self._divergence = Sampler(divergence, lambda g, n: g.uniform(0.2, 0.9, n))
         self.queues: list[JobQueue] = [make_queue(cfg.queue.policy) for _ in cfg.tenants]
         self.queued_milli = [0] * len(cfg.tenants)
         self._eff = efficiency(cfg.scaling)
@@ -129,8 +139,10 @@ class ClusterModel:
         """SimPy process: the jobs of one synthetic workload arriving."""
         name = self.tenant_names[tenant]
         rng = self.streams.get(f"jobs/{name}/{index}")
-        draw_gpus, draw_service_s = sampler(w.gpus, rng), sampler(w.service_s, rng)
-        draw_priority = sampler(w.priority, rng)
+        draw_gpus, draw_priority = sampler(w.gpus, rng), sampler(w.priority, rng)
+        size = w.kernel.tokens if w.kernel is not None else w.service_s
+        assert size is not None  # the schema requires one of the two
+        draw_size = sampler(size, rng)
         timeout = self.env.timeout
         for n, gap_s in enumerate(gaps(w.arrivals, self.streams.get(f"arrivals/{name}/{index}"))):
             if w.max_jobs is not None and n >= w.max_jobs:
@@ -139,13 +151,18 @@ class ClusterModel:
             if self.ended:
                 return
             gpus = draw_gpus()
+            if w.kernel is None:
+                work, option = draw_size() * gpus, None
+            else:
+                work, option = draw_size(), self.options[(tenant, index, gpus)]
             self.admit(
                 tenant,
                 None,
                 gpus=gpus,
-                work_gpu_s=draw_service_s() * gpus,
+                work=work,
                 priority=draw_priority(),
                 gpu_type=w.gpu_type,
+                option=option,
             )
         self.open_sources -= 1
         self._check_drained()
@@ -166,7 +183,7 @@ class ClusterModel:
                 tenant,
                 rec.job_id,
                 gpus=rec.gpus,
-                work_gpu_s=work,
+                work=work,
                 priority=rec.priority,
                 gpu_type=rec.gpu_type,
             )
@@ -217,14 +234,23 @@ class ClusterModel:
         job_id: str | None,
         *,
         gpus: float,
-        work_gpu_s: float,
+        work: float,
         priority: float,
         gpu_type: str | None,
+        option: PlanOption | None = None,
     ) -> Job:
-        """A job enters its tenant's queue."""
+        """A job enters its tenant's queue; a kernel job whose plan runs nowhere is rejected.
+
+        `work` is reference-GPU-seconds, or tokens for a kernel job (`option` set).
+        """
         now = self.env.now
         self._seq += 1
         seq = self._seq
+        if option is None:
+            work_gpu_s, nominal = work, gpus if gpus > 0 else 1.0
+        else:
+            nominal = option.best_rate
+            work_gpu_s = gpus * work / nominal if nominal > 0 else 0.0
         job = Job(
             job_id or f"j{seq}",
             tenant,
@@ -235,13 +261,21 @@ class ClusterModel:
             gpu_type,
             now,
             seq,
-            work_gpu_s,
+            work,
+            work,
+            nominal,
             now,
+            option,
         )
+        name = self.tenant_names[tenant]
         self._emit(
-            ("job_arrived", now, self.tenant_names[tenant], job.job_id, gpus, work_gpu_s,
-             priority, gpu_type)
+            ("job_arrived", now, name, job.job_id, gpus, work_gpu_s, priority, gpu_type)
         )  # fmt: skip
+        if option is not None and nominal <= 0:
+            self._emit(
+                ("job_failed", now, name, job.job_id, f"infeasible_plan: {option.why_not()}")
+            )
+            return job
         self.jobs_in_system += 1
         self._enqueue(job)
         self.schedule(tenant)
@@ -271,10 +305,12 @@ class ClusterModel:
             self._backfill_behind(job)
 
     def _fit(self, job: Job) -> Holding | None:
-        milli, gpu_type = job.milli, job.gpu_type
+        milli, gpu_type, option = job.milli, job.gpu_type, job.option
         for h in self._by_speed[job.tenant]:
-            if h.ready * 1000 - h.busy_milli >= milli and (
-                gpu_type is None or h.pool.cfg.gpu_type == gpu_type
+            if (
+                h.ready * 1000 - h.busy_milli >= milli
+                and (gpu_type is None or h.pool.cfg.gpu_type == gpu_type)
+                and (option is None or option.rates[h.pool.index] > 0)
             ):
                 return h
         return None
@@ -292,7 +328,7 @@ class ClusterModel:
             if head.gpu_type is not None and h.pool.cfg.gpu_type != head.gpu_type:
                 continue
             free = h.ready * 1000 - h.busy_milli
-            ends = sorted((j.start_s + j.remaining_gpu_s / j.rate, j.milli) for j in h.running)
+            ends = sorted((j.start_s + j.remaining / j.rate, j.milli) for j in h.running)
             for end_s, milli in ends:
                 free += milli
                 if free >= head.milli:
@@ -304,10 +340,7 @@ class ClusterModel:
             fit = self._fit(job)
             if fit is None:
                 continue
-            if (
-                fit is not reserved
-                or now + job.remaining_gpu_s / self._rate(job, fit.pool) <= shadow_s
-            ):
+            if fit is not reserved or now + job.remaining / self._rate(job, fit.pool) <= shadow_s:
                 pass
             elif job.milli <= spare_milli:
                 spare_milli -= job.milli
@@ -319,7 +352,11 @@ class ClusterModel:
             self._start_run(job, fit)
 
     def _rate(self, job: Job, pool: Pool) -> float:
-        """Reference-GPU-seconds of work per second; a GPU-less job runs at the pool's speed."""
+        """Work per second on `pool`: the kernel's tokens/s for a kernel job, else
+        reference-GPU-seconds per second (a GPU-less job runs at the pool's speed)."""
+        if job.option is not None:
+            rate: float = job.option.rates[pool.index]
+            return rate
         gpus = job.gpus
         return gpus * pool.cfg.speed * self._eff(gpus) if gpus > 0 else pool.cfg.speed
 
@@ -337,10 +374,14 @@ class ClusterModel:
         h.running[job] = None
         self.running_jobs += 1
         job.rate = rate = self._rate(job, pool)
-        run_s = job.remaining_gpu_s / rate
+        run_s = job.remaining / rate
         ev = self.env.timeout(run_s, job)
         ev.callbacks.append(self._finished)
         job.run = ev
+        if job.option is not None and not job.option.stable[pool.index]:
+            # An unstable plan starts, then diverges part-way through.
+            fraction = self._divergence()
+            self.env.timeout(run_s * fraction).callbacks.append(lambda _: self._diverged(job, ev))
         wait_s = now - job.queued_since_s
         tenant = self.tenant_names[job.tenant]
         self._emit(("job_started", now, tenant, job.job_id, pool.cfg.name, job.gpus, run_s, wait_s))
@@ -377,6 +418,21 @@ class ClusterModel:
             self._want(tenant, "completion")
         self._check_drained()
 
+    def _diverged(self, job: Job, run: simpy.Event) -> None:
+        """An unstable run's loss blew up: the job fails for good (the same plan would again)."""
+        if job.run is not run or self.ended:
+            return
+        h = self._stop_run(job)
+        self._emit(
+            ("job_failed", self.env.now, self.tenant_names[job.tenant], job.job_id, "diverged")
+        )
+        self.jobs_in_system -= 1
+        self.schedule(job.tenant)
+        if self._on_completion:
+            self._want(job.tenant, "completion")
+        del h
+        self._check_drained()
+
     def _interrupt(self, job: Job, reason: str) -> None:
         """Stop a running job; it resumes from its last checkpoint or fails for good."""
         now = self.env.now
@@ -384,12 +440,12 @@ class ClusterModel:
         elapsed_s = now - job.start_s
         ckpt_s = self.cfg.checkpoint_interval_s
         kept_s = math.floor(elapsed_s / ckpt_s) * ckpt_s if ckpt_s else 0.0
-        job.remaining_gpu_s = max(job.remaining_gpu_s - kept_s * job.rate, 0.0)
+        job.remaining = max(job.remaining - kept_s * job.rate, 0.0)
         job.restarts += 1
         tenant = self.tenant_names[job.tenant]
         self._emit(
             ("job_interrupted", now, tenant, job.job_id, h.pool.cfg.name, reason,
-             (elapsed_s - kept_s) * job.rate, job.restarts)
+             (elapsed_s - kept_s) * job.gpus, job.restarts)
         )  # fmt: skip
         if job.restarts > self.cfg.max_restarts:
             self._emit(("job_failed", now, tenant, job.job_id, "too_many_restarts"))

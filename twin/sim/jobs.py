@@ -9,7 +9,13 @@ from typing import Any, Protocol
 
 @dataclass(slots=True, eq=False)
 class Job:
-    """One job's identity, demand and progress. `work_gpu_s` is reference-GPU-seconds."""
+    """One job's identity, demand and progress.
+
+    Work is counted in the job's own unit: reference-GPU-seconds for jobs that state a service
+    time, tokens for kernel jobs (whose `option` gives their tokens/s on each pool). `rate` is
+    work per second in the current run; `nominal_rate` the best rate anywhere (for SJF).
+    `work_gpu_s` is the job's size in GPU-seconds (estimated on the best pool for kernel jobs).
+    """
 
     job_id: str
     tenant: int
@@ -20,8 +26,11 @@ class Job:
     gpu_type: str | None
     submit_s: float
     seq: int
-    remaining_gpu_s: float = 0.0
-    queued_since_s: float = 0.0
+    work: float
+    remaining: float
+    nominal_rate: float
+    queued_since_s: float
+    option: Any = None  # twin.sim.encode.PlanOption for kernel jobs
     restarts: int = 0
     pool: int = -1
     start_s: float = 0.0

@@ -27,9 +27,15 @@ def observe(model: ClusterModel, tenant: int, reasons: list[str]) -> TenantObser
             QueuedJob(
                 job_id=j.job_id,
                 gpus=j.gpus,
-                work_gpu_s=j.remaining_gpu_s,
+                work_gpu_s=j.work_gpu_s * j.remaining / j.work if j.work else 0.0,
                 priority=j.priority,
                 wait_s=now - j.queued_since_s,
+                pools=[
+                    p.cfg.name
+                    for p in model.pools
+                    if (j.gpu_type is None or p.cfg.gpu_type == j.gpu_type)
+                    and (j.option is None or j.option.rates[p.index] > 0)
+                ],
             )
             for j in q.first(HEAD_JOBS)
         ],

@@ -42,8 +42,9 @@ class Static:
 
 
 class Autoscale:
-    """Provision for queued demand in the pool with the best price per unit of speed; release
-    idle GPUs when the queue is empty; stop growing when under `reserve` of the budget is left."""
+    """Provision for queued demand in the pools the waiting jobs can use, best price per unit of
+    speed first; release idle GPUs when the queue is empty; stop growing when under `reserve`
+    of the budget is left."""
 
     name = "autoscale"
 
@@ -67,7 +68,8 @@ class Autoscale:
         )
         if deficit <= 0 or low_budget:
             return ProvisionAction()
-        for p in pools:
+        usable = {name for job in obs.head for name in job.pools}
+        for p in (p for p in pools if p.name in usable):
             n = min(deficit, p.free_capacity)
             if n > 0:
                 change[p.name] = n

@@ -102,5 +102,5 @@ def make_queue(policy: str) -> JobQueue:
     if policy == "priority":
         return KeyedQueue(lambda j: -j.priority)
     if policy == "sjf":
-        return KeyedQueue(lambda j: j.remaining_gpu_s / j.gpus if j.gpus else j.remaining_gpu_s)
+        return KeyedQueue(lambda j: j.remaining / j.nominal_rate)
     raise ValueError(f"unknown queue policy {policy!r}; expected fifo, priority or sjf")

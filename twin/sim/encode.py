@@ -1,0 +1,159 @@
+"""Where the sim meets the kernel: plans encoded into arrays once, evaluated in one call.
+
+Every (tenant, workload, GPU count) a kernel workload can produce is paired with every pool;
+the verdicts become `PlanOption`s that jobs look up: their speed (tokens/s) on each pool, 0
+where the plan cannot run there, and whether the plan is numerically stable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from twin.errors import ConfigError
+from twin.kernel import GROUPS, PRECISIONS, Plan, PlanBatch, default_tables, evaluate, reason_names
+from twin.kernel.plans import MODES, OPTIMIZERS
+from twin.schema.distributions import Choice, Constant
+from twin.schema.scenario import ClusterScenario, KernelJob, PlanSpec
+
+Key = tuple[int, int, float]  # tenant, workload, gpus
+
+
+@dataclass(frozen=True, slots=True)
+class PlanOption:
+    """A plan's outcome on each pool (by pool index)."""
+
+    rates: tuple[float, ...]  # tokens per second; 0 where infeasible
+    stable: tuple[bool, ...]
+    reasons: tuple[tuple[str, ...], ...]
+
+    @property
+    def best_rate(self) -> float:
+        return max(self.rates)
+
+    def why_not(self) -> str:
+        """The reasons the plan runs nowhere, e.g. 'oom, unsupported_precision'."""
+        seen = dict.fromkeys(r for rs in self.reasons for r in rs)
+        return ", ".join(seen) or "no pool"
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluated:
+    """One verdict, for the event log."""
+
+    tenant: str
+    workload: int
+    pool: str
+    gpus: float
+    feasible: bool
+    score: float
+    reasons: list[str]
+    tokens_per_s: float
+    mem_gib: float
+    power_w: float
+    stability: float
+    usd_per_h: float
+
+
+def precision_codes(spec: PlanSpec) -> tuple[int, int, int, int, int, int]:
+    default = spec.precision.get("default", "bf16")
+    a, b, c, d, e, f = (PRECISIONS.index(spec.precision.get(g, default)) for g in GROUPS)  # type: ignore[call-overload]
+    return (a, b, c, d, e, f)
+
+
+def _gpu_counts(w_gpus: Constant | Choice) -> list[float]:
+    return [w_gpus.value] if isinstance(w_gpus, Constant) else sorted(set(w_gpus.values))
+
+
+def plan_options(cfg: ClusterScenario) -> tuple[dict[Key, PlanOption], list[Evaluated]]:
+    """Evaluate every plan the scenario's kernel workloads can produce, in one kernel call."""
+    tables = default_tables()
+    accel = {
+        p.name: tables.gpu_names.index(p.gpu_type)
+        for p in cfg.pools
+        if p.gpu_type in tables.gpu_names
+    }
+    plans: list[Plan] = []
+    index: list[tuple[Key, int]] = []
+    for t, tenant in enumerate(cfg.tenants):
+        for w, workload in enumerate(tenant.workloads):
+            job = workload.kernel
+            if job is None:
+                continue
+            model = _model(tables.model_names, job, tenant.name, w)
+            if not accel:
+                raise ConfigError(
+                    f"tenant {tenant.name!r} workload {w}: kernel jobs need a pool whose gpu_type "
+                    f"is a kernel accelerator ({', '.join(tables.gpu_names)})"
+                )
+            assert isinstance(workload.gpus, Constant | Choice)
+            for gpus in _gpu_counts(workload.gpus):
+                for p, pool in enumerate(cfg.pools):
+                    if pool.name in accel and (workload.gpu_type in (None, pool.gpu_type)):
+                        plans.append(_plan(model, accel[pool.name], gpus, job))
+                        index.append(((t, w, gpus), p))
+    if not plans:
+        return {}, []
+    v = evaluate(PlanBatch.from_plans(plans))
+    rates: dict[Key, list[float]] = {}
+    stable: dict[Key, list[bool]] = {}
+    why: dict[Key, list[tuple[str, ...]]] = {}
+    records = []
+    n_pools = len(cfg.pools)
+    for i, (key, p) in enumerate(index):
+        row = v.row(i)
+        names = reason_names(row.reasons)
+        r = rates.setdefault(key, [0.0] * n_pools)
+        s = stable.setdefault(key, [False] * n_pools)
+        y = why.setdefault(key, [("unknown_accelerator",)] * n_pools)
+        r[p] = row.tokens_per_s if row.feasible else 0.0
+        s[p] = "unstable" not in names
+        y[p] = tuple(names)
+        records.append(
+            Evaluated(
+                cfg.tenants[key[0]].name,
+                key[1],
+                cfg.pools[p].name,
+                key[2],
+                row.feasible,
+                row.score,
+                names,
+                row.tokens_per_s,
+                row.mem_bytes / 2**30,
+                row.power_w,
+                row.stability,
+                row.usd_per_h,
+            )
+        )
+    options = {
+        key: PlanOption(tuple(rates[key]), tuple(stable[key]), tuple(why[key])) for key in rates
+    }
+    return options, records
+
+
+def _model(names: tuple[str, ...], job: KernelJob, tenant: str, w: int) -> int:
+    if job.model not in names:
+        known = ", ".join(names)
+        raise ConfigError(
+            f"tenant {tenant!r} workload {w}: unknown model {job.model!r}; known: {known}"
+        )
+    return names.index(job.model)
+
+
+def _plan(model: int, gpu: int, gpus: float, job: KernelJob) -> Plan:
+    spec = job.plan
+    return Plan(
+        model=model,
+        gpu=gpu,
+        n_gpus=gpus,
+        precision=precision_codes(spec),
+        tp=spec.tp,
+        pp=spec.pp,
+        mode=MODES.index(job.mode),
+        micro_batch=spec.micro_batch,
+        seq_len=spec.seq_len,
+        micro_batches=spec.micro_batches,
+        optimizer=OPTIMIZERS.index(spec.optimizer),
+        zero=spec.zero,
+        checkpointing=int(spec.checkpointing),
+        power_cap_w=spec.power_cap_w,
+    )
