@@ -158,17 +158,24 @@ def evaluate(
             for name, col in zip(COLUMNS, cols, strict=True):
                 out[name][sl] = col
     tenant = batch.tenant if len(batch.tenant) == size else np.zeros(size, dtype=np.int64)
-    n = batch.n_gpus.astype(np.float64)
+    n = batch.n_gpus
     gpus, starving, fair = _round(tenant, n, ctx)
-    out["score"], out["reasons"] = settle.floor_hoarding(
-        _NP, out["score"], out["reasons"], gpus[tenant], starving[tenant], fair, ctx.hoard_slack
-    )
+    if starving.any():  # else nobody is short of GPUs, and the hoarding floor cannot apply
+        out["score"], out["reasons"] = settle.floor_hoarding(
+            _NP, out["score"], out["reasons"], gpus[tenant], starving[tenant], fair,
+            ctx.hoard_slack,
+        )  # fmt: skip
     utility = np.bincount(tenant, weights=out["score"] * n, minlength=len(gpus))
     shares = Shares(gpus, utility, starving, fair, float(n.sum()))
-    credit = settle.credit(
-        _NP, utility[tenant], gpus[tenant], shares.total_gpus, ctx.capacity_gpus,
-        ctx.overcommit_penalty,
-    )  # fmt: skip
+    if math.isinf(ctx.capacity_gpus):
+        # No over-commitment without a capacity: the credit is exactly the tenant's utility
+        # (u - p * (0.0 - 0.0) == u), which the scalar path computes in full.
+        credit = utility[tenant]
+    else:
+        credit = settle.credit(
+            _NP, utility[tenant], gpus[tenant], shares.total_gpus, ctx.capacity_gpus,
+            ctx.overcommit_penalty,
+        )  # fmt: skip
     return Verdicts(credit=credit, shares=shares, **out)
 
 
