@@ -103,3 +103,37 @@ def test_event_logs_are_identical_across_processes(tmp_path: Path) -> None:
         )
         logs.append((out / "events.jsonl").read_bytes())
     assert logs[0] == logs[1]
+
+
+def test_replay_prints_a_summary_and_writes_its_files(tmp_path: Path) -> None:
+    sample = Path(__file__).resolve().parents[1] / "traces" / "samples" / "helios_synthetic.csv"
+    result = twin("replay", "--trace", str(sample), "--gpus", "32", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "5 read · 5 replayed" in result.stdout
+    assert "1 never started (killed)" in result.stdout
+    report = json.loads((tmp_path / "replay.json").read_text())
+    assert report["format"] == "slurm"
+    assert (tmp_path / "events.jsonl").stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["replay", "--trace", "no/such/file.csv"], "cannot open"),
+        (["replay", "--trace", "pyproject.toml"], "cannot tell the format from its first line"),
+        (
+            ["replay", "--trace", "traces/samples/itp_synthetic.csv", "--gpus", "0"],
+            "--gpus must be a positive",
+        ),
+        (
+            ["replay", "--trace", "x.csv", "--columns", "submit=t"],
+            "column map: submit= and gpus= are required",
+        ),
+        (["trace", "generate", "--jobs", "0", "--out", "x.csv"], "--jobs must be positive"),
+    ],
+)
+def test_replay_bad_input_is_one_clear_line_and_exit_2(args: list[str], message: str) -> None:
+    result = twin(*args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr

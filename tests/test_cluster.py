@@ -413,7 +413,7 @@ class TestEventCost:
 
 class TestJobRecordSource:
     def test_records_arrive_at_their_submit_times_and_run_for_their_service_time(self) -> None:
-        from twin.sim.jobs import JobRecord
+        from twin.replay.record import JobRecord
 
         records = [
             JobRecord("r1", submit_s=10.0, service_s=100.0, gpus=2, tenant="t"),

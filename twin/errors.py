@@ -22,6 +22,10 @@ class ScenarioNotFoundError(ConfigError):
     """Raised when a scenario name is neither built in nor a readable file."""
 
 
+class TraceError(TwinError):
+    """Raised when a trace file cannot be read; the message names the file, line and field."""
+
+
 class ActionError(TwinError):
     """Raised when an action names a pool or tenant that the scenario does not have."""
 

@@ -15,6 +15,7 @@ import orjson
 
 from twin.bench.harness import Result
 from twin.bench.kernel import bench_kernel
+from twin.bench.replay import bench_replay
 from twin.bench.rl import bench_rl
 from twin.bench.sim import bench_sim
 
@@ -22,6 +23,7 @@ BENCHMARKS: dict[str, Callable[[bool], Result]] = {
     "sim": bench_sim,
     "rl": bench_rl,
     "kernel": bench_kernel,
+    "replay": bench_replay,
 }
 
 

@@ -86,12 +86,13 @@ def build_parser() -> argparse.ArgumentParser:
     schema.add_argument("--write", metavar="DIR", help="write every schema as DIR/<name>.json")
     schema.set_defaults(func=_schema)
 
-    from twin.cli import kernel
+    from twin.cli import kernel, replay
 
     kernel.add_parser(sub)
+    replay.add_parsers(sub)
 
     bench = sub.add_parser("bench", help="measure the twin's speed")
-    bench.add_argument("which", nargs="?", default="all", help="sim, rl, kernel or all")
+    bench.add_argument("which", nargs="?", default="all", help="sim, rl, kernel, replay or all")
     bench.add_argument("--json", action="store_true", help="print only the JSON figures")
     bench.add_argument("--quick", action="store_true", help="fewer repetitions (smoke test)")
     bench.set_defaults(func=_bench)

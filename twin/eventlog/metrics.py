@@ -155,6 +155,11 @@ class Metrics:
         for tenant in config.get("tenants", []):
             self.value_usd_per_gpu_s[tenant["name"]] = tenant["value_usd_per_gpu_h"] / 3600
 
+    @property
+    def queueing_delays_s(self) -> np.ndarray:
+        """Total queueing delay of each finished job, in completion order."""
+        return np.asarray(self._queueing_s, dtype=float)
+
     def _end_run(self, job: str, t: float) -> None:
         start, gpus, pool = self._running.pop(job)
         self._busy_gpu_s[pool] += gpus * (t - start)

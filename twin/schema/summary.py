@@ -61,3 +61,28 @@ class Summary(Frozen):
     reward: float
     score: float
     steps: int | None = None
+
+
+class DelayComparison(Frozen):
+    """Queueing delay in the replay against what the trace observed (seconds)."""
+
+    observed_jobs: int
+    observed: list[float | None]
+    simulated: list[float | None]
+    quantiles: list[float]
+    ks_distance: float
+
+
+class ReplayReport(Frozen):
+    """What a replay read, what it left out and why, and how it compares with the trace."""
+
+    trace: str
+    format: str
+    jobs_read: int
+    jobs_replayed: int
+    bad_lines: int
+    first_bad_line: str | None
+    skipped: dict[str, int]
+    cluster: dict[str, int]
+    cluster_source: str
+    queueing_delay: DelayComparison | None

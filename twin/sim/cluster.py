@@ -15,11 +15,12 @@ import simpy
 
 from twin.errors import ActionError
 from twin.eventlog.log import EventLog
+from twin.replay.record import JobRecord
 from twin.schema.actions import ProvisionAction
 from twin.schema.scenario import ClusterScenario, WorkloadConfig
 from twin.sim.arrivals import gaps
 from twin.sim.encode import PlanOption, plan_options
-from twin.sim.jobs import Job, JobRecord
+from twin.sim.jobs import Job
 from twin.sim.ledger import Ledger
 from twin.sim.pools import Holding, Pool, Request
 from twin.sim.queues import JobQueue, make_queue

@@ -13,6 +13,7 @@ import simpy
 
 from twin.errors import ActionError, SessionEndedError
 from twin.eventlog.log import EventLog
+from twin.replay.record import JobRecord
 from twin.schema.actions import (
     GpuClusterAction,
     GpuClusterObservation,
@@ -22,7 +23,6 @@ from twin.schema.actions import (
 from twin.schema.scenario import ClusterScenario, Scenario
 from twin.sim.cluster import ClusterModel
 from twin.sim.gpucluster import GpuClusterModel
-from twin.sim.jobs import JobRecord
 from twin.sim.observe import observe
 from twin.sim.rng import Streams
 

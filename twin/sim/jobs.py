@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
+
+from twin.replay.record import JobRecord
 
 
 @dataclass(slots=True, eq=False)
@@ -38,20 +40,6 @@ class Job:
     run: Any = None  # the SimPy event that completes the current run
     queued: bool = False
     version: int = 0  # bumped on every enqueue (lazy heap deletion)
-
-
-@dataclass(slots=True, frozen=True)
-class JobRecord:
-    """A job as a source describes it; the canonical record trace adapters produce."""
-
-    job_id: str
-    submit_s: float
-    service_s: float
-    gpus: float
-    tenant: str
-    gpu_type: str | None = None
-    priority: float = 0.0
-    extras: dict[str, Any] = field(default_factory=dict)
 
 
 class JobSource(Protocol):

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from twin.eventlog.log import EventLog, JsonlWriter
 from twin.eventlog.metrics import Metrics
+from twin.replay.record import JobRecord
 from twin.schema.scenario import ClusterScenario, GpuClusterScenario, Scenario
 from twin.schema.summary import Summary
 from twin.sim.driver import Action, Driver
-from twin.sim.jobs import JobRecord
 from twin.sim.policies import (
     ClusterPolicy,
     GpuClusterPolicy,
@@ -37,6 +37,7 @@ def run_episode(
     out_dir: Path | None = None,
     sources: Iterable[Iterable[JobRecord]] = (),
     keep_log: bool = False,
+    metrics: Metrics | None = None,
 ) -> tuple[Summary, Driver]:
     """Play `scenario` to its end; write `events.jsonl` and `summary.json` under `out_dir`."""
     policies = policies_for(scenario, seed, policy)
@@ -44,7 +45,8 @@ def run_episode(
     with ExitStack() as stack:
         session = f"{scenario.name}-s{seed}"
         log = EventLog(session, keep=keep_log)
-        metrics = Metrics(session=session)
+        metrics = metrics or Metrics()
+        metrics.session = session
         if out_dir is not None:
             out_dir.mkdir(parents=True, exist_ok=True)
             stream = stack.enter_context((out_dir / "events.jsonl").open("wb"))

@@ -1,0 +1,265 @@
+"""Trace replay: real files read exactly as documented, bad input named, summaries pinned."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from contextlib import suppress
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from twin.errors import TraceError
+from twin.replay.detect import JOB_FORMATS, NODE_FORMATS, detect
+from twin.replay.load import TraceOptions, inventory, job_format, records
+from twin.replay.reader import ReadLog
+from twin.replay.record import JobRecord
+from twin.sim.tracerun import ReplayOptions, replay
+
+SAMPLES = Path(__file__).resolve().parents[1] / "traces" / "samples"
+GOLDEN = Path(__file__).parent / "golden"
+
+SHA256 = {  # from each SOURCE.md
+    "microsoft-itp-elasticflow-2021/cluster01.csv": "27d707f576fce5637f9efec43f610da3d335f36e3c6fd4ded2f5bccfce05974a",  # noqa: E501
+    "microsoft-itp-elasticflow-2021/cluster04.csv": "247850e4265f35749e98d15e82a67765301e81272334265f1fe60d65787892a9",  # noqa: E501
+    "microsoft-itp-elasticflow-2021/cluster10.csv": "139abea485b52090f5950d0f28d82878169df408e36052ec5c7cd04a3f3fcfa7",  # noqa: E501
+    "alibaba-gpu-v2023-openb/openb_pod_list_default.csv": "1ee7ed79c27a3b0861cda8ddba86a004c6aba904caafa329a76ae93ca63834a8",  # noqa: E501
+    "alibaba-gpu-v2023-openb/openb_node_list_gpu_node.csv": "2beca64b4d3dfa342036a34b56a495c6cef9225db836c81f541282cb1df320b5",  # noqa: E501
+    "alibaba-gpu-v2023-openb/openb_node_list_all_node.csv": "5a85c2af79c66a1efff8bbcbda430400aae56d8431370d738480967e1a9c6b15",  # noqa: E501
+    "alibaba-gpu-v2025-dlrm/disaggregated_DLRM_trace.csv": "fb17bc4b3f412d5280f70f04a1bdf2adfc4429d1e61237a5b106e86206414295",  # noqa: E501
+    "azure-llm-inference-2023/AzureLLMInferenceTrace_code.csv": "54e9a6d2a4bd06ba1e060304b900abbc74cbea53de96506e60fe5bb4f2277fb6",  # noqa: E501
+    "azure-llm-inference-2023/AzureLLMInferenceTrace_conv.csv": "2f1e5b666d4e3055fdbba98598ce2ec307767b9064e03e2fa46676dbcc7d0bf8",  # noqa: E501
+    "mooncake-kimi-fast25/conversation_trace.jsonl": "b8cbb061a85206d729d91cdc2981f43c9e0d99209dce588d3af5f7934408b9df",  # noqa: E501
+    "alibaba-pai-v2020-machines/pai_machine_spec.csv": "251e9e33649155a6a935fdc1dc0e90cd4698206936b60bd8fce60ff2ccd51439",  # noqa: E501
+    "alibaba-spot-gpu-v2026-nodes/node_info_df.csv": "1aba161961a5a4a1a61aa581383c5e5abe3400b59f8597ba8c4eef7597bc9d18",  # noqa: E501
+    "microsoft-philly-2017-machines/cluster_machine_list": "5a3f3ad190fcf75bb44b8f7e4b1a8d76897255e35657d3038c8e43d021cba22f",  # noqa: E501
+    "microsoft-philly-2017-machines/revised_machine_list.csv": "8662346b8cc6d4c3d80e659ec8bcdc9b32b9badd69eda61f14c47f855a99898e",  # noqa: E501
+}  # fmt: skip
+
+
+def read_all(
+    path: Path, fmt: str | None = None, **log_args: bool
+) -> tuple[list[JobRecord], ReadLog]:
+    log = ReadLog(**log_args)
+    options = TraceOptions()
+    return list(records(path, job_format(path, fmt, options), log, options)), log
+
+
+@pytest.mark.parametrize("name", sorted(SHA256))
+def test_real_trace_files_are_byte_exact(shared_traces: Path, name: str) -> None:
+    assert hashlib.sha256((shared_traces / name).read_bytes()).hexdigest() == SHA256[name]
+
+
+class TestRealTraces:
+    def test_itp_clusters_hold_69351_jobs_sorted_from_zero(self, shared_traces: Path) -> None:
+        total = 0
+        for path in sorted((shared_traces / "microsoft-itp-elasticflow-2021").glob("cluster*.csv")):
+            jobs, _ = read_all(path)
+            assert jobs[0].submit_s == 0.0
+            assert all(a.submit_s <= b.submit_s for a, b in pairwise(jobs))
+            assert min(j.service_s for j in jobs) >= 600
+            assert {j.tenant for j in jobs} == {path.stem}
+            total += len(jobs)
+        assert total == 69_351
+
+    def test_openb_pods_are_fractional_censored_and_pending_is_counted(
+        self, shared_traces: Path
+    ) -> None:
+        jobs, log = read_all(shared_traces / "alibaba-gpu-v2023-openb/openb_pod_list_default.csv")
+        assert len(jobs) == 8_152 - 897
+        assert log.skipped == {"never scheduled (Pending)": 897}
+        by_id = {j.job_id: j for j in jobs}
+        assert by_id["openb-pod-0001"].gpus == pytest.approx(0.46)
+        assert by_id["openb-pod-0001"].censored  # Running at the end of the window
+        assert sum(j.censored for j in jobs) == 5_193
+
+    def test_dlrm_is_sorted_and_cpu_instances_are_counted(self, shared_traces: Path) -> None:
+        jobs, log = read_all(shared_traces / "alibaba-gpu-v2025-dlrm/disaggregated_DLRM_trace.csv")
+        assert len(jobs) + log.skipped["CPU-only instance"] == 23_871
+        assert all(a.submit_s <= b.submit_s for a, b in pairwise(jobs))
+        assert all(j.submit_s == round(j.submit_s) for j in jobs)
+        assert len({j.tenant for j in jobs}) > 50
+
+    def test_azure_crlf_without_final_newline_and_seven_digit_fractions(
+        self, shared_traces: Path
+    ) -> None:
+        code, _ = read_all(
+            shared_traces / "azure-llm-inference-2023/AzureLLMInferenceTrace_code.csv"
+        )
+        conv, _ = read_all(
+            shared_traces / "azure-llm-inference-2023/AzureLLMInferenceTrace_conv.csv"
+        )
+        assert (len(code), len(conv)) == (8_819, 19_366)
+        # 18:17:03.9799600 -> 19:14:19.93...: about 3,436 s.
+        assert code[-1].submit_s == pytest.approx(3436.0, abs=1.0)
+        assert code[-1].extras["output_tokens"] > 0
+
+    def test_mooncake_timestamps_are_milliseconds(self, shared_traces: Path) -> None:
+        jobs, _ = read_all(shared_traces / "mooncake-kimi-fast25/conversation_trace.jsonl")
+        assert len(jobs) == 12_031
+        assert jobs[-1].submit_s == pytest.approx(3537.0, abs=1.0)
+        assert jobs[0].extras["prefix_blocks"] == 14
+
+    @pytest.mark.parametrize(
+        ("name", "gpus"),
+        [
+            ("alibaba-gpu-v2023-openb/openb_node_list_gpu_node.csv", 6_212),
+            ("alibaba-gpu-v2023-openb/openb_node_list_all_node.csv", 6_212),
+            ("alibaba-pai-v2020-machines/pai_machine_spec.csv", 6_742),
+            ("alibaba-spot-gpu-v2026-nodes/node_info_df.csv", 10_412),
+            ("microsoft-philly-2017-machines/cluster_machine_list", 2_490),
+            ("microsoft-philly-2017-machines/revised_machine_list.csv", 3_205),
+        ],
+    )
+    def test_node_inventories_count_their_gpus(
+        self, shared_traces: Path, name: str, gpus: int
+    ) -> None:
+        assert sum(inventory(shared_traces / name, None, ReadLog()).gpus.values()) == gpus
+
+    def test_every_trace_file_is_detected(self, shared_traces: Path) -> None:
+        seen = {
+            detect(p)
+            for p in shared_traces.glob("*/*")
+            if p.suffix not in (".md", ".header") and p.name != "topo.csv"
+        }
+        assert seen == {"itp", "openb", "dlrm", "azure", "mooncake", *NODE_FORMATS}
+
+
+class TestSyntheticFormats:
+    """Formats with no real sample here, on hand-written fixtures in their documented schemas."""
+
+    def test_helios_maps_states_and_counts_jobs_that_never_started(self) -> None:
+        jobs, log = read_all(SAMPLES / "helios_synthetic.csv")
+        assert [j.status for j in jobs] == ["completed", "failed", "failed", "failed", "completed"]
+        assert log.skipped == {"never started (killed)": 1}
+        assert (jobs[0].service_s, jobs[0].gpus, jobs[0].tenant) == (7200.0, 8.0, "vc-a")
+        assert jobs[2].observed_start_s - jobs[2].submit_s == 1800.0  # queued 30 minutes
+
+    def test_acme_handles_utc_offsets(self) -> None:
+        jobs, _ = read_all(SAMPLES / "acme_synthetic.csv")
+        assert [j.submit_s for j in jobs] == [0.0, 1800.0, 3600.0]
+        assert jobs[0].extras["type"] == "Pretrain"
+
+    def test_philly_sums_attempts_strips_keys_and_skips_unknown_run_times(self) -> None:
+        jobs, log = read_all(SAMPLES / "philly_synthetic.json")
+        assert [j.job_id for j in jobs] == ["application_0001", "application_0002"]
+        assert jobs[0].gpus == 8.0  # 4 + 4 GPUs on two hosts
+        assert jobs[1].service_s == 600.0 + 1200.0  # two attempts
+        assert jobs[1].tenant == "vc-y"  # the key was " vc"
+        assert log.skipped == {"never started": 1, "still running, run time unknown": 1}
+
+    def test_a_flat_csv_with_a_column_map(self, tmp_path: Path) -> None:
+        from twin.replay.formats.flat import parse_map
+
+        path = tmp_path / "sim.csv"
+        path.write_text("id,t_ms,run_ms,g,team\na,0,60000,2,x\nb,1500,1000,1,y\n")
+        columns = parse_map("job_id=id,submit=t_ms,duration=run_ms,gpus=g,tenant=team,unit=ms")
+        jobs = list(records(path, "csv", ReadLog(), TraceOptions(columns=columns)))
+        assert [(j.job_id, j.submit_s, j.service_s, j.gpus, j.tenant) for j in jobs] == [
+            ("a", 0.0, 60.0, 2.0, "x"),
+            ("b", 1.5, 1.0, 1.0, "y"),
+        ]
+
+
+class TestBadInput:
+    def corrupt(self, tmp_path: Path) -> Path:
+        path = tmp_path / "cluster99.csv"
+        path.write_text(
+            "job_id,submission_time,duration,num_gpu\n"
+            "a,0,700,1\n"
+            "b,10,seven hundred,1\n"
+            "c,20,700\n"
+            "d,30,700,2\n"
+        )
+        return path
+
+    def test_a_corrupt_line_names_file_line_and_field(self, tmp_path: Path) -> None:
+        with pytest.raises(
+            TraceError,
+            match=r"cluster99\.csv: line 3: field 'duration' = 'seven hundred': not a number",
+        ):
+            read_all(self.corrupt(tmp_path))
+
+    def test_skip_bad_skips_and_counts(self, tmp_path: Path) -> None:
+        jobs, log = read_all(self.corrupt(tmp_path), skip_bad=True)
+        assert [j.job_id for j in jobs] == ["a", "d"]
+        assert log.bad_lines == 2
+        assert log.first_bad is not None
+        assert "line 3" in log.first_bad
+
+    def test_replay_reports_skipped_lines(self, tmp_path: Path) -> None:
+        _, report = replay(self.corrupt(tmp_path), ReplayOptions(skip_bad=True, gpus=4))
+        assert (report.jobs_read, report.jobs_replayed, report.bad_lines) == (2, 2, 2)
+
+    def test_an_unknown_format_says_what_it_saw(self, tmp_path: Path) -> None:
+        path = tmp_path / "x.csv"
+        path.write_text("foo,bar\n1,2\n")
+        with pytest.raises(
+            TraceError, match=r"cannot tell the format from its first line 'foo,bar'"
+        ):
+            detect(path)
+
+    def test_non_utf8_is_a_bad_line(self, tmp_path: Path) -> None:
+        path = tmp_path / "cluster.csv"
+        path.write_bytes(b"job_id,submission_time,duration,num_gpu\na,0,700,1\n\xff\xfe,1,1,1\n")
+        with pytest.raises(TraceError, match="line 3: not UTF-8"):
+            read_all(path, "itp")
+
+    def test_going_back_in_time_is_an_error(self, tmp_path: Path) -> None:
+        path = tmp_path / "cluster.csv"
+        path.write_text("job_id,submission_time,duration,num_gpu\na,100,700,1\nb,50,700,1\n")
+        with pytest.raises(
+            TraceError, match=r"line 3: field 'submission_time' = 50\.0: goes back in time"
+        ):
+            read_all(path)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.binary(max_size=400), st.sampled_from(JOB_FORMATS[:1] + JOB_FORMATS[2:]))
+def test_no_parser_crashes_on_arbitrary_bytes(tmp_path: Path, data: bytes, fmt: str) -> None:
+    """Any bytes: records or a TraceError, never another exception."""
+    path = tmp_path / f"fuzz-{fmt}.txt"
+    path.write_bytes(data)
+    with suppress(TraceError):
+        list(records(path, fmt, ReadLog()))
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(st.text(alphabet=st.characters(codec="utf-8"), max_size=30), max_size=8))
+def test_itp_parser_never_crashes_on_arbitrary_rows(tmp_path: Path, rows: list[str]) -> None:
+    path = tmp_path / "fuzz.csv"
+    path.write_text("job_id,submission_time,duration,num_gpu\n" + "\n".join(rows), encoding="utf-8")
+    with suppress(TraceError):
+        list(records(path, "itp", ReadLog(skip_bad=True)))
+
+
+def test_replaying_the_synthetic_itp_sample_matches_its_golden_summary(tmp_path: Path) -> None:
+    summary, report = replay(SAMPLES / "itp_synthetic.csv", ReplayOptions(), out_dir=tmp_path)
+    got = {
+        "summary": json.loads(summary.model_dump_json()),
+        "replay": json.loads(report.model_dump_json()),
+    }
+    got["replay"]["trace"] = "itp_synthetic.csv"
+    golden = GOLDEN / "replay_itp_synthetic.json"
+    assert got == json.loads(golden.read_text()), f"if the change is intended, rewrite {golden}"
+
+
+def test_openb_replay_sets_simulated_against_observed_delay(shared_traces: Path) -> None:
+    base = shared_traces / "alibaba-gpu-v2023-openb"
+    _, report = replay(
+        base / "openb_pod_list_default.csv",
+        ReplayOptions(cluster=base / "openb_node_list_gpu_node.csv"),
+    )
+    d = report.queueing_delay
+    assert d is not None
+    assert d.observed_jobs == 7_255
+    assert d.observed[0] == 2.0  # median scheduling delay in the trace
+    assert 0.0 <= d.ks_distance <= 1.0
+    assert sum(report.cluster.values()) == 6_212

@@ -1,0 +1,126 @@
+"""`twin replay` and `twin trace`: replay a trace on a cluster; generate synthetic traces."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from twin.replay.detect import JOB_FORMATS, NODE_FORMATS
+from twin.schema.summary import ReplayReport
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    rp = sub.add_parser("replay", help="replay a cluster trace and summarise it")
+    rp.add_argument("--trace", required=True, help="the trace file")
+    rp.add_argument("--format", choices=JOB_FORMATS, help="override format detection")
+    rp.add_argument(
+        "--columns", help="column map for a flat CSV: submit=COL,gpus=COL,duration=COL[,...]"
+    )
+    where = rp.add_mutually_exclusive_group()
+    where.add_argument("--cluster", help="a node inventory that instantiates the cluster")
+    where.add_argument("--gpus", type=int, help="one pool of this many GPUs")
+    rp.add_argument("--cluster-format", choices=NODE_FORMATS, help="override inventory detection")
+    rp.add_argument(
+        "--policy", choices=("fifo", "priority", "sjf"), default="fifo", help="queue order"
+    )
+    rp.add_argument("--backfill", action="store_true", help="EASY backfill behind a blocked head")
+    rp.add_argument("--skip-bad", action="store_true", help="skip and count corrupt lines")
+    rp.add_argument(
+        "--include-cpu", action="store_true", help="replay CPU-only instances too (DLRM)"
+    )
+    rp.add_argument("--seed", type=int, default=0)
+    rp.add_argument("--out", help="directory for events.jsonl, summary.json and replay.json")
+    rp.set_defaults(func=replay_command)
+
+    tr = sub.add_parser("trace", help="synthetic traces")
+    tsub = tr.add_subparsers(dest="trace_command", required=True)
+    gen = tsub.add_parser("generate", help="write a synthetic trace of any size")
+    gen.add_argument("--jobs", type=int, required=True)
+    gen.add_argument("--format", choices=("itp",), default="itp")
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--out", required=True, help="file to write")
+    gen.set_defaults(func=generate_command)
+
+
+def replay_command(args: argparse.Namespace) -> int:
+    from twin.cli.render import print_summary
+    from twin.replay.formats.flat import parse_map
+    from twin.replay.load import TraceOptions
+    from twin.sim.tracerun import ReplayOptions, replay
+
+    options = ReplayOptions(
+        fmt=args.format,
+        trace=TraceOptions(
+            columns=parse_map(args.columns) if args.columns else None, include_cpu=args.include_cpu
+        ),
+        cluster=Path(args.cluster) if args.cluster else None,
+        cluster_format=args.cluster_format,
+        gpus=args.gpus,
+        policy=args.policy,
+        backfill=args.backfill,
+        skip_bad=args.skip_bad,
+        seed=args.seed,
+    )
+    out = Path(args.out) if args.out else None
+    console = Console()
+    if console.is_terminal:
+        columns = (SpinnerColumn(), TextColumn("replaying {task.fields[jobs]:,} jobs read"))
+        with Progress(*columns, TimeElapsedColumn(), console=console, transient=True) as bar:
+            task = bar.add_task("replay", total=None, jobs=0)
+            summary, report = replay(
+                Path(args.trace), options, out_dir=out, progress=lambda n: bar.update(task, jobs=n)
+            )
+    else:
+        summary, report = replay(Path(args.trace), options, out_dir=out)
+    print_summary(summary, console)
+    print_report(report, console)
+    if out is not None:
+        console.print(
+            f"wrote {out / 'events.jsonl'}, {out / 'summary.json'} and {out / 'replay.json'}"
+        )
+    return 0
+
+
+def print_report(r: ReplayReport, console: Console) -> None:
+    table = Table(title=f"trace {r.trace} ({r.format})", show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("jobs", f"{r.jobs_read:,} read · {r.jobs_replayed:,} replayed")
+    for reason, n in r.skipped.items():
+        table.add_row("skipped", f"{n:,} {reason}")
+    if r.bad_lines:
+        table.add_row("bad lines", f"{r.bad_lines:,} skipped (first: {r.first_bad_line})")
+    gpus = sum(r.cluster.values())
+    table.add_row(
+        "cluster", f"{gpus:,} GPUs: " + ", ".join(f"{k} {v:,}" for k, v in r.cluster.items())
+    )
+    table.add_row("cluster from", r.cluster_source)
+    d = r.queueing_delay
+    if d is not None:
+
+        def q(values: list[float | None]) -> str:
+            return " · ".join(
+                f"p{int(p * 100)} {'-' if v is None else f'{v:,.0f} s'}"
+                for p, v in zip(d.quantiles, values, strict=True)
+            )
+
+        table.add_row("observed delay", f"{q(d.observed)}  ({d.observed_jobs:,} jobs)")
+        table.add_row("simulated delay", q(d.simulated))
+        table.add_row("KS distance", f"{d.ks_distance:.3f}")
+    console.print(table)
+
+
+def generate_command(args: argparse.Namespace) -> int:
+    from twin.errors import ConfigError
+    from twin.replay.synth import generate_itp
+
+    if args.jobs <= 0:
+        raise ConfigError(f"--jobs must be positive, got {args.jobs}")
+    generate_itp(Path(args.out), args.jobs, seed=args.seed)
+    print(f"wrote {args.jobs:,} jobs to {args.out}", file=sys.stderr)
+    return 0

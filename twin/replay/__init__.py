@@ -1,0 +1,1 @@
+"""Trace replay: streaming adapters from public trace formats to canonical job records."""

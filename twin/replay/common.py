@@ -1,0 +1,65 @@
+"""Helpers the adapters share: time bases, status vocabularies, datetimes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from twin.replay.reader import BadFieldError
+from twin.replay.record import Status
+
+STATUS: dict[str, Status] = {
+    **dict.fromkeys(
+        ("completed", "pass", "passed", "succeeded", "success", "terminated"), "completed"
+    ),
+    **dict.fromkeys(("failed", "fail", "node_fail", "timeout", "error", "oom"), "failed"),
+    **dict.fromkeys(("killed", "cancelled", "canceled", "preempted"), "killed"),
+    **dict.fromkeys(("running",), "running"),
+    **dict.fromkeys(("pending", "waiting", "queued"), "pending"),
+}
+
+
+def status_of(text: str) -> Status:
+    """A trace's status word in the canonical vocabulary ('unknown' when unmapped)."""
+    return STATUS.get(text.strip().lower().replace(" ", "_"), "unknown")
+
+
+def epoch_s(text: str, column: str) -> float:
+    """Seconds since the epoch of an ISO-like datetime; naive times are taken as UTC."""
+    value = text.strip()
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        raise BadFieldError(
+            column, text, "not a datetime (expected YYYY-MM-DD HH:MM:SS[.f][+HH:MM])"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp()
+
+
+class Rebase:
+    """Times from the first submission; submissions must not go backwards."""
+
+    __slots__ = ("base_s", "last_s")
+
+    def __init__(self) -> None:
+        self.base_s: float | None = None
+        self.last_s = float("-inf")
+
+    def __call__(self, submit_s: float, column: str) -> float:
+        if submit_s < self.last_s:
+            raise BadFieldError(
+                column,
+                submit_s,
+                f"goes back in time (previous {self.last_s}); the trace must be sorted",
+            )
+        self.last_s = submit_s
+        if self.base_s is None:
+            self.base_s = submit_s
+        return submit_s - self.base_s
+
+    def shift(self, t_s: float | None) -> float | None:
+        """Another time of the trace on the same base (None stays None)."""
+        if t_s is None or self.base_s is None:
+            return t_s
+        return t_s - self.base_s

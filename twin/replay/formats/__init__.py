@@ -1,0 +1,1 @@
+"""One module per trace format; each turns a file into canonical job records."""

@@ -1,0 +1,78 @@
+"""Node inventories that instantiate a cluster: GPUs per model.
+
+openb node lists, Alibaba PAI 2020 machines (headerless, `.header` sidecar), Alibaba spot GPU
+2026 nodes, Microsoft Philly machine lists (original or revised).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from twin.errors import TraceError
+from twin.replay.reader import BadFieldError, ReadLog, csv_rows, required
+
+# Trace GPU model names -> kernel accelerators where the match is exact (else kept as given).
+KERNEL_NAMES = {
+    "T4": "t4",
+    "A10": "a10",
+    "V100": "v100",
+    "V100M32": "v100",
+    "V100M16": "v100",
+    "A100-SXM4-80GB": "a100-80gb",
+    "A800-SXM4-80GB": "a100-80gb",
+    "H800": "h100",
+}
+
+
+@dataclass
+class Inventory:
+    """GPUs per model, and the nodes they sit in."""
+
+    gpus: Counter[str] = field(default_factory=Counter)
+    nodes: int = 0
+    cpu_only_nodes: int = 0
+
+    def add(self, model: str, gpus: float) -> None:
+        self.nodes += 1
+        if gpus <= 0 or not model or model == "CPU":
+            self.cpu_only_nodes += 1
+            return
+        self.gpus[model] += int(gpus)
+
+
+def read_inventory(path: Path, log: ReadLog, fmt: str) -> Inventory:
+    """The inventory of one node-list file in format `fmt`."""
+    inv = Inventory()
+    header = None
+    if fmt == "pai-machines":
+        sidecar = path.with_suffix(".header")
+        if not sidecar.is_file():
+            raise TraceError(
+                f"{path}: headerless PAI machine list needs its sidecar {sidecar.name}"
+            )
+        header = sidecar.read_text().strip().split(",")
+    columns = {
+        "openb-nodes": ("model", "gpu"),
+        "pai-machines": ("gpu_type", "cap_gpu"),
+        "spot-nodes": ("gpu_model", "gpu_capacity_num"),
+        "philly-machines": ("", "number of GPUs"),
+    }[fmt]
+    for line, row in csv_rows(path, log, header=header):
+        try:
+            count = required(row, columns[1])
+        except (BadFieldError, KeyError) as exc:
+            log.bad(path, line, str(exc))
+            continue
+        model = row.get(columns[0], "").strip() if columns[0] else _philly_model(row)
+        inv.add(model, count)
+    if inv.nodes == 0:
+        raise TraceError(f"{path}: no nodes")
+    return inv
+
+
+def _philly_model(row: dict[str, str]) -> str:
+    """Philly does not name its GPUs; the original list gives per-GPU memory (12 or 24 GB)."""
+    mem = row.get("single GPU mem", "").strip()
+    return f"philly-{mem.lower()}" if mem else "philly"

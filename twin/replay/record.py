@@ -1,0 +1,35 @@
+"""The canonical job record every trace adapter produces."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, Literal, NamedTuple
+
+Status = Literal["completed", "failed", "killed", "running", "pending", "unknown"]
+
+
+NO_EXTRAS: Mapping[str, Any] = MappingProxyType({})
+
+
+class JobRecord(NamedTuple):
+    """One job as a trace describes it.
+
+    `submit_s` counts from the trace's first submission; `service_s` is the run time on the
+    requested `gpus` (fractional for shared GPUs). `observed_start_s` / `observed_end_s` are
+    what the trace recorded (validation targets, never inputs). `censored` marks a service time
+    cut short by the end of the observation window. (A NamedTuple: cheap to build per line.)
+    """
+
+    job_id: str
+    submit_s: float
+    service_s: float
+    gpus: float
+    tenant: str
+    gpu_type: str | None = None
+    priority: float = 0.0
+    status: Status = "unknown"
+    observed_start_s: float | None = None
+    observed_end_s: float | None = None
+    censored: bool = False
+    extras: Mapping[str, Any] = NO_EXTRAS

@@ -1,0 +1,160 @@
+"""Replay a trace on a cluster: build the scenario, stream the jobs in, compare with the trace."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from twin.errors import ConfigError
+from twin.eventlog.metrics import Metrics
+from twin.kernel import default_tables
+from twin.replay import load, validate
+from twin.replay.formats.nodes import KERNEL_NAMES, Inventory
+from twin.replay.reader import ReadLog
+from twin.replay.record import JobRecord
+from twin.schema.scenario import ClusterScenario, PoolConfig
+from twin.schema.summary import DelayComparison, ReplayReport, Summary
+from twin.sim.runner import run_episode
+
+DEFAULT_PRICE_USD_PER_GPU_H = 2.0
+HEADROOM = 1.25  # a cluster sized from the trace holds 125% of its mean offered load
+TENANT = "trace"
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    fmt: str | None = None
+    trace: load.TraceOptions = load.DEFAULT_OPTIONS
+    cluster: Path | None = None
+    cluster_format: str | None = None
+    gpus: int | None = None
+    policy: str = "fifo"
+    backfill: bool = False
+    skip_bad: bool = False
+    seed: int = 0
+
+
+DEFAULT = ReplayOptions()
+
+
+def replay(
+    path: Path,
+    options: ReplayOptions = DEFAULT,
+    *,
+    out_dir: Path | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[Summary, ReplayReport]:
+    """Play the trace's jobs on a fixed cluster; `progress(n)` hears every few thousand jobs."""
+    fmt = load.job_format(path, options.fmt, options.trace)
+    log = ReadLog(skip_bad=options.skip_bad)
+    pools, source = _cluster(path, fmt, options)
+    scenario = ClusterScenario.model_validate(
+        {
+            "name": "replay-" + _slug(path.stem),
+            "description": f"{path.name} ({fmt}) on {source}",
+            "pools": pools,
+            "tenants": [
+                {
+                    "name": TENANT,
+                    "policy": "static",
+                    "initial_gpus": {p.name: p.max_gpus for p in pools},
+                }
+            ],
+            "queue": {"policy": options.policy, "backfill": options.backfill},
+            "decisions": {"interval_s": None, "triggers": []},
+        }
+    )
+    widest = max(p.max_gpus for p in pools)
+    types = {p.gpu_type for p in pools}
+    counts = Counter[str]()
+    observed: list[float] = []
+
+    def jobs() -> Iterator[JobRecord]:
+        for rec in load.records(path, fmt, log, options.trace):
+            counts["read"] += 1
+            if progress is not None and counts["read"] % 4096 == 0:
+                progress(counts["read"])
+            if rec.gpus > widest:
+                log.skip("wider than the largest pool")
+                continue
+            if rec.observed_start_s is not None:
+                observed.append(rec.observed_start_s - rec.submit_s)
+            counts["replayed"] += 1
+            if rec.gpu_type is not None and rec.gpu_type not in types:
+                log.skip("gpu_type constraint dropped (not in the cluster)")
+                yield rec._replace(gpu_type=None)
+            else:
+                yield rec
+
+    metrics = Metrics()
+    summary, _ = run_episode(
+        scenario, seed=options.seed, out_dir=out_dir, sources=[jobs()], metrics=metrics
+    )
+    comparison = None
+    if observed:
+        simulated = metrics.queueing_delays_s
+        comparison = DelayComparison(
+            observed_jobs=len(observed),
+            observed=validate.quantiles(observed),
+            simulated=validate.quantiles(simulated),
+            quantiles=list(validate.QUANTILES),
+            ks_distance=validate.ks_distance(observed, simulated),
+        )
+    report = ReplayReport(
+        trace=str(path),
+        format=fmt,
+        jobs_read=counts["read"],
+        jobs_replayed=counts["replayed"],
+        bad_lines=log.bad_lines,
+        first_bad_line=log.first_bad,
+        skipped=dict(sorted(log.skipped.items())),
+        cluster={p.name: p.max_gpus for p in pools},
+        cluster_source=source,
+        queueing_delay=comparison,
+    )
+    if out_dir is not None:
+        (out_dir / "replay.json").write_text(report.model_dump_json(indent=2) + "\n")
+    return summary, report
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9_.-]+", "-", text.lower()).strip("-") or "trace"
+
+
+def _pool(name: str, gpus: int) -> PoolConfig:
+    kernel = KERNEL_NAMES.get(name, name.lower())
+    tables = default_tables()
+    price = (
+        float(tables.price_usd_h[tables.gpu_names.index(kernel)])
+        if kernel in tables.gpu_names
+        else DEFAULT_PRICE_USD_PER_GPU_H
+    )
+    return PoolConfig(name=_slug(name), gpu_type=kernel, max_gpus=gpus, price_usd_per_gpu_h=price)
+
+
+def _cluster(path: Path, fmt: str, options: ReplayOptions) -> tuple[list[PoolConfig], str]:
+    """Pools from a node inventory, from --gpus, or sized from the trace's offered load."""
+    if options.cluster is not None:
+        inv: Inventory = load.inventory(
+            options.cluster, options.cluster_format, ReadLog(skip_bad=options.skip_bad)
+        )
+        if not inv.gpus:
+            raise ConfigError(f"{options.cluster}: no GPU nodes")
+        return [_pool(m, n) for m, n in sorted(inv.gpus.items())], str(options.cluster)
+    if options.gpus is not None:
+        if options.gpus <= 0:
+            raise ConfigError(f"--gpus must be a positive number of GPUs, got {options.gpus}")
+        return [_pool("gpu", options.gpus)], f"{options.gpus} GPUs"
+    # One pass over the trace for its size: mean offered load and the widest job.
+    gpu_s, widest, first, last = 0.0, 0.0, math.inf, 0.0
+    for rec in load.records(path, fmt, ReadLog(skip_bad=options.skip_bad), options.trace):
+        gpu_s += rec.gpus * rec.service_s
+        widest = max(widest, rec.gpus)
+        first, last = min(first, rec.submit_s), max(last, rec.submit_s + rec.service_s)
+    span = max(last - first, 1.0) if first < math.inf else 1.0
+    size = max(math.ceil(widest), math.ceil(HEADROOM * gpu_s / span), 1)
+    return [_pool("gpu", size)], f"{size} GPUs (125% of the trace's mean load)"
