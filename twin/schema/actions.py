@@ -2,16 +2,36 @@
 
 from __future__ import annotations
 
-from pydantic import Field, NonNegativeFloat, NonNegativeInt
+from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt
 
 from twin.schema.base import Frozen
+from twin.schema.scenario import PlanSpec
+
+
+class Placement(Frozen):
+    """Start a queued kernel job now on a pool, with this plan (scored by the kernel)."""
+
+    job_id: str
+    pool: str
+    plan: PlanSpec = PlanSpec()
+
+
+class Bundle(Frozen):
+    """What one side of a trade hands over: idle GPUs per pool and/or dollars of budget."""
+
+    gpus: dict[str, PositiveInt] = Field(default_factory=dict)
+    usd: NonNegativeFloat = 0.0
 
 
 class ProvisionAction(Frozen):
-    """Change a tenant's GPUs per pool: +n requests n GPUs, -n cancels pending requests first,
-    then releases idle GPUs. Busy GPUs are never released."""
+    """A tenant's decision. Provision: +n requests n GPUs of a pool, -n cancels pending requests
+    first, then releases idle GPUs (busy GPUs are never released). When GPUs are scarce, sealed
+    `bids_usd_per_gpu` count under the auction mechanism. Placements start queued kernel jobs
+    with a chosen plan."""
 
     provision: dict[str, int] = Field(default_factory=dict)
+    bids_usd_per_gpu: dict[str, NonNegativeFloat] = Field(default_factory=dict)
+    placements: list[Placement] = Field(default_factory=list, max_length=256)
 
 
 class GpuClusterAction(Frozen):

@@ -98,6 +98,59 @@ class PlanEvaluated(Event):
     usd_per_h: float
 
 
+class PlacementDecided(Event):
+    """A placement proposed by an agent: started, or refused with reasons."""
+
+    kind: Literal["placement_decided"] = "placement_decided"
+    job_id: str
+    pool: str
+    started: bool
+    reasons: list[str]
+    score: float
+    tokens_per_s: float
+    credit: float
+
+
+class OfferMade(Event):
+    kind: Literal["offer_made"] = "offer_made"
+    offer_id: str
+    to_tenant: str
+    give: dict[str, Any]
+    take: dict[str, Any]
+
+
+class OfferAnswered(Event):
+    kind: Literal["offer_answered"] = "offer_answered"
+    offer_id: str
+    accepted: bool
+
+
+class TradeSettled(Event):
+    """An accepted offer, applied atomically at commit or failed (with the reason)."""
+
+    kind: Literal["trade_settled"] = "trade_settled"
+    offer_id: str
+    to_tenant: str
+    applied: bool
+    reason: str
+
+
+class AuctionCleared(Event):
+    """Scarce GPUs of a pool sold by sealed bid at one price; each winner pays it per GPU."""
+
+    kind: Literal["auction_cleared"] = "auction_cleared"
+    pool: str
+    price_usd_per_gpu: float
+    winners: dict[str, int]
+
+
+class RoundCommitted(Event):
+    kind: Literal["round_committed"] = "round_committed"
+    round: int
+    mechanism: str
+    defaulted: list[str]
+
+
 class JobFailed(Event):
     kind: Literal["job_failed"] = "job_failed"
     job_id: str
@@ -202,6 +255,12 @@ EVENT_MODELS: tuple[type[Event], ...] = (
     JobFinished,
     JobInterrupted,
     PlanEvaluated,
+    PlacementDecided,
+    OfferMade,
+    OfferAnswered,
+    TradeSettled,
+    AuctionCleared,
+    RoundCommitted,
     JobFailed,
     GpusRequested,
     GpusReady,
@@ -229,6 +288,12 @@ AnyEvent = Annotated[
     | JobFinished
     | JobInterrupted
     | PlanEvaluated
+    | PlacementDecided
+    | OfferMade
+    | OfferAnswered
+    | TradeSettled
+    | AuctionCleared
+    | RoundCommitted
     | JobFailed
     | GpusRequested
     | GpusReady

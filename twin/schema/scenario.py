@@ -164,6 +164,7 @@ class TenantConfig(Frozen):
     initial_gpus: dict[str, NonNegativeInt] = Field(default_factory=dict)
     workloads: list[WorkloadConfig] = Field(default_factory=list)
     policy: str = "autoscale"
+    priority: int = Field(0, description="Higher goes first under the priority mechanism.")
     sla_usd_per_job_h: NonNegativeFloat = 0.0
     value_usd_per_gpu_h: NonNegativeFloat = Field(
         4.0, description="What one reference GPU-hour of finished work is worth (for the score)."
@@ -171,9 +172,10 @@ class TenantConfig(Frozen):
 
 
 class QueueConfig(Frozen):
-    """How each tenant's queue is ordered, and whether later jobs may jump a blocked head."""
+    """How each tenant's queue is ordered, and whether later jobs may jump a blocked head.
+    `manual`: jobs wait in arrival order until an agent places them."""
 
-    policy: Literal["fifo", "priority", "sjf"] = "fifo"
+    policy: Literal["fifo", "priority", "sjf", "manual"] = "fifo"
     backfill: bool = False
     backfill_depth: PositiveInt = 64
 

@@ -16,7 +16,7 @@ import simpy
 from twin.errors import ActionError
 from twin.eventlog.log import EventLog
 from twin.replay.record import JobRecord
-from twin.schema.actions import ProvisionAction
+from twin.schema.actions import Bundle, ProvisionAction
 from twin.schema.scenario import ClusterScenario, WorkloadConfig
 from twin.sim.arrivals import gaps
 from twin.sim.encode import PlanOption, plan_options
@@ -92,6 +92,7 @@ class ClusterModel:
         self.queued_milli = [0] * len(cfg.tenants)
         self._eff = efficiency(cfg.scaling)
         self._backfill = cfg.queue.backfill
+        self._manual = cfg.queue.policy == "manual"
         triggers = cfg.decisions.triggers
         self._on_arrival = "arrival" in triggers
         self._on_completion = "completion" in triggers
@@ -99,6 +100,7 @@ class ClusterModel:
         self._on_failure = "failure" in triggers
         self._on_threshold = "budget_threshold" in triggers
         self.pending: dict[int, list[str]] = {}
+        self._reward_base = [0.0] * len(cfg.tenants)
         self.ended: str | None = None
         self.jobs_in_system = 0
         self.running_jobs = 0
@@ -156,7 +158,7 @@ class ClusterModel:
                 work, option = draw_size() * gpus, None
             else:
                 work, option = draw_size(), self.options[(tenant, index, gpus)]
-            self.admit(
+            job = self.admit(
                 tenant,
                 None,
                 gpus=gpus,
@@ -165,6 +167,7 @@ class ClusterModel:
                 gpu_type=w.gpu_type,
                 option=option,
             )
+            job.workload = index
         self.open_sources -= 1
         self._check_drained()
 
@@ -291,7 +294,10 @@ class ClusterModel:
         self.queued_milli[job.tenant] += job.milli
 
     def schedule(self, tenant: int) -> None:
-        """Start queued jobs of `tenant` in queue order while they fit; then backfill."""
+        """Start queued jobs of `tenant` in queue order while they fit; then backfill.
+        (With a manual queue, jobs start only when placed.)"""
+        if self._manual:
+            return
         q = self.queues[tenant]
         while True:
             job = q.head()
@@ -648,6 +654,106 @@ class ClusterModel:
                 self.provision(tenant, index, delta)
             elif delta < 0:
                 self.release(tenant, index, -delta)
+
+    # -- negotiation (the mediator's operations) -------------------------------------------------
+
+    def clamp(self, tenant: int, pool: int, requested: int, granted: int, reason: str) -> None:
+        name, now = self.pools[pool].cfg.name, self.env.now
+        self._emit(
+            ("action_clamped", now, self.tenant_names[tenant], name, requested, granted, reason)
+        )
+
+    def clear_auction(self, pool: int, price: float, winners: dict[int, int]) -> None:
+        """Each winner pays `price` per GPU won, from its budget, now."""
+        now, name = self.env.now, self.pools[pool].cfg.name
+        self._emit(("auction_cleared", now, None, name, price,
+                    {self.tenant_names[t]: n for t, n in sorted(winners.items())}))  # fmt: skip
+        for t, n in sorted(winners.items()):
+            amount = price * n
+            if amount > 0:
+                self.ledgers[t].spent_usd += amount
+                self._emit(("budget_charged", now, self.tenant_names[t], name, 0.0, amount))
+
+    def can_hand_over(self, tenant: int, bundle: Bundle) -> str:
+        """Why `tenant` cannot hand over `bundle` now ('' when it can)."""
+        for pool, n in bundle.gpus.items():
+            index = self.pool_index.get(pool)
+            if index is None:
+                return f"unknown pool {pool!r}"
+            idle = self.holdings[tenant][index].idle_whole
+            if idle < n:
+                return f"{self.tenant_names[tenant]} has {idle} idle {pool} GPUs, not {n}"
+        ledger = self.ledgers[tenant]
+        if bundle.usd and ledger.budget_usd is not None:
+            left = ledger.budget_usd - ledger.spent_at(self.env.now)
+            if left < bundle.usd:
+                who = self.tenant_names[tenant]
+                return f"{who} has ${left:,.2f} of budget left, not ${bundle.usd:,.2f}"
+        return ""
+
+    def hand_over(self, giver: int, taker: int, bundle: Bundle) -> None:
+        """Move idle GPUs (billing moves with them) and budget from one tenant to another."""
+        now = self.env.now
+        for pool, n in sorted(bundle.gpus.items()):
+            a = self.holdings[giver][self.pool_index[pool]]
+            b = self.holdings[taker][self.pool_index[pool]]
+            a.ready -= n
+            self._set_billed(a, -n)
+            self._emit(("gpus_released", now, self.tenant_names[giver], pool, n))
+            b.ready += n
+            self._set_billed(b, n)
+            self._emit(("gpus_ready", now, self.tenant_names[taker], pool, n))
+            self.schedule(taker)
+        if bundle.usd:
+            give, take = self.ledgers[giver], self.ledgers[taker]
+            if give.budget_usd is not None:
+                give.budget_usd -= bundle.usd
+                self._arm_alarm(give)
+            if take.budget_usd is not None:
+                take.budget_usd += bundle.usd
+                self._arm_alarm(take)
+
+    def settle_trade(
+        self, offer_id: str, giver: int, to_tenant: str, applied: bool, reason: str
+    ) -> None:
+        self._emit(
+            ("trade_settled", self.env.now, self.tenant_names[giver], offer_id, to_tenant,
+             applied, reason)
+        )  # fmt: skip
+
+    def decide_placement(  # noqa: PLR0917 (the fields of the placement_decided record)
+        self,
+        tenant: int,
+        job_id: str,
+        pool: str,
+        started: bool,
+        reasons: list[str],
+        score: float,
+        tokens_per_s: float,
+        credit: float,
+    ) -> None:
+        self._emit(
+            ("placement_decided", self.env.now, self.tenant_names[tenant], job_id, pool,
+             started, reasons, score, tokens_per_s, credit)
+        )  # fmt: skip
+
+    def start_placed(self, job: Job, pool: int, option: PlanOption) -> bool:
+        """Start a queued job on `pool` with a placed plan, if its tenant has the GPUs idle."""
+        h = self.holdings[job.tenant][pool]
+        if h.idle_milli < job.milli:
+            return False
+        job.option = option
+        job.nominal_rate = option.best_rate
+        self.queues[job.tenant].remove(job)
+        self._run(job, h)
+        return True
+
+    def settle_reward(self, tenant: int) -> float:
+        """Value earned minus money spent and SLA penalties since the tenant's last round."""
+        ledger = self.ledgers[tenant]
+        total = ledger.value_usd - ledger.spent_at(self.env.now) - ledger.sla_usd
+        reward, self._reward_base[tenant] = total - self._reward_base[tenant], total
+        return reward
 
     # -- the end --------------------------------------------------------------------------------
 

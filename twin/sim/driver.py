@@ -6,7 +6,7 @@ so a session is reproduced by its seed and its recorded actions.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import simpy
@@ -21,8 +21,10 @@ from twin.schema.actions import (
     TenantObservation,
 )
 from twin.schema.scenario import ClusterScenario, Scenario
+from twin.sim import mediate
 from twin.sim.cluster import ClusterModel
 from twin.sim.gpucluster import GpuClusterModel
+from twin.sim.mediate import Mechanism, Offer, TenantOutcome
 from twin.sim.observe import observe
 from twin.sim.rng import Streams
 
@@ -65,6 +67,7 @@ class Driver:
             self.model = GpuClusterModel(self.env, scenario, streams, self.log)
         self._tenants = {name: i for i, name in enumerate(self.model.tenant_names)}
         self.batch: DecisionBatch | None = None
+        self.round = 0
 
     @property
     def ended(self) -> str | None:
@@ -109,32 +112,74 @@ class Driver:
         reasons = self.batch.reasons.get(tenant, []) if self.batch else []
         return observe(model, index, reasons)
 
-    def act(self, actions: Mapping[str, Action], policies: Mapping[str, str]) -> None:
-        """Apply the batch's answers (tenant order), record them, and clear the batch."""
+    def act(
+        self,
+        actions: Mapping[str, Action],
+        policies: Mapping[str, str],
+        *,
+        offers: Sequence[Offer] = (),
+        answers: Mapping[str, bool] | None = None,
+        mechanism: Mechanism = "proportional",
+        defaulted: Sequence[str] = (),
+    ) -> dict[str, TenantOutcome]:
+        """Commit one decision round at the current instant and record it.
+
+        Records go out in canonical order (tenants in scenario order, offers in the order
+        given, which callers keep canonical), so the log is reproduced by the same inputs.
+        """
         if self.model.ended:
             raise SessionEndedError(f"session {self.session!r} ended ({self.model.ended})")
         now = self.env.now
         model = self.model
-        items = list(actions.items())
-        if len(items) > 1:
-            items.sort(key=lambda item: self._tenant(item[0]))
+        self.round += 1
+        items = sorted(actions.items(), key=lambda item: self._tenant(item[0]))
         for tenant, action in items:
-            index = self._tenant(tenant)
             # The action model itself is recorded; the log serialises it as JSON.
             self.log.append(
                 ("decision_made", now, tenant, policies.get(tenant, "external"), action)
             )
-            if isinstance(model, GpuClusterModel):
+        answers = answers or {}
+        for offer in offers:
+            self.log.append(
+                ("offer_made", now, offer.from_tenant, offer.offer_id, offer.to_tenant,
+                 offer.give, offer.take)
+            )  # fmt: skip
+        for offer in offers:
+            if offer.offer_id in answers:
+                self.log.append(
+                    (
+                        "offer_answered",
+                        now,
+                        offer.to_tenant,
+                        offer.offer_id,
+                        answers[offer.offer_id],
+                    )
+                )
+        outcomes: dict[str, TenantOutcome] = {}
+        if isinstance(model, GpuClusterModel):
+            for tenant, action in items:
                 if not isinstance(action, GpuClusterAction):
                     raise ActionError(f"gpucluster expects GpuClusterAction, got {action!r}")
-                model.apply(index, action)
-            else:
+                model.apply(self._tenant(tenant), action)
+        else:
+            cluster_actions = {}
+            for tenant, action in items:
                 if not isinstance(action, ProvisionAction):
                     raise ActionError(f"cluster expects ProvisionAction, got {action!r}")
-                model.apply(index, action)
+                for pool in (*action.provision, *action.bids_usd_per_gpu):
+                    if pool not in model.pool_index:
+                        raise ActionError(
+                            f"action for tenant {tenant!r} names pool {pool!r}; "
+                            f"pools are {sorted(model.pool_index)}"
+                        )
+                cluster_actions[tenant] = action
+            accepted = {o for o, yes in answers.items() if yes}
+            outcomes = mediate.commit(model, cluster_actions, list(offers), accepted, mechanism)
+        self.log.append(("round_committed", now, None, self.round, mechanism, sorted(defaulted)))
         model.pending.clear()
         self.batch = None
         self.log.maybe_flush()
+        return outcomes
 
     def _tenant(self, name: str) -> int:
         index = self._tenants.get(name)

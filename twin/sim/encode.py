@@ -7,10 +7,20 @@ where the plan cannot run there, and whether the plan is numerically stable.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from twin.errors import ConfigError
-from twin.kernel import GROUPS, PRECISIONS, Plan, PlanBatch, default_tables, evaluate, reason_names
+from twin.kernel import (
+    GROUPS,
+    PRECISIONS,
+    ClusterContext,
+    Plan,
+    PlanBatch,
+    default_tables,
+    evaluate,
+    reason_names,
+)
 from twin.kernel.plans import MODES, OPTIMIZERS
 from twin.schema.distributions import Choice, Constant
 from twin.schema.scenario import ClusterScenario, KernelJob, PlanSpec
@@ -157,3 +167,54 @@ def _plan(model: int, gpu: int, gpus: float, job: KernelJob) -> Plan:
         checkpointing=int(spec.checkpointing),
         power_cap_w=spec.power_cap_w,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementVerdict:
+    feasible: bool
+    stable: bool
+    reasons: tuple[str, ...]
+    score: float
+    tokens_per_s: float
+    credit: float
+
+
+def evaluate_placements(
+    cfg: ClusterScenario,
+    requests: list[tuple[int, int, float, int, PlanSpec]],
+    *,
+    capacity_gpus: float,
+    demand_gpus: tuple[float, ...],
+) -> list[PlacementVerdict]:
+    """One kernel call for a round's placements: (tenant, workload, gpus, pool, plan) each.
+
+    Difference rewards come from the same pass, with the tenants' demands as the round context.
+    """
+    if not requests:
+        return []
+    tables = default_tables()
+    plans = []
+    unknown = []
+    for tenant, workload, gpus, pool, spec in requests:
+        job = cfg.tenants[tenant].workloads[workload].kernel
+        assert job is not None
+        gpu_type = cfg.pools[pool].gpu_type
+        unknown.append(gpu_type not in tables.gpu_names)
+        gpu = tables.gpu_names.index(gpu_type) if not unknown[-1] else 0
+        model = _model(tables.model_names, job, cfg.tenants[tenant].name, workload)
+        plan = _plan(model, gpu, gpus, job.model_copy(update={"plan": spec}))
+        plans.append(dataclasses.replace(plan, tenant=tenant))
+    v = evaluate(
+        PlanBatch.from_plans(plans),
+        ClusterContext(capacity_gpus=capacity_gpus, demand_gpus=demand_gpus),
+    )
+    out = []
+    for i, is_unknown in enumerate(unknown):
+        row = v.row(i)
+        names = ("unknown_accelerator",) if is_unknown else tuple(reason_names(row.reasons))
+        verdict = PlacementVerdict(
+            row.feasible and not is_unknown, "unstable" not in names, names, row.score,
+            row.tokens_per_s, row.credit,
+        )  # fmt: skip
+        out.append(verdict)
+    return out

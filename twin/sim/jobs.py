@@ -33,6 +33,7 @@ class Job:
     nominal_rate: float
     queued_since_s: float
     option: Any = None  # twin.sim.encode.PlanOption for kernel jobs
+    workload: int = -1  # index of the tenant's workload (kernel jobs: where its model is)
     restarts: int = 0
     pool: int = -1
     start_s: float = 0.0

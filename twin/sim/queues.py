@@ -97,7 +97,7 @@ JobQueue = FifoQueue | KeyedQueue
 
 def make_queue(policy: str) -> JobQueue:
     """The queue for a policy name: fifo, priority (highest first) or sjf (shortest run first)."""
-    if policy == "fifo":
+    if policy in ("fifo", "manual"):
         return FifoQueue()
     if policy == "priority":
         return KeyedQueue(lambda j: -j.priority)

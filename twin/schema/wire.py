@@ -1,0 +1,200 @@
+"""Messages on the agent negotiation channel: one schema, validated at the edge.
+
+Agents send imperative requests (`Hello`, `Propose`, `MakeOffer`, `AcceptOffer`, `RejectOffer`,
+`EndTurn`); the gateway answers with facts (`Welcomed`, `DecisionRequested`, `OfferReceived`,
+`Acknowledged`, `RoundCommitted`, `SessionEnded`, `Error`). Both unions are discriminated on
+`type`; every frame is one JSON object.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import Field, NonNegativeFloat, NonNegativeInt, TypeAdapter
+
+from twin.schema.actions import Bundle, Placement, TenantObservation
+from twin.schema.base import Frozen
+
+SCHEMA_VERSION = "1.0"
+
+
+class ErrorCode(StrEnum):
+    """Why a frame or a request was refused."""
+
+    INVALID_JSON = "INVALID_JSON"
+    UNKNOWN_TYPE = "UNKNOWN_TYPE"
+    VALIDATION_ERROR = "VALIDATION_ERROR"
+    FRAME_TOO_LARGE = "FRAME_TOO_LARGE"
+    RATE_LIMITED = "RATE_LIMITED"
+    OUT_OF_ROUND = "OUT_OF_ROUND"
+    HANDSHAKE_REQUIRED = "HANDSHAKE_REQUIRED"
+    SCHEMA_VERSION = "SCHEMA_VERSION"
+    UNAUTHORIZED = "UNAUTHORIZED"
+    NOT_FOUND = "NOT_FOUND"
+    CAPACITY_REACHED = "CAPACITY_REACHED"
+    SESSION_ENDED = "SESSION_ENDED"
+    BAD_OFFER = "BAD_OFFER"
+    NOT_READY = "NOT_READY"
+
+
+# -- agent -> gateway -------------------------------------------------------------------------
+
+
+class Hello(Frozen):
+    type: Literal["hello"] = "hello"
+    schema_version: str
+    session_id: str
+    tenant: str
+    token: str
+
+
+class Propose(Frozen):
+    """The tenant's decision for the round (the last one sent before the round commits wins)."""
+
+    type: Literal["propose"] = "propose"
+    round: NonNegativeInt
+    seq: NonNegativeInt
+    provision: dict[str, int] = Field(default_factory=dict)
+    bids_usd_per_gpu: dict[str, NonNegativeFloat] = Field(
+        default_factory=dict, description="Sealed bids per pool (auction mechanism only)."
+    )
+    placements: list[Placement] = Field(default_factory=list, max_length=256)
+
+
+class MakeOffer(Frozen):
+    type: Literal["make_offer"] = "make_offer"
+    round: NonNegativeInt
+    seq: NonNegativeInt
+    offer_id: str = Field(min_length=1, max_length=64)
+    to_tenant: str
+    give: Bundle
+    take: Bundle
+
+
+class AcceptOffer(Frozen):
+    type: Literal["accept_offer"] = "accept_offer"
+    round: NonNegativeInt
+    seq: NonNegativeInt
+    offer_id: str
+
+
+class RejectOffer(Frozen):
+    type: Literal["reject_offer"] = "reject_offer"
+    round: NonNegativeInt
+    seq: NonNegativeInt
+    offer_id: str
+
+
+class EndTurn(Frozen):
+    """Nothing more from this tenant this round (lets a lock-step round commit early)."""
+
+    type: Literal["end_turn"] = "end_turn"
+    round: NonNegativeInt
+    seq: NonNegativeInt
+
+
+AgentMessage = Annotated[
+    Hello | Propose | MakeOffer | AcceptOffer | RejectOffer | EndTurn, Field(discriminator="type")
+]
+AGENT_MESSAGE: TypeAdapter[AgentMessage] = TypeAdapter(AgentMessage)
+AGENT_TYPES = ("hello", "propose", "make_offer", "accept_offer", "reject_offer", "end_turn")
+
+
+# -- gateway -> agent -------------------------------------------------------------------------
+
+
+class OfferView(Frozen):
+    offer_id: str
+    from_tenant: str
+    to_tenant: str
+    give: Bundle
+    take: Bundle
+
+
+class Welcomed(Frozen):
+    type: Literal["welcomed"] = "welcomed"
+    schema_version: str = SCHEMA_VERSION
+    session_id: str
+    tenant: str
+    tenants: list[str]
+    pools: list[str]
+    mechanism: str
+    round: int | None = Field(description="The open round, if one is waiting for this tenant.")
+
+
+class DecisionRequested(Frozen):
+    type: Literal["decision_requested"] = "decision_requested"
+    round: int
+    t_s: float
+    deadline_ms: int = Field(description="Wall-clock milliseconds left to answer.")
+    view: TenantObservation
+    offers: list[OfferView]
+
+
+class OfferReceived(Frozen):
+    type: Literal["offer_received"] = "offer_received"
+    round: int
+    offer: OfferView
+
+
+class Acknowledged(Frozen):
+    type: Literal["acknowledged"] = "acknowledged"
+    round: int
+    seq: int
+    of: str
+
+
+class PlacementResult(Frozen):
+    job_id: str
+    pool: str
+    started: bool
+    reasons: list[str]
+    score: float
+    tokens_per_s: float
+
+
+class TradeResult(Frozen):
+    offer_id: str
+    from_tenant: str
+    to_tenant: str
+    status: Literal["applied", "failed", "rejected", "expired"]
+    reason: str = ""
+
+
+class RoundCommitted(Frozen):
+    type: Literal["round_committed"] = "round_committed"
+    round: int
+    t_s: float
+    defaulted: bool = Field(description="The tenant's default policy decided (late or absent).")
+    granted: dict[str, int]
+    price_usd_per_gpu: dict[str, float]
+    placements: list[PlacementResult]
+    trades: list[TradeResult]
+    reward: float
+    difference_reward: float
+
+
+class SessionEnded(Frozen):
+    type: Literal["session_ended"] = "session_ended"
+    reason: str
+
+
+class Error(Frozen):
+    type: Literal["error"] = "error"
+    code: ErrorCode
+    detail: str
+    round: int | None = None
+
+
+GatewayMessage = Annotated[
+    Welcomed
+    | DecisionRequested
+    | OfferReceived
+    | Acknowledged
+    | RoundCommitted
+    | SessionEnded
+    | Error,
+    Field(discriminator="type"),
+]
+GATEWAY_MESSAGE: TypeAdapter[GatewayMessage] = TypeAdapter(GatewayMessage)
