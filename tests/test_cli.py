@@ -60,7 +60,7 @@ def test_the_summary_can_be_rebuilt_from_the_jsonl_alone(tmp_path: Path) -> None
         (["run", "--scenario", "nope"], "no scenario named 'nope'"),
         (
             ["run", "--set", "queue.policy=lifo"],
-            "field queue.policy: Input should be 'fifo', 'priority' or 'sjf'",
+            "field queue.policy: Input should be 'fifo', 'priority', 'sjf' or 'manual'",
         ),
         (["run", "--set", "tenants.0.initial_gpus.a100=-1"], "greater than or equal to 0 (got -1)"),
         (["run", "--policy", "yolo"], "unknown policy 'yolo'; allowed: autoscale, static"),

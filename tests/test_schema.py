@@ -28,7 +28,7 @@ def test_unknown_fields_are_rejected_with_their_path() -> None:
 
 def test_a_bad_literal_names_the_allowed_values() -> None:
     with pytest.raises(
-        ConfigError, match=r"queue\.policy: Input should be 'fifo', 'priority' or 'sjf'"
+        ConfigError, match=r"queue\.policy: Input should be 'fifo', 'priority', 'sjf' or 'manual'"
     ):
         scenarios.load("default", ["queue.policy=lifo"])
 
