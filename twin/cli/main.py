@@ -86,10 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
     schema.add_argument("--write", metavar="DIR", help="write every schema as DIR/<name>.json")
     schema.set_defaults(func=_schema)
 
-    from twin.cli import kernel, replay
+    from twin.cli import kernel, replay, serve
 
     kernel.add_parser(sub)
     replay.add_parsers(sub)
+    serve.add_parser(sub)
 
     bench = sub.add_parser("bench", help="measure the twin's speed")
     bench.add_argument("which", nargs="?", default="all", help="sim, rl, kernel, replay or all")

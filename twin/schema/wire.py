@@ -60,6 +60,7 @@ class Propose(Frozen):
         default_factory=dict, description="Sealed bids per pool (auction mechanism only)."
     )
     placements: list[Placement] = Field(default_factory=list, max_length=256)
+    final: bool = Field(False, description="Also end the turn (as EndTurn would).")
 
 
 class MakeOffer(Frozen):

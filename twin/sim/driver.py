@@ -40,6 +40,10 @@ class DecisionBatch:
     reasons: dict[str, list[str]]
 
 
+PAUSED = DecisionBatch(-1.0, {})
+"""What `Driver.advance(limit=...)` returns when it stopped before a decision point."""
+
+
 class Driver:
     """One session: a SimPy world, its model and its event log."""
 
@@ -78,12 +82,20 @@ class Driver:
     def now_s(self) -> float:
         return float(self.env.now)
 
-    def advance(self) -> DecisionBatch | None:
-        """Run to the next decision point (all events of its instant done); None at the end."""
+    def advance(self, limit: int | None = None) -> DecisionBatch | None:
+        """Run to the next decision point (all events of its instant done); None at the end.
+
+        With `limit`, stop after that many SimPy events and return `PAUSED`, so an async caller
+        can yield to its event loop and call again.
+        """
         env, model, step = self.env, self.model, self.env.step
         pending = model.pending
+        budget = -1 if limit is None else limit
         try:
             while not model.ended:
+                if budget == 0:
+                    return PAUSED
+                budget -= 1
                 if pending:
                     now = env.now
                     while env.peek() == now and not model.ended:

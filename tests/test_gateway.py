@@ -1,0 +1,456 @@
+"""The gateway: a real aiohttp server on loopback, real websocket clients."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+import pytest
+from aiohttp import ClientWebSocketResponse, WSMsgType
+from aiohttp.test_utils import TestClient
+
+from twin.gateway.app import create_app
+from twin.gateway.config import GatewayConfig
+from twin.schema.events import EVENT_ADAPTER
+from twin.schema.wire import SCHEMA_VERSION
+from twin.sim.recorded import replay_log
+
+Client = TestClient  # type: ignore[type-arg]
+MakeClient = Callable[..., Awaitable[Client]]
+
+MARKET = {
+    "kind": "cluster",
+    "name": "market",
+    "horizon_s": 3600,
+    "pools": [
+        {
+            "name": "h100",
+            "gpu_type": "h100",
+            "max_gpus": 8,
+            "price_usd_per_gpu_h": 4.0,
+            "provision_delay_s": {"dist": "constant", "value": 60},
+        }
+    ],
+    "tenants": [
+        {
+            "name": f"t{i}",
+            "budget_usd": 500,
+            "policy": "static",
+            "initial_gpus": {"h100": 2 if i == 0 else 0},
+            "workloads": [
+                {
+                    "arrivals": {"process": "poisson", "rate_per_h": 4},
+                    "service_s": {"dist": "constant", "value": 900},
+                }
+            ],
+        }
+        for i in range(4)
+    ],
+    "decisions": {"interval_s": 600, "triggers": []},
+}
+
+
+@pytest.fixture
+def market_file(tmp_path: Any) -> str:
+    path = tmp_path / "market.json"
+    path.write_text(json.dumps(MARKET))
+    return str(path)
+
+
+async def serve(aiohttp_client: MakeClient, **config: Any) -> Client:
+    return await aiohttp_client(create_app(GatewayConfig(**config)))
+
+
+async def new_session(client: Client, **body: Any) -> dict[str, Any]:
+    resp = await client.post("/v1/sessions", json=body)
+    assert resp.status == 201, await resp.text()
+    result: dict[str, Any] = await resp.json()
+    return result
+
+
+async def hello(client: Client, session: dict[str, Any], tenant: str) -> ClientWebSocketResponse:
+    ws = await client.ws_connect("/v1/agents")
+    await ws.send_json(
+        {
+            "type": "hello",
+            "schema_version": SCHEMA_VERSION,
+            "session_id": session["session_id"],
+            "tenant": tenant,
+            "token": session["tokens"][tenant],
+        }
+    )
+    welcome = await ws.receive_json(timeout=5)
+    assert welcome["type"] == "welcomed", welcome
+    return ws
+
+
+async def next_of(ws: ClientWebSocketResponse, kind: str) -> dict[str, Any]:
+    while True:
+        msg = await ws.receive(timeout=10)
+        assert msg.type == WSMsgType.TEXT, msg
+        frame: dict[str, Any] = json.loads(msg.data)
+        if frame["type"] == kind:
+            return frame
+
+
+async def trader(ws: ClientWebSocketResponse, tenant: str, log: list[dict[str, Any]]) -> None:
+    """Asks for scarce GPUs with a bid; t0 offers t1 a GPU for budget, t1 accepts."""
+    seq = 0
+    while True:
+        frame = json.loads((await ws.receive(timeout=15)).data)
+        log.append(frame)
+        if frame["type"] == "session_ended":
+            return
+        if frame["type"] == "offer_received" and tenant == "t1":
+            seq += 1
+            await ws.send_json(
+                {
+                    "type": "accept_offer",
+                    "round": frame["round"],
+                    "seq": seq,
+                    "offer_id": frame["offer"]["offer_id"],
+                }
+            )
+            seq += 1
+            await ws.send_json({"type": "end_turn", "round": frame["round"], "seq": seq})
+        if frame["type"] != "decision_requested":
+            continue
+        rnd = frame["round"]
+        seq += 1
+        await ws.send_json(
+            {
+                "type": "propose",
+                "round": rnd,
+                "seq": seq,
+                "provision": {"h100": 3},
+                "bids_usd_per_gpu": {"h100": 1.0 + int(tenant[1])},
+                "final": tenant not in ("t0", "t1"),
+            }
+        )
+        if tenant == "t0":
+            seq += 1
+            await ws.send_json(
+                {
+                    "type": "make_offer",
+                    "round": rnd,
+                    "seq": seq,
+                    "offer_id": f"r{rnd}",
+                    "to_tenant": "t1",
+                    "give": {"gpus": {"h100": 1}},
+                    "take": {"usd": 5.0},
+                }
+            )
+            seq += 1
+            await ws.send_json({"type": "end_turn", "round": rnd, "seq": seq})
+
+
+async def test_four_agents_trade_and_conflict_and_the_log_replays(
+    aiohttp_client: MakeClient, market_file: str
+) -> None:
+    client = await serve(aiohttp_client)
+    session = await new_session(
+        client, scenario=market_file, seed=3, mechanism="auction", agents=["t0", "t1", "t2", "t3"]
+    )
+    sockets = [await hello(client, session, f"t{i}") for i in range(4)]
+    logs: list[list[dict[str, Any]]] = [[] for _ in sockets]
+    await asyncio.gather(*(trader(ws, f"t{i}", logs[i]) for i, ws in enumerate(sockets)))
+    committed = [f for f in logs[2] if f["type"] == "round_committed"]
+    assert len(committed) == 5  # ticks at 600, 1200, ..., 3000 s; the horizon at 3600 s ends it
+    assert all(not f["defaulted"] for f in committed)
+    assert (
+        sum(
+            f["granted"].get("h100", 0)
+            for log in logs
+            for f in log
+            if f["type"] == "round_committed"
+        )
+        > 0
+    )
+    trades = [t for f in logs[1] if f["type"] == "round_committed" for t in f["trades"]]
+    assert {t["status"] for t in trades} <= {"applied", "failed"}
+    assert any(t["status"] == "applied" for t in trades)
+    resp = await client.get(f"/v1/sessions/{session['session_id']}/events")
+    body = await resp.read()
+    records = [orjson.loads(line) for line in body.splitlines()]
+    for rec in records:
+        EVENT_ADAPTER.validate_python(rec)
+    kinds = {r["kind"] for r in records}
+    assert {
+        "auction_cleared",
+        "trade_settled",
+        "offer_made",
+        "offer_answered",
+        "round_committed",
+    } <= kinds
+    assert replay_log(records) == body
+
+
+async def test_a_late_agent_gets_its_default_policy(
+    aiohttp_client: MakeClient, market_file: str
+) -> None:
+    client = await serve(aiohttp_client)
+    session = await new_session(client, scenario=market_file, agents=["t0"], round_timeout_ms=50)
+    ws = await hello(client, session, "t0")
+    request = await next_of(ws, "decision_requested")  # and never answer
+    committed = await next_of(ws, "round_committed")
+    assert committed["round"] == request["round"]
+    assert committed["defaulted"] is True
+    await ws.close()
+
+
+async def test_an_agent_can_reconnect_and_resume(
+    aiohttp_client: MakeClient, market_file: str
+) -> None:
+    client = await serve(aiohttp_client)
+    session = await new_session(client, scenario=market_file, agents=["t0"], round_timeout_ms=5000)
+    ws = await hello(client, session, "t0")
+    first = await next_of(ws, "decision_requested")
+    await ws.close()
+    again = await hello(client, session, "t0")
+    resent = await next_of(again, "decision_requested")
+    assert resent["round"] == first["round"]
+    await again.send_json({"type": "propose", "round": resent["round"], "seq": 1, "final": True})
+    committed = await next_of(again, "round_committed")
+    assert committed["defaulted"] is False
+    await again.close()
+
+
+@pytest.mark.parametrize(
+    ("patch", "code"),
+    [
+        ({"token": "wrong"}, "UNAUTHORIZED"),
+        ({"tenant": "mallory"}, "UNAUTHORIZED"),
+        ({"session_id": "nope"}, "NOT_FOUND"),
+        ({"schema_version": "2.0"}, "SCHEMA_VERSION"),
+    ],
+)
+async def test_the_handshake_refuses_with_a_code(
+    aiohttp_client: MakeClient, market_file: str, patch: dict[str, str], code: str
+) -> None:
+    client = await serve(aiohttp_client)
+    session = await new_session(client, scenario=market_file, agents=["t1"])  # waits, so it lives
+    ws = await client.ws_connect("/v1/agents")
+    frame = {
+        "type": "hello",
+        "schema_version": SCHEMA_VERSION,
+        "session_id": session["session_id"],
+        "tenant": "t0",
+        "token": session["tokens"]["t0"],
+        **patch,
+    }
+    await ws.send_json(frame)
+    reply = await ws.receive_json(timeout=5)
+    assert (reply["type"], reply["code"]) == ("error", code)
+    assert (await ws.receive(timeout=5)).type == WSMsgType.CLOSE
+
+
+async def test_the_first_frame_must_be_hello(aiohttp_client: MakeClient) -> None:
+    client = await serve(aiohttp_client)
+    ws = await client.ws_connect("/v1/agents")
+    await ws.send_json({"type": "end_turn", "round": 0, "seq": 0})
+    assert (await ws.receive_json(timeout=5))["code"] == "HANDSHAKE_REQUIRED"
+
+
+async def test_bad_frames_get_coded_errors_and_the_connection_survives(
+    aiohttp_client: MakeClient, market_file: str
+) -> None:
+    client = await serve(aiohttp_client, max_frame_bytes=2048)
+    session = await new_session(
+        client, scenario=market_file, agents=["t0", "t1"], round_timeout_ms=5000
+    )
+    ws = await hello(client, session, "t0")
+    other = await hello(client, session, "t1")
+    rnd = (await next_of(ws, "decision_requested"))["round"]
+    cases = [
+        ("{not json", "INVALID_JSON"),
+        (json.dumps({"type": "teleport"}), "UNKNOWN_TYPE"),
+        (json.dumps({"type": "propose", "round": rnd, "seq": "x"}), "VALIDATION_ERROR"),
+        (
+            json.dumps({"type": "propose", "round": rnd, "seq": 1, "provision": {"tpu": 1}}),
+            "VALIDATION_ERROR",
+        ),
+        (
+            json.dumps({"type": "propose", "round": rnd, "seq": 1, "colour": "red"}),
+            "VALIDATION_ERROR",
+        ),
+        (json.dumps({"type": "propose", "round": rnd + 7, "seq": 1}), "OUT_OF_ROUND"),
+        (
+            json.dumps({"type": "accept_offer", "round": rnd, "seq": 1, "offer_id": "ghost"}),
+            "BAD_OFFER",
+        ),
+        (
+            json.dumps(
+                {
+                    "type": "make_offer",
+                    "round": rnd,
+                    "seq": 1,
+                    "offer_id": "x",
+                    "to_tenant": "t0",
+                    "give": {},
+                    "take": {},
+                }
+            ),
+            "BAD_OFFER",
+        ),
+        ("x" * 5000, "FRAME_TOO_LARGE"),
+        (json.dumps([1, 2]), "VALIDATION_ERROR"),
+        (
+            json.dumps(
+                {
+                    "type": "hello",
+                    "schema_version": "1.0",
+                    "session_id": "s",
+                    "tenant": "t0",
+                    "token": "k",
+                }
+            ),
+            "VALIDATION_ERROR",
+        ),
+    ]
+    for raw, code in cases:
+        await ws.send_str(raw)
+        reply = await next_of(ws, "error")
+        assert reply["code"] == code, (raw[:60], reply)
+    # Still connected and heard: a valid proposal ends the round.
+    await ws.send_json(
+        {"type": "propose", "round": rnd, "seq": 2, "provision": {"h100": 1}, "final": True}
+    )
+    await other.send_json({"type": "end_turn", "round": rnd, "seq": 1})
+    committed = await next_of(ws, "round_committed")
+    assert committed["defaulted"] is False
+    await ws.send_json({"type": "end_turn", "round": rnd, "seq": 3})
+    assert (await next_of(ws, "error"))["code"] == "OUT_OF_ROUND"
+
+
+async def test_floods_are_rate_limited(aiohttp_client: MakeClient, market_file: str) -> None:
+    client = await serve(aiohttp_client, rate_per_s=1.0, burst=5)
+    session = await new_session(client, scenario=market_file, agents=["t0", "t1"])
+    ws = await hello(client, session, "t0")
+    for _ in range(20):
+        await ws.send_str("{}")
+    codes = [(await next_of(ws, "error"))["code"] for _ in range(20)]
+    assert codes.count("RATE_LIMITED") >= 14
+
+
+async def test_sessions_beyond_the_cap_get_capacity_reached(
+    aiohttp_client: MakeClient, market_file: str
+) -> None:
+    client = await serve(aiohttp_client, max_sessions=1)
+    await new_session(client, scenario=market_file, agents=["t0"])
+    resp = await client.post("/v1/sessions", json={"scenario": market_file})
+    assert resp.status == 503
+    assert (await resp.json())["code"] == "CAPACITY_REACHED"
+    ws = await client.ws_connect("/ws")
+    assert (await ws.receive_json(timeout=5))["data"]["code"] == "CAPACITY_REACHED"
+
+
+async def test_an_ended_session_refuses_new_agents(
+    aiohttp_client: MakeClient, market_file: str
+) -> None:
+    client = await serve(aiohttp_client)
+    session = await new_session(client, scenario=market_file)
+    for _ in range(100):
+        status = await (await client.get(f"/v1/sessions/{session['session_id']}")).json()
+        if status["ended"]:
+            break
+        await asyncio.sleep(0.02)
+    ws = await client.ws_connect("/v1/agents")
+    await ws.send_json(
+        {
+            "type": "hello",
+            "schema_version": SCHEMA_VERSION,
+            "session_id": session["session_id"],
+            "tenant": "t0",
+            "token": session["tokens"]["t0"],
+        }
+    )
+    assert (await ws.receive_json(timeout=5))["code"] == "SESSION_ENDED"
+
+
+async def test_session_requests_are_validated(aiohttp_client: MakeClient) -> None:
+    client = await serve(aiohttp_client)
+    for body, needle in [
+        ({"scenario": "nope"}, "no scenario named 'nope'"),
+        ({"scenario": "gpucluster-easy"}, "need a cluster scenario"),
+        ({"mechanism": "lottery"}, "field mechanism"),
+        ({"agents": ["ghost"]}, "unknown tenant 'ghost'"),
+    ]:
+        resp = await client.post("/v1/sessions", json=body)
+        assert resp.status == 400
+        assert needle in (await resp.json())["detail"]
+    resp = await client.post("/v1/sessions", data=b"{oops")
+    assert (await resp.json())["code"] == "INVALID_JSON"
+
+
+# -- OpenEnv control plane ---------------------------------------------------------------------
+
+
+async def test_openenv_discovery_endpoints(aiohttp_client: MakeClient) -> None:
+    client = await serve(aiohttp_client)
+    assert (await (await client.get("/health")).json())["status"] == "healthy"
+    meta = await (await client.get("/metadata")).json()
+    assert isinstance(meta["name"], str)
+    assert isinstance(meta["description"], str)
+    schema = await (await client.get("/schema")).json()
+    assert {"action", "observation", "state"} <= set(schema)
+    openapi = await (await client.get("/openapi.json")).json()
+    assert isinstance(openapi["info"]["version"], str)
+    assert {"/reset", "/step", "/state"} <= set(openapi["paths"])
+    rpc = await (await client.post("/mcp", json={})).json()
+    assert rpc["jsonrpc"] == "2.0"
+    tools = await (
+        await client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    ).json()
+    assert tools["result"] == {"tools": []}
+
+
+async def test_openenv_websocket_runs_an_isolated_episode(aiohttp_client: MakeClient) -> None:
+    client = await serve(aiohttp_client)
+    ws = await client.ws_connect("/ws")
+    await ws.send_json({"type": "reset", "data": {"seed": 7, "scenario": "gpucluster-easy"}})
+    first = await ws.receive_json(timeout=5)
+    assert first["type"] == "observation"
+    assert first["data"]["observation"]["active_gpus"] == 1
+    assert first["data"]["reward"] is None
+    done, steps = False, 0
+    while not done:
+        await ws.send_json({"type": "step", "data": {"gpus_to_provision": 1 if steps < 2 else 0}})
+        frame = await ws.receive_json(timeout=5)
+        assert isinstance(frame["data"]["reward"], float)
+        done, steps = frame["data"]["done"], steps + 1
+    assert steps == 50
+    await ws.send_json({"type": "state"})
+    state = await ws.receive_json(timeout=5)
+    assert (state["type"], state["data"]["step_count"], state["data"]["done"]) == (
+        "state",
+        50,
+        True,
+    )
+    await ws.send_json({"type": "step", "data": {"gpus_to_provision": 1}})
+    assert (await ws.receive_json(timeout=5))["data"]["code"] == "SESSION_ENDED"
+    await ws.send_json({"type": "step", "data": {"gpus": "many"}})
+    assert (await ws.receive_json(timeout=5))["data"]["code"] in (
+        "VALIDATION_ERROR",
+        "SESSION_ENDED",
+    )
+    await ws.send_json({"type": "close"})
+    assert (await ws.receive(timeout=5)).type == WSMsgType.CLOSE
+
+
+async def test_openenv_http_plane_drives_the_cluster_as_one_tenant(
+    aiohttp_client: MakeClient,
+) -> None:
+    client = await serve(aiohttp_client)
+    assert (await client.post("/step", json={"action": {}})).status == 409  # before reset
+    reset = await (await client.post("/reset", json={"seed": 1, "tenant": "batch"})).json()
+    assert reset["observation"]["tenant"] == "batch"
+    step = await (await client.post("/step", json={"action": {"provision": {"a100": 2}}})).json()
+    assert set(step) == {"observation", "reward", "done", "metadata"}
+    assert step["observation"]["t_s"] > reset["observation"]["t_s"]
+    bad = await client.post("/step", json={"action": {"provision": {"a100": "lots"}}})
+    assert (await bad.json())["code"] == "VALIDATION_ERROR"
+    state = await (await client.get("/state")).json()
+    assert state["step_count"] == 1

@@ -1,0 +1,79 @@
+"""The OpenEnv tooling accepts the gateway: its validator and its generic client, against a
+real `twin serve` process on a free loopback port."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = free_port()
+    output = tmp_path_factory.mktemp("serve") / "output.log"
+    with output.open("wb") as sink:
+        proc = subprocess.Popen(
+            [str(BIN / "twin"), "serve", "--port", str(port), "--scenario", "gpucluster-medium"],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail("twin serve did not start: " + output.read_text())
+    yield url
+    proc.terminate()  # SIGTERM: graceful shutdown
+    assert proc.wait(timeout=15) == 0, output.read_text()
+    assert "gateway_stopped" in output.read_text()
+
+
+def test_openenv_validate_passes(server: str) -> None:
+    result = subprocess.run(
+        [str(BIN / "openenv"), "validate", "--url", server, "--json"],
+        capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert report["passed"] is True
+    assert report["mode"] == "simulation"
+
+
+def test_the_generic_client_completes_an_episode(server: str) -> None:
+    from openenv.core.generic_client import GenericEnvClient
+
+    with GenericEnvClient(base_url=server).sync() as env:
+        result = env.reset(seed=3)
+        assert result.observation["active_gpus"] == 1
+        steps, total = 0, 0.0
+        while not result.done:
+            queue, active = result.observation["queue_size"], result.observation["active_gpus"]
+            result = env.step({"gpus_to_provision": min(max(queue - active, -1), 2)})
+            total += result.reward
+            steps += 1
+        assert steps <= 100
+        state = env.state()
+        assert state["step_count"] == steps
+        assert state["total_reward"] == pytest.approx(total)

@@ -1,0 +1,132 @@
+"""The agent negotiation channel: `GET /v1/agents` upgraded to a websocket.
+
+The first frame must be `hello` (schema version, session, tenant, token); then round messages.
+Every refusal is an `error` frame with a code; the connection and the session go on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+
+import structlog
+from aiohttp import WSMsgType, web
+
+from twin.gateway.frames import FrameError, TokenBucket, parse
+from twin.gateway.keys import CONFIG, REGISTRY
+from twin.gateway.session import AgentLink, RoundError, Session, error
+from twin.schema.wire import AGENT_MESSAGE, AGENT_TYPES, SCHEMA_VERSION, ErrorCode, Hello, Welcomed
+
+log = structlog.get_logger()
+HARD_LIMIT = 16  # frames beyond max_frame_bytes x this are cut by aiohttp itself
+
+
+async def agent_socket(request: web.Request) -> web.WebSocketResponse:
+    config = request.app[CONFIG]
+    ws = web.WebSocketResponse(max_msg_size=config.max_frame_bytes * HARD_LIMIT, heartbeat=30.0)
+    await ws.prepare(request)
+    try:
+        first = await ws.receive(timeout=config.hello_timeout_s)
+    except TimeoutError:
+        await _refuse(ws, ErrorCode.HANDSHAKE_REQUIRED, "no hello within the handshake timeout")
+        return ws
+    if first.type != WSMsgType.TEXT:
+        await _refuse(ws, ErrorCode.HANDSHAKE_REQUIRED, "the first frame must be a hello")
+        return ws
+    try:
+        hello = parse(first.data, AGENT_MESSAGE, AGENT_TYPES, config.max_frame_bytes)
+    except FrameError as exc:
+        await _refuse(ws, exc.code, str(exc))
+        return ws
+    if not isinstance(hello, Hello):
+        await _refuse(
+            ws, ErrorCode.HANDSHAKE_REQUIRED, f"the first frame must be a hello, not {hello.type}"
+        )
+        return ws
+    session = request.app[REGISTRY].get(hello.session_id)
+    problem = _check(hello, session)
+    if problem is not None:
+        await _refuse(ws, *problem)
+        return ws
+    assert session is not None
+    link = AgentLink(ws, hello.tenant)
+    replaced = session.attach(link)
+    if replaced is not None:
+        await replaced.ws.close(code=4000, message=b"replaced by a new connection")
+    bound = log.bind(session_id=session.id, tenant=hello.tenant)
+    bound.info("agent_connected", resumed=replaced is not None)
+    await link.send(
+        Welcomed(
+            session_id=session.id,
+            tenant=hello.tenant,
+            tenants=session.tenants,
+            pools=[p.name for p in session.scenario.pools],
+            mechanism=session.request.mechanism,
+            round=session.open_round_for(hello.tenant),
+        )
+    )
+    await session.resend(link)
+    try:
+        await _serve(
+            ws, link, session, config.max_frame_bytes, TokenBucket(config.rate_per_s, config.burst)
+        )
+    finally:
+        session.detach(link)
+        bound.info("agent_disconnected")
+    return ws
+
+
+def _check(hello: Hello, session: Session | None) -> tuple[ErrorCode, str] | None:
+    if hello.schema_version.split(".")[0] != SCHEMA_VERSION.split(".")[0]:
+        return (
+            ErrorCode.SCHEMA_VERSION,
+            f"schema {hello.schema_version} is not compatible with {SCHEMA_VERSION}",
+        )
+    if session is None:
+        return ErrorCode.NOT_FOUND, f"no session {hello.session_id!r}"
+    if session.ended is not None:
+        return ErrorCode.SESSION_ENDED, f"session {session.id!r} ended ({session.ended})"
+    token = session.tokens.get(hello.tenant)
+    if token is None or not hmac.compare_digest(token, hello.token):
+        return ErrorCode.UNAUTHORIZED, f"no such tenant, or a wrong token for {hello.tenant!r}"
+    return None
+
+
+async def _serve(
+    ws: web.WebSocketResponse,
+    link: AgentLink,
+    session: Session,
+    max_bytes: int,
+    bucket: TokenBucket,
+) -> None:
+    async for msg in ws:
+        if msg.type == WSMsgType.ERROR:
+            break
+        if msg.type not in (WSMsgType.TEXT, WSMsgType.BINARY):
+            continue
+        if not bucket.take():
+            await link.send(error(ErrorCode.RATE_LIMITED, "too many frames; slow down"))
+            continue
+        try:
+            message = parse(msg.data, AGENT_MESSAGE, AGENT_TYPES, max_bytes)
+            if isinstance(message, Hello):
+                raise FrameError(
+                    ErrorCode.VALIDATION_ERROR, "already welcomed; hello only opens a connection"
+                )
+            forward = session.take(link.tenant, message)
+        except (FrameError, RoundError) as exc:
+            await link.send(
+                error(exc.code, str(exc), session.round.number if session.round else None)
+            )
+            continue
+        for tenant, out in forward:
+            target = session.agents.get(tenant)
+            if target is not None:
+                asyncio.get_running_loop().create_task(target.send(out))
+
+
+async def _refuse(ws: web.WebSocketResponse, code: ErrorCode, detail: str) -> None:
+    await ws.send_str(error(code, detail).model_dump_json())
+    await ws.close(
+        code=4001 if code == ErrorCode.UNAUTHORIZED else 4002, message=code.value.encode()
+    )

@@ -1,0 +1,252 @@
+"""HTTP routes: the sessions API and the OpenEnv control plane's endpoints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from aiohttp import WSMsgType, web
+from pydantic import ValidationError
+
+from twin import __version__
+from twin.errors import TwinError
+from twin.eventlog.log import encode
+from twin.gateway.config import SessionRequest
+from twin.gateway.control import ControlError, EgoEnv
+from twin.gateway.keys import CONFIG, CONTROL, REGISTRY
+from twin.gateway.registry import CapacityReachedError
+from twin.schema.wire import ErrorCode
+
+OPENENV_TYPES = ("reset", "step", "state", "close")
+
+
+def problem(status: int, code: ErrorCode, detail: str) -> web.Response:
+    return web.json_response({"code": code.value, "detail": detail}, status=status, dumps=_dumps)
+
+
+def _dumps(obj: Any) -> str:
+    return orjson.dumps(obj).decode()
+
+
+async def _body(request: web.Request, *, optional: bool = False) -> dict[str, Any]:
+    raw = await request.read()
+    if not raw.strip():
+        if optional:
+            return {}
+        raise ControlError(ErrorCode.VALIDATION_ERROR, "a JSON body is required")
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ControlError(ErrorCode.INVALID_JSON, f"not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise ControlError(ErrorCode.VALIDATION_ERROR, "the body must be a JSON object")
+    return body
+
+
+# -- sessions --------------------------------------------------------------------------------
+
+
+async def create_session(request: web.Request) -> web.Response:
+    try:
+        body = await _body(request, optional=True)
+        spec = SessionRequest.model_validate(body)
+        session = request.app[REGISTRY].create(spec)
+    except ControlError as exc:
+        return problem(400, exc.code, str(exc))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        return problem(
+            400,
+            ErrorCode.VALIDATION_ERROR,
+            f"field {'.'.join(map(str, first['loc']))}: {first['msg']}",
+        )
+    except CapacityReachedError as exc:
+        return problem(503, ErrorCode.CAPACITY_REACHED, str(exc))
+    except TwinError as exc:
+        return problem(400, ErrorCode.VALIDATION_ERROR, str(exc))
+    return web.json_response(
+        {
+            "session_id": session.id,
+            "tokens": session.tokens,
+            "agents_url": "/v1/agents",
+            **session.status(),
+        },
+        status=201,
+        dumps=_dumps,
+    )
+
+
+async def list_sessions(request: web.Request) -> web.Response:
+    return web.json_response(
+        [s.status() for s in request.app[REGISTRY].sessions.values()], dumps=_dumps
+    )
+
+
+async def get_session(request: web.Request) -> web.Response:
+    session = request.app[REGISTRY].get(request.match_info["session_id"])
+    if session is None:
+        return problem(404, ErrorCode.NOT_FOUND, f"no session {request.match_info['session_id']!r}")
+    return web.json_response(session.status(), dumps=_dumps)
+
+
+async def delete_session(request: web.Request) -> web.Response:
+    if not await request.app[REGISTRY].remove(request.match_info["session_id"]):
+        return problem(404, ErrorCode.NOT_FOUND, f"no session {request.match_info['session_id']!r}")
+    return web.Response(status=204)
+
+
+async def session_events(request: web.Request) -> web.Response:
+    session = request.app[REGISTRY].get(request.match_info["session_id"])
+    if session is None:
+        return problem(404, ErrorCode.NOT_FOUND, f"no session {request.match_info['session_id']!r}")
+    body = b"".join(encode(r, session.id) for r in session.log)
+    return web.Response(body=body, content_type="application/x-ndjson")
+
+
+# -- OpenEnv control plane -------------------------------------------------------------------
+
+
+async def health(request: web.Request) -> web.Response:
+    registry = request.app[REGISTRY]
+    live = sum(1 for s in registry.sessions.values() if s.ended is None)
+    return web.json_response(
+        {"status": "healthy", "sessions": live, "environments": request.app[CONTROL].open_envs}
+    )
+
+
+async def metadata(request: web.Request) -> web.Response:
+    return web.json_response(request.app[CONTROL].metadata(), dumps=_dumps)
+
+
+async def schema(request: web.Request) -> web.Response:
+    return web.json_response(request.app[CONTROL].schema(), dumps=_dumps)
+
+
+async def http_reset(request: web.Request) -> web.Response:
+    try:
+        return web.json_response(
+            request.app[CONTROL].http_env.reset(await _body(request, optional=True)), dumps=_dumps
+        )
+    except ControlError as exc:
+        return problem(400, exc.code, str(exc))
+
+
+async def http_step(request: web.Request) -> web.Response:
+    try:
+        body = await _body(request)
+        action = body.get("action")
+        if not isinstance(action, dict):
+            raise ControlError(ErrorCode.VALIDATION_ERROR, 'the body must be {"action": {...}}')
+        return web.json_response(request.app[CONTROL].http_env.step(action), dumps=_dumps)
+    except ControlError as exc:
+        return problem(
+            409 if exc.code in (ErrorCode.NOT_READY, ErrorCode.SESSION_ENDED) else 400,
+            exc.code,
+            str(exc),
+        )
+
+
+async def http_state(request: web.Request) -> web.Response:
+    try:
+        return web.json_response(request.app[CONTROL].http_env.state(), dumps=_dumps)
+    except ControlError as exc:
+        return problem(409, exc.code, str(exc))
+
+
+async def env_socket(request: web.Request) -> web.WebSocketResponse:
+    """WS `/ws`: one isolated environment per connection (OpenEnv frames)."""
+    config, control = request.app[CONFIG], request.app[CONTROL]
+    ws = web.WebSocketResponse(max_msg_size=config.max_frame_bytes * 16, heartbeat=30.0)
+    await ws.prepare(request)
+    registry = request.app[REGISTRY]
+    live = sum(1 for s in registry.sessions.values() if s.ended is None) + control.open_envs
+    if live >= config.max_sessions:
+        await ws.send_str(
+            _error(
+                ErrorCode.CAPACITY_REACHED,
+                f"{live} sessions running; the cap is {config.max_sessions}",
+            )
+        )
+        await ws.close(code=4003, message=b"CAPACITY_REACHED")
+        return ws
+    control.open_envs += 1
+    env = EgoEnv(control.default_scenario)
+    try:
+        async for msg in ws:
+            if msg.type != WSMsgType.TEXT:
+                continue
+            reply = _handle(env, msg.data, config.max_frame_bytes)
+            if reply is None:
+                break
+            await ws.send_str(reply)
+    finally:
+        control.open_envs -= 1
+    await ws.close()
+    return ws
+
+
+def _handle(env: EgoEnv, raw: str, max_bytes: int) -> str | None:
+    if len(raw) > max_bytes:
+        return _error(
+            ErrorCode.FRAME_TOO_LARGE, f"frame of {len(raw)} bytes; the limit is {max_bytes}"
+        )
+    try:
+        message = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        return _error(ErrorCode.INVALID_JSON, f"not JSON: {exc}")
+    if not isinstance(message, dict) or message.get("type") not in OPENENV_TYPES:
+        kind = message.get("type") if isinstance(message, dict) else None
+        return _error(
+            ErrorCode.UNKNOWN_TYPE,
+            f"unknown message type {kind!r}; expected one of {', '.join(OPENENV_TYPES)}",
+        )
+    data = message.get("data", {})
+    if not isinstance(data, dict):
+        return _error(ErrorCode.VALIDATION_ERROR, "data must be a JSON object")
+    try:
+        match message["type"]:
+            case "reset":
+                return _dumps({"type": "observation", "data": env.reset(data)})
+            case "step":
+                return _dumps({"type": "observation", "data": env.step(data)})
+            case "state":
+                return _dumps({"type": "state", "data": env.state()})
+    except ControlError as exc:
+        return _error(exc.code, str(exc))
+    return None  # close
+
+
+def _error(code: ErrorCode, message: str) -> str:
+    return _dumps({"type": "error", "data": {"code": code.value, "message": message}})
+
+
+async def mcp(request: web.Request) -> web.Response:
+    """A JSON-RPC 2.0 stub: it answers `initialize` and `tools/list` (no tools yet)."""
+    try:
+        call = orjson.loads(await request.read() or b"{}")
+    except orjson.JSONDecodeError:
+        return web.json_response(
+            {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}
+        )
+    if not isinstance(call, dict) or "method" not in call:
+        return web.json_response(
+            {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Invalid Request"}}
+        )
+    ident = call.get("id")
+    if call["method"] == "initialize":
+        result: dict[str, Any] = {
+            "protocolVersion": "2025-06-18",
+            "serverInfo": {"name": "cluster-twin", "version": __version__},
+            "capabilities": {"tools": {}},
+        }
+    elif call["method"] == "tools/list":
+        result = {"tools": []}
+    else:
+        return web.json_response(
+            {
+                "jsonrpc": "2.0",
+                "id": ident,
+                "error": {"code": -32601, "message": f"Method not found: {call['method']}"},
+            }
+        )
+    return web.json_response({"jsonrpc": "2.0", "id": ident, "result": result})

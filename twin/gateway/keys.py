@@ -1,0 +1,13 @@
+"""Typed application state."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from twin.gateway.config import GatewayConfig
+from twin.gateway.control import ControlPlane
+from twin.gateway.registry import SessionRegistry
+
+CONFIG = web.AppKey("config", GatewayConfig)
+REGISTRY = web.AppKey("sessions", SessionRegistry)
+CONTROL = web.AppKey("control", ControlPlane)

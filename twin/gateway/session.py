@@ -1,0 +1,416 @@
+"""A negotiation session: one SimPy world, its decision rounds, and the agents acting in them.
+
+Each round: the tenants due to decide get a `DecisionRequested`; their agents propose, make
+and answer offers, and end their turn. Lock-step: the round commits when every connected agent
+that was asked has ended its turn, or at the deadline; virtual time runs as fast as possible in
+between. Realtime: virtual time is also paced to the wall clock (`speed` virtual seconds per
+second). A tenant whose agent is absent or late gets its default policy, and the log says so.
+Round inputs are committed in canonical order (tenant, then sequence number).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from aiohttp import web
+
+from twin.eventlog.log import EventLog, JsonlWriter
+from twin.gateway.config import GatewayConfig, SessionRequest
+from twin.schema.actions import ProvisionAction, TenantObservation
+from twin.schema.base import Frozen
+from twin.schema.scenario import ClusterScenario
+from twin.schema.wire import (
+    AcceptOffer,
+    DecisionRequested,
+    EndTurn,
+    Error,
+    ErrorCode,
+    MakeOffer,
+    OfferReceived,
+    OfferView,
+    PlacementResult,
+    Propose,
+    RejectOffer,
+    RoundCommitted,
+    SessionEnded,
+    TradeResult,
+)
+from twin.sim.driver import PAUSED, Driver
+from twin.sim.mediate import Offer
+from twin.sim.policies import ClusterPolicy, cluster_policy
+
+log = structlog.get_logger()
+
+ADVANCE_CHUNK = 20_000  # SimPy events between yields to the event loop
+
+
+class AgentLink:
+    """One connected agent. Only its handler reads the socket; anyone may send, one at a time."""
+
+    def __init__(self, ws: web.WebSocketResponse, tenant: str) -> None:
+        self.ws = ws
+        self.tenant = tenant
+        self._lock = asyncio.Lock()
+        self.sent = 0
+
+    async def send(self, message: Frozen) -> None:
+        data = message.model_dump_json()
+        async with self._lock:
+            if not self.ws.closed:
+                try:
+                    await self.ws.send_str(data)
+                    self.sent += 1
+                except ConnectionResetError:
+                    pass
+
+
+@dataclass
+class Round:
+    """Inputs collected while a round is open."""
+
+    number: int
+    t_s: float
+    asked: list[str]
+    deadline: float
+    proposals: dict[str, tuple[int, Propose]] = field(default_factory=dict)
+    offers: dict[str, tuple[str, int, MakeOffer]] = field(default_factory=dict)
+    answers: dict[str, tuple[str, int, bool]] = field(default_factory=dict)
+    done: set[str] = field(default_factory=set)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class RoundError(Exception):
+    """A round message that cannot be taken; becomes an `Error` reply."""
+
+    def __init__(self, code: ErrorCode, detail: str) -> None:
+        super().__init__(detail)
+        self.code = code
+
+
+class Session:
+    """A negotiation session and its run loop (an asyncio task)."""
+
+    def __init__(
+        self,
+        session_id: str,
+        scenario: ClusterScenario,
+        request: SessionRequest,
+        config: GatewayConfig,
+    ) -> None:
+        self.id = session_id
+        self.scenario = scenario
+        self.request = request
+        self.config = config
+        self.log = EventLog(session_id, keep=True)
+        self._file = None
+        if config.log_dir:
+            from pathlib import Path
+
+            path = Path(config.log_dir) / f"{session_id}.jsonl"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = path.open("wb")
+            self.log.subscribe(JsonlWriter(self._file, session_id))
+        self.driver = Driver(scenario, seed=request.seed, session=session_id, log=self.log)
+        self.tenants = [t.name for t in scenario.tenants]
+        self.tokens = {t: request.tokens.get(t) or secrets.token_urlsafe(16) for t in self.tenants}
+        self.defaults: dict[str, ClusterPolicy] = {
+            t.name: cluster_policy(t.policy, request.seed) for t in scenario.tenants
+        }
+        self.agents: dict[str, AgentLink] = {}
+        self.expected = set(request.agents)
+        self.round: Round | None = None
+        self.ended: str | None = None
+        self.rounds = 0
+        self.round_wall_ms: list[float] = []
+        self.loop = asyncio.get_running_loop()
+        self.last_active = self.loop.time()
+        self.connected = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self.run(), name=f"session-{self.id}")
+
+    async def run(self) -> None:
+        """Wait for the expected agents, then play rounds until the episode ends."""
+        bound = log.bind(session_id=self.id)
+        try:
+            await self._wait_for_agents()
+            wall_start = self.loop.time()
+            while True:
+                batch = self.driver.advance(limit=ADVANCE_CHUNK)
+                if batch is PAUSED:
+                    await asyncio.sleep(0)
+                    continue
+                if batch is None:
+                    break
+                if self.request.clock == "realtime":
+                    delay = wall_start + batch.t_s / self.request.speed - self.loop.time()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                await self._play(batch.t_s, list(batch.reasons))
+            self.ended = self.driver.ended or "drained"
+        except asyncio.CancelledError:
+            self.ended = self.ended or "closed"
+            raise
+        finally:
+            self.log.flush()
+            if self._file is not None:
+                self._file.close()
+            bound.info("session_ended", reason=self.ended, rounds=self.rounds)
+            for link in list(self.agents.values()):
+                await link.send(SessionEnded(reason=self.ended or "closed"))
+
+    async def close(self) -> None:
+        """Stop the session (its log is flushed) and close its agents' sockets."""
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+        for link in list(self.agents.values()):
+            await link.ws.close(code=1001, message=b"session closed")
+
+    async def _wait_for_agents(self) -> None:
+        expected = set(self.request.agents)
+        deadline = self.loop.time() + self.request.start_timeout_s
+        while not expected <= set(self.agents) and self.loop.time() < deadline:
+            self.connected.clear()
+            try:
+                await asyncio.wait_for(self.connected.wait(), deadline - self.loop.time())
+            except TimeoutError:
+                break
+
+    # -- agents -----------------------------------------------------------------------------
+
+    def attach(self, link: AgentLink) -> AgentLink | None:
+        """Connect (or reconnect) a tenant's agent; the link it replaces, if any."""
+        old = self.agents.get(link.tenant)
+        self.agents[link.tenant] = link
+        self.last_active = self.loop.time()
+        self.connected.set()
+        return old
+
+    def detach(self, link: AgentLink) -> None:
+        if self.agents.get(link.tenant) is link:
+            del self.agents[link.tenant]
+            if self.round is not None:
+                self.round.wake.set()
+
+    def open_round_for(self, tenant: str) -> int | None:
+        r = self.round
+        return r.number if r is not None and tenant in r.asked and tenant not in r.done else None
+
+    async def resend(self, link: AgentLink) -> None:
+        """A reconnecting agent gets the open round's request again."""
+        r = self.round
+        if r is not None and link.tenant in r.asked and link.tenant not in r.done:
+            await link.send(self._request(r, link.tenant))
+
+    # -- rounds -----------------------------------------------------------------------------
+
+    def _request(self, r: Round, tenant: str) -> DecisionRequested:
+        view = self.driver.observe(tenant)
+        assert isinstance(view, TenantObservation)
+        left_ms = max(int((r.deadline - self.loop.time()) * 1000), 0)
+        offers = [self._view(o, frm) for frm, _, o in r.offers.values() if o.to_tenant == tenant]
+        return DecisionRequested(
+            round=r.number, t_s=r.t_s, deadline_ms=left_ms, view=view, offers=offers
+        )
+
+    @staticmethod
+    def _view(offer: MakeOffer, from_tenant: str) -> OfferView:
+        return OfferView(
+            offer_id=offer.offer_id,
+            from_tenant=from_tenant,
+            to_tenant=offer.to_tenant,
+            give=offer.give,
+            take=offer.take,
+        )
+
+    async def _play(self, t_s: float, asked: list[str]) -> None:
+        timeout_s = (self.request.round_timeout_ms or self.config.round_timeout_ms) / 1000
+        opened = self.loop.time()
+        r = Round(self.driver.round + 1, t_s, asked, opened + timeout_s)
+        self.round = r
+        connected = [t for t in asked if t in self.agents]
+        await asyncio.gather(*(self.agents[t].send(self._request(r, t)) for t in connected))
+        if any(self._awaited(t) for t in asked):
+            while not all(t in r.done or not self._awaited(t) for t in r.asked):
+                left = r.deadline - self.loop.time()
+                if left <= 0:
+                    break
+                r.wake.clear()
+                try:
+                    await asyncio.wait_for(r.wake.wait(), left)
+                except TimeoutError:
+                    break
+        outcomes = self._commit(r, opened)
+        await asyncio.gather(*(link.send(m) for link, m in outcomes))
+        self.round_wall_ms.append((self.loop.time() - opened) * 1000)
+
+    def _commit(self, r: Round, opened: float) -> list[tuple[AgentLink, RoundCommitted]]:
+        self.round = None
+        actions: dict[str, ProvisionAction] = {}
+        policies: dict[str, str] = {}
+        defaulted = []
+        for tenant in r.asked:
+            entry = r.proposals.get(tenant)
+            if entry is not None:
+                p = entry[1]
+                actions[tenant] = ProvisionAction(
+                    provision=p.provision,
+                    bids_usd_per_gpu=p.bids_usd_per_gpu,
+                    placements=p.placements,
+                )
+                policies[tenant] = "agent"
+            else:
+                policy = self.defaults[tenant]
+                view = self.driver.observe(tenant)
+                assert isinstance(view, TenantObservation)
+                actions[tenant] = policy.decide(view)
+                policies[tenant] = f"default:{policy.name}"
+                defaulted.append(tenant)
+        order = {t: i for i, t in enumerate(self.tenants)}
+        made = sorted(r.offers.values(), key=lambda x: (order[x[0]], x[1]))
+        offers = [Offer(o.offer_id, frm, o.to_tenant, o.give, o.take) for frm, _, o in made]
+        answers = {oid: yes for oid, (_, _, yes) in r.answers.items()}
+        outcomes = self.driver.act(
+            actions,
+            policies,
+            offers=offers,
+            answers=answers,
+            mechanism=self.request.mechanism,
+            defaulted=defaulted,
+        )
+        self.rounds += 1
+        log.info(
+            "round_committed",
+            session_id=self.id,
+            round=r.number,
+            sim_time_s=r.t_s,
+            asked=len(r.asked),
+            defaulted=defaulted,
+            offers=len(offers),
+            wall_ms=round((self.loop.time() - opened) * 1000, 3),
+        )
+        replies = []
+        for tenant, link in list(self.agents.items()):
+            o = outcomes.get(tenant)
+            if o is None:
+                continue
+            message = RoundCommitted(
+                round=r.number,
+                t_s=r.t_s,
+                defaulted=tenant in defaulted,
+                granted=o.granted,
+                price_usd_per_gpu=o.price_usd_per_gpu,
+                placements=[
+                    PlacementResult(
+                        job_id=j, pool=p, started=s, reasons=list(rs), score=sc, tokens_per_s=tps
+                    )
+                    for j, p, s, rs, sc, tps in o.placements
+                ],
+                trades=[
+                    TradeResult(offer_id=oid, from_tenant=f, to_tenant=to, status=st, reason=why)
+                    for oid, f, to, st, why in o.trades
+                ],
+                reward=o.reward,
+                difference_reward=o.difference_reward,
+            )
+            replies.append((link, message))
+        return replies
+
+    # -- messages within a round ------------------------------------------------------------
+
+    def take(self, tenant: str, message: Any) -> list[tuple[str, Frozen]]:
+        """Take a round message from `tenant`; what to forward to whom. Raises RoundError."""
+        r = self.round
+        self.last_active = self.loop.time()
+        if r is None or message.round != r.number:
+            now = "no round is open" if r is None else f"round {r.number} is open"
+            raise RoundError(ErrorCode.OUT_OF_ROUND, f"round {message.round} is not open ({now})")
+        if tenant not in r.asked:
+            raise RoundError(
+                ErrorCode.OUT_OF_ROUND, f"{tenant!r} was not asked to decide in round {r.number}"
+            )
+        if tenant in r.done:
+            raise RoundError(
+                ErrorCode.OUT_OF_ROUND, f"{tenant!r} already ended its turn in round {r.number}"
+            )
+        forward: list[tuple[str, Frozen]] = []
+        if isinstance(message, Propose):
+            self._check_pools(message.provision, message.bids_usd_per_gpu)
+            r.proposals[tenant] = (message.seq, message)
+            if message.final:
+                self._end(r, tenant)
+        elif isinstance(message, MakeOffer):
+            if message.to_tenant == tenant or message.to_tenant not in self.tenants:
+                raise RoundError(
+                    ErrorCode.BAD_OFFER,
+                    f"cannot offer to {message.to_tenant!r}; tenants: {self.tenants}",
+                )
+            if message.offer_id in r.offers:
+                raise RoundError(
+                    ErrorCode.BAD_OFFER, f"offer id {message.offer_id!r} is taken this round"
+                )
+            self._check_pools(message.give.gpus, message.take.gpus)
+            r.offers[message.offer_id] = (tenant, message.seq, message)
+            forward.append(
+                (
+                    message.to_tenant,
+                    OfferReceived(round=r.number, offer=self._view(message, tenant)),
+                )
+            )
+        elif isinstance(message, AcceptOffer | RejectOffer):
+            made = r.offers.get(message.offer_id)
+            if made is None or made[2].to_tenant != tenant:
+                raise RoundError(
+                    ErrorCode.BAD_OFFER,
+                    f"no offer {message.offer_id!r} to {tenant!r} in round {r.number}",
+                )
+            r.answers[message.offer_id] = (tenant, message.seq, isinstance(message, AcceptOffer))
+        elif isinstance(message, EndTurn):
+            self._end(r, tenant)
+        return forward
+
+    def _awaited(self, tenant: str) -> bool:
+        """Lock-step waits for connected agents, and for expected ones even while away."""
+        return tenant in self.agents or tenant in self.expected
+
+    def _end(self, r: Round, tenant: str) -> None:
+        r.done.add(tenant)
+        if all(t in r.done or not self._awaited(t) for t in r.asked):
+            r.wake.set()
+
+    def _check_pools(self, *by_pool: dict[str, Any]) -> None:
+        pools = {p.name for p in self.scenario.pools}
+        for mapping in by_pool:
+            unknown = sorted(set(mapping) - pools)
+            if unknown:
+                raise RoundError(
+                    ErrorCode.VALIDATION_ERROR,
+                    f"unknown pool {unknown[0]!r}; pools: {sorted(pools)}",
+                )
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "session_id": self.id,
+            "scenario": self.scenario.name,
+            "round": self.driver.round,
+            "t_s": self.driver.now_s,
+            "ended": self.ended,
+            "tenants": self.tenants,
+            "connected": sorted(self.agents),
+            "mechanism": self.request.mechanism,
+            "clock": self.request.clock,
+        }
+
+
+def error(code: ErrorCode, detail: str, round_: int | None = None) -> Error:
+    return Error(code=code, detail=detail, round=round_)
