@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import orjson
 
+from twin.bench.gateway import bench_gateway
 from twin.bench.harness import Result
 from twin.bench.kernel import bench_kernel
 from twin.bench.replay import bench_replay
@@ -24,6 +25,7 @@ BENCHMARKS: dict[str, Callable[[bool], Result]] = {
     "rl": bench_rl,
     "kernel": bench_kernel,
     "replay": bench_replay,
+    "gateway": bench_gateway,
 }
 
 

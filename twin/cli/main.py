@@ -93,7 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_parser(sub)
 
     bench = sub.add_parser("bench", help="measure the twin's speed")
-    bench.add_argument("which", nargs="?", default="all", help="sim, rl, kernel, replay or all")
+    bench.add_argument(
+        "which", nargs="?", default="all", help="sim, rl, kernel, replay, gateway or all"
+    )
     bench.add_argument("--json", action="store_true", help="print only the JSON figures")
     bench.add_argument("--quick", action="store_true", help="fewer repetitions (smoke test)")
     bench.set_defaults(func=_bench)

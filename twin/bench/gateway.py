@@ -1,0 +1,135 @@
+"""Gateway throughput: 64 agents on loopback, messages per second and decision-round latency.
+
+`twin serve` runs in its own process (one core); 64 real websocket agents in this one answer
+every round with one proposal. A round's latency runs from the first agent receiving its
+request to the last agent receiving its commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import numpy as np
+
+from twin.bench.harness import Result
+from twin.schema.wire import SCHEMA_VERSION
+
+AGENTS = 64
+TARGET_MSGS_PER_S = 20_000
+TARGET_P99_MS = 10.0
+
+
+def scenario(agents: int, rounds: int) -> dict[str, Any]:
+    return {
+        "kind": "cluster",
+        "name": "gateway-bench",
+        "horizon_s": 60.0 * (rounds + 1) - 1,
+        "pools": [
+            {"name": "gpu", "gpu_type": "h100", "max_gpus": 4 * agents, "price_usd_per_gpu_h": 4.0}
+        ],
+        "tenants": [{"name": f"t{i:02d}", "policy": "static"} for i in range(agents)],
+        "decisions": {"interval_s": 60.0, "triggers": []},
+    }
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+async def _agent(session: aiohttp.ClientSession, url: str, sid: str, tenant: str, token: str,
+                 seen: dict[int, list[float]], counts: list[int]) -> None:  # fmt: skip
+    async with session.ws_connect(f"{url}/v1/agents", max_msg_size=0) as ws:
+        await ws.send_str(json.dumps({"type": "hello", "schema_version": SCHEMA_VERSION, "session_id": sid,
+                                      "tenant": tenant, "token": token}))  # fmt: skip
+        counts[0] += 1
+        async for msg in ws:
+            counts[1] += 1
+            frame = json.loads(msg.data)
+            kind = frame["type"]
+            if kind == "decision_requested":
+                rnd = frame["round"]
+                seen.setdefault(rnd, [time.perf_counter(), 0.0])
+                await ws.send_str(json.dumps({"type": "propose", "round": rnd, "seq": 1,
+                                              "provision": {"gpu": 1}, "final": True}))  # fmt: skip
+                counts[0] += 1
+            elif kind == "round_committed":
+                seen[frame["round"]][1] = time.perf_counter()
+            elif kind == "session_ended":
+                return
+
+
+async def _drive(url: str, agents: int, rounds: int) -> tuple[float, int, list[float]]:
+    async with aiohttp.ClientSession() as http:
+        resp = await http.post(f"{url}/v1/sessions", json={
+            "scenario": str(Path(tempfile.gettempdir()) / "twin-gateway-bench.json"),
+            "agents": [f"t{i:02d}" for i in range(agents)], "round_timeout_ms": 5000})  # fmt: skip
+        created = await resp.json()
+        seen: dict[int, list[float]] = {}
+        counts = [0, 0]  # sent, received by the agents
+        start = time.perf_counter()
+        await asyncio.gather(*(
+            _agent(http, url, created["session_id"], t, k, seen, counts)
+            for t, k in created["tokens"].items()
+        ))  # fmt: skip
+        wall_s = time.perf_counter() - start
+    latencies = [(end - begin) * 1000 for begin, end in seen.values() if end]
+    return wall_s, counts[0] + counts[1], latencies
+
+
+def bench_gateway(quick: bool) -> Result:
+    rounds = 50 if quick else 300
+    path = Path(tempfile.gettempdir()) / "twin-gateway-bench.json"
+    path.write_text(json.dumps(scenario(AGENTS, rounds)))
+    port = _port()
+    url = f"http://127.0.0.1:{port}"
+    with tempfile.TemporaryFile() as sink:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "twin", "serve", "--port", str(port), "--max-sessions", "4"],
+            stdout=sink, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        try:
+            for _ in range(300):
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+                    break
+                except OSError:
+                    time.sleep(0.05)
+            wall_s, messages, latencies = asyncio.run(_drive(url, AGENTS, rounds))
+        finally:
+            server.terminate()
+            server.wait(timeout=15)
+    rate = messages / wall_s
+    p50, p99 = (float(np.percentile(latencies, q)) for q in (50, 99))
+    r = Result()
+    mean = statistics.fmean(latencies)
+    r.lines += [
+        f"gateway: {AGENTS} agents on loopback, {len(latencies)} lock-step rounds, "
+        "server in its own process",
+        f"  {messages:,} messages in {wall_s:.2f} s = {rate:,.0f} messages/s "
+        f"(target {TARGET_MSGS_PER_S:,})",
+        f"  decision round: p50 {p50:.2f} ms, p99 {p99:.2f} ms, mean {mean:.2f} ms "
+        f"(target p99 <= {TARGET_P99_MS} ms)",
+    ]
+    r.figures = {
+        "agents": AGENTS,
+        "rounds": len(latencies),
+        "messages_per_s": round(rate),
+        "round_p50_ms": round(p50, 3),
+        "round_p99_ms": round(p99, 3),
+        "messages_per_s_vs_target": round(rate / TARGET_MSGS_PER_S, 2),
+        "round_p99_vs_target": round(TARGET_P99_MS / p99, 2),
+    }
+    return r
