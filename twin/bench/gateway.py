@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,24 +50,39 @@ def _port() -> int:
         return port
 
 
-async def _agent(session: aiohttp.ClientSession, url: str, sid: str, tenant: str, token: str,
-                 seen: dict[int, list[float]], counts: list[int]) -> None:  # fmt: skip
+@dataclass
+class Tally:
+    """What the agents saw: frames sent and received, and each round's first and last moment."""
+
+    sent: int = 0
+    received: int = 0
+    rounds: dict[int, list[float]] = field(default_factory=dict)
+
+
+async def _agent(
+    session: aiohttp.ClientSession, url: str, hello: dict[str, str], tally: Tally
+) -> None:
     async with session.ws_connect(f"{url}/v1/agents", max_msg_size=0) as ws:
-        await ws.send_str(json.dumps({"type": "hello", "schema_version": SCHEMA_VERSION, "session_id": sid,
-                                      "tenant": tenant, "token": token}))  # fmt: skip
-        counts[0] += 1
+        await ws.send_str(json.dumps({"type": "hello", "schema_version": SCHEMA_VERSION, **hello}))
+        tally.sent += 1
         async for msg in ws:
-            counts[1] += 1
+            tally.received += 1
             frame = json.loads(msg.data)
             kind = frame["type"]
             if kind == "decision_requested":
                 rnd = frame["round"]
-                seen.setdefault(rnd, [time.perf_counter(), 0.0])
-                await ws.send_str(json.dumps({"type": "propose", "round": rnd, "seq": 1,
-                                              "provision": {"gpu": 1}, "final": True}))  # fmt: skip
-                counts[0] += 1
+                tally.rounds.setdefault(rnd, [time.perf_counter(), 0.0])
+                answer = {
+                    "type": "propose",
+                    "round": rnd,
+                    "seq": 1,
+                    "provision": {"gpu": 1},
+                    "final": True,
+                }
+                await ws.send_str(json.dumps(answer))
+                tally.sent += 1
             elif kind == "round_committed":
-                seen[frame["round"]][1] = time.perf_counter()
+                tally.rounds[frame["round"]][1] = time.perf_counter()
             elif kind == "session_ended":
                 return
 
@@ -77,16 +93,19 @@ async def _drive(url: str, agents: int, rounds: int) -> tuple[float, int, list[f
             "scenario": str(Path(tempfile.gettempdir()) / "twin-gateway-bench.json"),
             "agents": [f"t{i:02d}" for i in range(agents)], "round_timeout_ms": 5000})  # fmt: skip
         created = await resp.json()
-        seen: dict[int, list[float]] = {}
-        counts = [0, 0]  # sent, received by the agents
+        tally = Tally()
         start = time.perf_counter()
-        await asyncio.gather(*(
-            _agent(http, url, created["session_id"], t, k, seen, counts)
-            for t, k in created["tokens"].items()
-        ))  # fmt: skip
+        await asyncio.gather(
+            *(
+                _agent(
+                    http, url, {"session_id": created["session_id"], "tenant": t, "token": k}, tally
+                )
+                for t, k in created["tokens"].items()
+            )
+        )
         wall_s = time.perf_counter() - start
-    latencies = [(end - begin) * 1000 for begin, end in seen.values() if end]
-    return wall_s, counts[0] + counts[1], latencies
+    latencies = [(end - begin) * 1000 for begin, end in tally.rounds.values() if end]
+    return wall_s, tally.sent + tally.received, latencies
 
 
 def bench_gateway(quick: bool) -> Result:
