@@ -241,7 +241,7 @@ class Session:
         connected = [t for t in asked if t in self.agents]
         await asyncio.gather(*(self.agents[t].send(self._request(r, t)) for t in connected))
         if any(self._awaited(t) for t in asked):
-            while not all(t in r.done or not self._awaited(t) for t in r.asked):
+            while not self._settled(r):
                 left = r.deadline - self.loop.time()
                 if left <= 0:
                     break
@@ -339,7 +339,8 @@ class Session:
             raise RoundError(
                 ErrorCode.OUT_OF_ROUND, f"{tenant!r} was not asked to decide in round {r.number}"
             )
-        if tenant in r.done:
+        answering = isinstance(message, AcceptOffer | RejectOffer)
+        if tenant in r.done and not answering:
             raise RoundError(
                 ErrorCode.OUT_OF_ROUND, f"{tenant!r} already ended its turn in round {r.number}"
             )
@@ -375,6 +376,8 @@ class Session:
                     f"no offer {message.offer_id!r} to {tenant!r} in round {r.number}",
                 )
             r.answers[message.offer_id] = (tenant, message.seq, isinstance(message, AcceptOffer))
+            if self._settled(r):
+                r.wake.set()
         elif isinstance(message, EndTurn):
             self._end(r, tenant)
         return forward
@@ -383,9 +386,16 @@ class Session:
         """Lock-step waits for connected agents, and for expected ones even while away."""
         return tenant in self.agents or tenant in self.expected
 
+    def _settled(self, r: Round) -> bool:
+        """Every awaited agent has ended its turn and answered the offers made to it."""
+        return all(t in r.done or not self._awaited(t) for t in r.asked) and all(
+            oid in r.answers or not self._awaited(o.to_tenant)
+            for oid, (_, _, o) in r.offers.items()
+        )
+
     def _end(self, r: Round, tenant: str) -> None:
         r.done.add(tenant)
-        if all(t in r.done or not self._awaited(t) for t in r.asked):
+        if self._settled(r):
             r.wake.set()
 
     def _check_pools(self, *by_pool: dict[str, Any]) -> None:

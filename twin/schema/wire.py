@@ -88,7 +88,8 @@ class RejectOffer(Frozen):
 
 
 class EndTurn(Frozen):
-    """Nothing more from this tenant this round (lets a lock-step round commit early)."""
+    """Nothing more from this tenant this round, except answers to offers made to it; a
+    lock-step round commits once every awaited agent has ended its turn and answered."""
 
     type: Literal["end_turn"] = "end_turn"
     round: NonNegativeInt

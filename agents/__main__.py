@@ -1,0 +1,99 @@
+"""`python -m agents run ...`: one agent for one tenant of a gateway session."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+
+import orjson
+
+from agents.client import AgentClient, HandshakeError
+from agents.llm import LLMPolicy
+from agents.policies import BUILT_IN, builtin
+from agents.policy import Policy
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m agents", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="act for a tenant until the session ends")
+    run.add_argument(
+        "--gateway", required=True, help="agent endpoint, e.g. ws://127.0.0.1:8000/v1/agents"
+    )
+    run.add_argument("--session", required=True)
+    run.add_argument("--tenant", required=True)
+    run.add_argument(
+        "--token", default=os.environ.get("TWIN_AGENT_TOKEN"), help="or TWIN_AGENT_TOKEN"
+    )
+    run.add_argument("--policy", default="baseline", choices=(*BUILT_IN, "llm"))
+    run.add_argument(
+        "--fallback", default="baseline", choices=BUILT_IN, help="when the LLM fails twice"
+    )
+    run.add_argument(
+        "--base-url", default=os.environ.get("OPENAI_BASE_URL"), help="or OPENAI_BASE_URL"
+    )
+    run.add_argument("--model", default=os.environ.get("OPENAI_MODEL"), help="or OPENAI_MODEL")
+    run.add_argument(
+        "--api-key", default=os.environ.get("OPENAI_API_KEY"), help="or OPENAI_API_KEY"
+    )
+    run.add_argument(
+        "--tenants", default="", help="the session's tenants, comma-separated (negotiator)"
+    )
+    run.add_argument("--seed", type=int, default=0)
+    return p
+
+
+async def _run(args: argparse.Namespace) -> dict[str, object]:
+    tenants = [t for t in args.tenants.split(",") if t] or [args.tenant]
+    fallback = builtin(args.fallback, tenants, args.tenant, args.seed)
+    llm: LLMPolicy | None = None
+    policy: Policy
+    if args.policy == "llm":
+        if not args.base_url or not args.model:
+            raise SystemExit("python -m agents: error: --policy llm needs --base-url and --model")
+        llm = LLMPolicy(
+            args.base_url, args.model, fallback, api_key=args.api_key, tenant=args.tenant
+        )
+        policy = llm
+    else:
+        policy = builtin(args.policy, tenants, args.tenant, args.seed)
+    client = AgentClient(args.gateway, args.session, args.tenant, args.token or "", policy)
+    start = time.perf_counter()
+    try:
+        stats = await client.run()
+    finally:
+        if llm is not None:
+            await llm.close()
+    wall_s = time.perf_counter() - start
+    report: dict[str, object] = {
+        "tenant": args.tenant,
+        "policy": policy.name,
+        **asdict(stats),
+        "decisions_per_s": stats.proposals / wall_s if wall_s else None,
+    }
+    if llm is not None:
+        report["llm"] = llm.stats.summary()
+    return report
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if not args.token:
+        print("python -m agents: error: --token (or TWIN_AGENT_TOKEN) is required", file=sys.stderr)
+        return 2
+    try:
+        report = asyncio.run(_run(args))
+    except HandshakeError as exc:
+        print(f"python -m agents: error: the gateway refused the agent: {exc}", file=sys.stderr)
+        return 2
+    print(orjson.dumps(report).decode())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

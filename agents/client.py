@@ -1,0 +1,175 @@
+"""The agent's websocket client: handshake, one policy call per round, reconnect and resume."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import orjson
+
+from agents.policy import Policy
+from twin.schema.wire import (
+    GATEWAY_MESSAGE,
+    SCHEMA_VERSION,
+    AcceptOffer,
+    DecisionRequested,
+    EndTurn,
+    Error,
+    Hello,
+    MakeOffer,
+    OfferReceived,
+    Propose,
+    RejectOffer,
+    RoundCommitted,
+    SessionEnded,
+    Welcomed,
+)
+
+
+class HandshakeError(Exception):
+    """The gateway refused the hello (bad token, unknown session, ...): retrying will not help."""
+
+
+@dataclass
+class AgentStats:
+    """What one agent did over its session."""
+
+    rounds: int = 0
+    proposals: int = 0
+    offers_made: int = 0
+    offers_answered: int = 0
+    errors: list[str] = field(default_factory=list)
+    reconnects: int = 0
+    reward: float = 0.0
+    difference_reward: float = 0.0
+    defaulted_rounds: int = 0
+    end_reason: str | None = None
+
+
+class AgentClient:
+    """Acts for one tenant in one session until the session ends.
+
+    `url` is the gateway's agent endpoint, e.g. ws://127.0.0.1:8000/v1/agents. A dropped
+    connection is retried with exponential backoff (jittered, up to `max_backoff_s`), and the
+    gateway resends the open round on resume.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        session_id: str,
+        tenant: str,
+        token: str,
+        policy: Policy,
+        *,
+        max_reconnects: int = 8,
+        max_backoff_s: float = 5.0,
+    ) -> None:
+        self.url = url
+        self.hello = Hello(
+            schema_version=SCHEMA_VERSION, session_id=session_id, tenant=tenant, token=token
+        )
+        self.policy = policy
+        self.max_reconnects = max_reconnects
+        self.max_backoff_s = max_backoff_s
+        self.stats = AgentStats()
+        self.welcome: Welcomed | None = None
+        self._seq = itertools.count(1)
+        self._request: DecisionRequested | None = None
+
+    async def run(self) -> AgentStats:
+        """Play the session to its end; the agent's statistics."""
+        attempt = 0
+        async with aiohttp.ClientSession() as http:
+            while self.stats.end_reason is None:
+                try:
+                    await self._connect_and_play(http)
+                except HandshakeError:
+                    raise
+                except (aiohttp.ClientError, ConnectionError, TimeoutError) as exc:
+                    self.stats.errors.append(f"connection: {exc}")
+                if self.stats.end_reason is not None:
+                    break
+                attempt += 1
+                if attempt > self.max_reconnects:
+                    self.stats.end_reason = "gave up reconnecting"
+                    break
+                self.stats.reconnects += 1
+                await asyncio.sleep(
+                    min(self.max_backoff_s, 0.05 * 2**attempt) * (0.5 + random.random())
+                )
+        return self.stats
+
+    async def _connect_and_play(self, http: aiohttp.ClientSession) -> None:
+        async with http.ws_connect(self.url, heartbeat=30.0, max_msg_size=0) as ws:
+            await ws.send_str(self.hello.model_dump_json())
+            async for msg in ws:
+                if msg.type != aiohttp.WSMsgType.TEXT:
+                    break
+                message = GATEWAY_MESSAGE.validate_python(orjson.loads(msg.data))
+                await self._handle(ws, message)
+                if self.stats.end_reason is not None:
+                    return
+
+    async def _handle(self, ws: aiohttp.ClientWebSocketResponse, message: Any) -> None:
+        if isinstance(message, Welcomed):
+            self.welcome = message
+        elif isinstance(message, DecisionRequested):
+            self._request = message
+            await self._play(ws, message)
+        elif isinstance(message, OfferReceived):
+            accept = self.policy.answer(message.offer, self._request)
+            answer = AcceptOffer if accept else RejectOffer
+            await ws.send_str(
+                answer(
+                    round=message.round, seq=next(self._seq), offer_id=message.offer.offer_id
+                ).model_dump_json()
+            )
+            self.stats.offers_answered += 1
+        elif isinstance(message, RoundCommitted):
+            self.stats.rounds += 1
+            self.stats.reward += message.reward
+            self.stats.difference_reward += message.difference_reward
+            self.stats.defaulted_rounds += message.defaulted
+            self.policy.learn(message)
+        elif isinstance(message, SessionEnded):
+            self.stats.end_reason = message.reason
+        elif isinstance(message, Error):
+            self.stats.errors.append(f"{message.code}: {message.detail}")
+            if self.welcome is None:
+                raise HandshakeError(f"{message.code}: {message.detail}")
+
+    async def _play(self, ws: aiohttp.ClientWebSocketResponse, request: DecisionRequested) -> None:
+        turn = await self.policy.decide(request)
+        rnd = request.round
+        for i, offer in enumerate(turn.offers):
+            made = MakeOffer(
+                round=rnd,
+                seq=next(self._seq),
+                offer_id=f"{self.hello.tenant}-{rnd}-{i}",
+                to_tenant=offer.to_tenant,
+                give=offer.give,
+                take=offer.take,
+            )
+            await ws.send_str(made.model_dump_json())
+            self.stats.offers_made += 1
+        proposal = Propose(
+            round=rnd,
+            seq=next(self._seq),
+            provision=turn.provision,
+            bids_usd_per_gpu=turn.bids_usd_per_gpu,
+            placements=turn.placements,
+        )
+        await ws.send_str(proposal.model_dump_json())
+        self.stats.proposals += 1
+        # Offers made to this tenant can still be answered after its turn ends.
+        await ws.send_str(EndTurn(round=rnd, seq=next(self._seq)).model_dump_json())
+
+
+def run_sync(client: AgentClient) -> AgentStats:
+    """The synchronous facade: run an agent to the end of its session."""
+    return asyncio.run(client.run())

@@ -1,0 +1,60 @@
+"""A tiny deterministic OpenAI-compatible chat endpoint, for the agent's protocol and error paths.
+
+The `model` name picks the behaviour: `valid`, `invalid-once`, `out-of-bounds`, `slow`, `http500`.
+It answers from the JSON Schema in the request (one key per property), and records requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+REQUESTS = web.AppKey("requests", list)
+
+
+def _answer(schema: dict[str, Any], value: int) -> str:
+    return orjson.dumps(dict.fromkeys(schema.get("properties", {}), value)).decode()
+
+
+async def chat(request: web.Request) -> web.Response:
+    body = await request.json()
+    request.app[REQUESTS].append(body)
+    model = body["model"]
+    fmt = body.get("response_format", {})
+    schema = fmt.get("json_schema", {}).get("schema") or fmt.get("schema") or {}
+    calls = sum(1 for r in request.app[REQUESTS] if r["model"] == model)
+    if model == "http500":
+        return web.json_response({"error": "boom"}, status=500)
+    if model == "slow":
+        await asyncio.sleep(5)
+    if model == "out-of-bounds":
+        content = _answer(schema, 99)
+    elif model == "invalid-once" and calls % 2 == 1:
+        content = "Sure! Here is my answer: {"
+    else:
+        content = _answer(schema, 1)
+    return web.json_response(
+        {
+            "id": f"chatcmpl-{calls}",
+            "object": "chat.completion",
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
+        }
+    )
+
+
+def fake_llm_app() -> web.Application:
+    app = web.Application()
+    app[REQUESTS] = []
+    app.router.add_post("/v1/chat/completions", chat)
+    return app

@@ -1,0 +1,273 @@
+"""Agents: the client against a real gateway, the built-in policies, the LLM agent's paths."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+import pytest
+from aiohttp.test_utils import TestServer
+
+from agents.client import AgentClient, HandshakeError
+from agents.llm import BOUND, LLMPolicy, render
+from agents.policies import BUILT_IN, Baseline, builtin
+from tests.fake_llm import REQUESTS, fake_llm_app
+from twin.gateway.app import create_app
+from twin.gateway.config import GatewayConfig
+from twin.gateway.keys import REGISTRY
+from twin.schema.actions import PoolView, QueuedJob, TenantObservation
+from twin.schema.wire import DecisionRequested
+
+MakeServer = Callable[..., Awaitable[TestServer]]
+
+SHARED = {
+    "kind": "cluster",
+    "name": "shared",
+    "horizon_s": 4 * 3600,
+    "pools": [
+        {"name": "a100", "gpu_type": "a100-80gb", "max_gpus": 32, "price_usd_per_gpu_h": 2.0},
+        {
+            "name": "h100",
+            "gpu_type": "h100",
+            "max_gpus": 16,
+            "price_usd_per_gpu_h": 4.0,
+            "speed": 2.0,
+        },
+    ],
+    "tenants": [
+        {
+            "name": n,
+            "budget_usd": 2000,
+            "policy": "static",
+            "initial_gpus": {"a100": g},
+            "workloads": [
+                {
+                    "arrivals": {"process": "poisson", "rate_per_h": r},
+                    "gpus": {"dist": "choice", "values": [1, 2, 4]},
+                    "service_s": {"dist": "exponential", "mean": 1800},
+                }
+            ],
+        }
+        for n, g, r in (("alpha", 8, 0.5), ("beta", 0, 12), ("gamma", 2, 6), ("delta", 0, 6))
+    ],
+    "decisions": {"interval_s": 900, "triggers": []},
+}
+TENANTS = [t["name"] for t in SHARED["tenants"]]  # type: ignore[index]
+
+
+async def gateway(
+    aiohttp_server: MakeServer, tmp_path: Any, **session: Any
+) -> tuple[TestServer, dict[str, Any]]:
+    path = tmp_path / "shared.json"
+    path.write_text(json.dumps(SHARED))
+    server = await aiohttp_server(create_app(GatewayConfig()))
+    registry = server.app[REGISTRY]
+    from twin.gateway.config import SessionRequest
+
+    created = registry.create(SessionRequest(scenario=str(path), **session))
+    return server, {"session_id": created.id, "tokens": created.tokens, "session": created}
+
+
+def ws_url(server: TestServer) -> str:
+    return str(server.make_url("/v1/agents")).replace("http://", "ws://")
+
+
+async def test_built_in_agents_negotiate_a_session_to_its_end(
+    aiohttp_server: MakeServer, tmp_path: Any
+) -> None:
+    server, s = await gateway(aiohttp_server, tmp_path, agents=TENANTS, mechanism="proportional")
+    policies = dict(zip(TENANTS, ("negotiator", "greedy", "fair_share", "negotiator"), strict=True))
+    clients = [
+        AgentClient(ws_url(server), s["session_id"], t, s["tokens"][t], builtin(p, TENANTS, t))
+        for t, p in policies.items()
+    ]
+    results = await asyncio.gather(*(c.run() for c in clients))
+    for stats in results:
+        assert stats.end_reason == "horizon"
+        assert stats.rounds == 15  # every 900 s for 4 h, the horizon itself excluded
+        assert stats.defaulted_rounds == 0
+        assert not stats.errors
+    assert results[0].offers_made > 0  # alpha has idle GPUs and little work: it sells
+    assert sum(r.offers_answered for r in results) > 0
+    events = [orjson.loads(line) for line in (await _events(server, s["session_id"])).splitlines()]
+    assert any(e["kind"] == "trade_settled" and e["applied"] for e in events)
+
+
+async def _events(server: TestServer, session_id: str) -> bytes:
+    from aiohttp import ClientSession
+
+    async with (
+        ClientSession() as http,
+        http.get(server.make_url(f"/v1/sessions/{session_id}/events")) as resp,
+    ):
+        return await resp.read()
+
+
+async def test_a_dropped_agent_reconnects_and_resumes(
+    aiohttp_server: MakeServer, tmp_path: Any
+) -> None:
+    server, s = await gateway(aiohttp_server, tmp_path, agents=["alpha"], round_timeout_ms=5000)
+    client = AgentClient(ws_url(server), s["session_id"], "alpha", s["tokens"]["alpha"], Baseline())
+    task = asyncio.create_task(client.run())
+    session = s["session"]
+    while "alpha" not in session.agents or session.driver.round < 2:
+        await asyncio.sleep(0.01)
+    await session.agents["alpha"].ws.close()  # the connection drops
+    stats = await task
+    assert stats.reconnects >= 1
+    assert stats.end_reason == "horizon"
+    assert stats.defaulted_rounds == 0
+
+
+async def test_a_wrong_token_is_refused_and_not_retried(
+    aiohttp_server: MakeServer, tmp_path: Any
+) -> None:
+    server, s = await gateway(aiohttp_server, tmp_path, agents=["alpha"])
+    client = AgentClient(ws_url(server), s["session_id"], "alpha", "wrong", Baseline())
+    with pytest.raises(HandshakeError, match="UNAUTHORIZED"):
+        await client.run()
+
+
+def test_every_built_in_policy_is_available() -> None:
+    for name in BUILT_IN:
+        assert builtin(name, TENANTS, "alpha").name == name
+    with pytest.raises(ValueError, match="built-in policies: baseline"):
+        builtin("oracle", TENANTS, "alpha")
+
+
+def request(deadline_ms: int = 2000) -> DecisionRequested:
+    pools = [
+        PoolView(
+            name=n,
+            gpu_type=n,
+            price_usd_per_gpu_h=p,
+            speed=1.0,
+            mean_provision_delay_s=0.0,
+            ready=r,
+            busy_gpus=r,
+            pending=0,
+            down=0,
+            free_capacity=10,
+        )
+        for n, p, r in (("a100", 2.0, 4), ("h100", 4.0, 0))
+    ]
+    view = TenantObservation(
+        t_s=900.0,
+        tenant="beta",
+        reasons=["tick"],
+        budget_usd=1500.0,
+        spent_usd=500.0,
+        queue_length=3,
+        queued_gpus=6.0,
+        running_jobs=2,
+        head=[
+            QueuedJob(
+                job_id="j7", gpus=4, work_gpu_s=7200, priority=0, wait_s=300, pools=["a100", "h100"]
+            )
+        ],
+        pools=pools,
+    )
+    return DecisionRequested(round=3, t_s=900.0, deadline_ms=deadline_ms, view=view, offers=[])
+
+
+async def llm(
+    aiohttp_server: MakeServer, model: str, timeout_s: float = 30.0
+) -> tuple[LLMPolicy, Any]:
+    server = await aiohttp_server(fake_llm_app())
+    policy = LLMPolicy(
+        str(server.make_url("/v1")), model, Baseline(), timeout_s=timeout_s, tenant="beta"
+    )
+    return policy, server.app[REQUESTS]
+
+
+async def test_a_valid_answer_is_taken_as_the_proposal(aiohttp_server: MakeServer) -> None:
+    policy, requests = await llm(aiohttp_server, "valid")
+    turn = await policy.decide(request())
+    await policy.close()
+    assert turn.provision == {"a100": 1, "h100": 1}
+    assert (policy.stats.valid_first_try, policy.stats.fallbacks) == (1, 0)
+    fmt = requests[0]["response_format"]
+    assert fmt["type"] == "json_schema"
+    schema = fmt["json_schema"]["schema"]
+    assert schema["properties"]["a100"]["maximum"] == BOUND
+    assert schema["additionalProperties"] is False
+    assert (policy.stats.prompt_tokens, policy.stats.completion_tokens) == (100, 10)
+
+
+async def test_an_invalid_answer_is_retried_once_with_the_error_fed_back(
+    aiohttp_server: MakeServer,
+) -> None:
+    policy, requests = await llm(aiohttp_server, "invalid-once")
+    turn = await policy.decide(request())
+    await policy.close()
+    assert turn.provision == {"a100": 1, "h100": 1}
+    assert (policy.stats.valid_first_try, policy.stats.valid_after_retry, policy.stats.invalid) == (
+        0,
+        1,
+        1,
+    )
+    retry = requests[1]["messages"]
+    assert retry[-2] == {"role": "assistant", "content": "Sure! Here is my answer: {"}
+    assert "rejected (invalid answer" in retry[-1]["content"]
+
+
+@pytest.mark.parametrize(
+    ("model", "counter"), [("out-of-bounds", "invalid"), ("http500", "http_errors")]
+)
+async def test_two_failures_fall_back_to_the_configured_policy(
+    aiohttp_server: MakeServer, model: str, counter: str
+) -> None:
+    policy, requests = await llm(aiohttp_server, model)
+    turn = await policy.decide(request())
+    await policy.close()
+    assert turn == await Baseline().decide(request())
+    assert policy.stats.fallbacks == 1
+    assert getattr(policy.stats, counter) == 2
+    assert len(requests) == 2
+
+
+async def test_a_late_answer_falls_back_before_the_deadline(aiohttp_server: MakeServer) -> None:
+    policy, _ = await llm(aiohttp_server, "slow")
+    started = asyncio.get_running_loop().time()
+    await policy.decide(request(deadline_ms=300))
+    await policy.close()
+    assert asyncio.get_running_loop().time() - started < 1.0
+    assert policy.stats.late >= 1
+    assert policy.stats.fallbacks == 1
+
+
+def test_the_observation_is_rendered_compactly() -> None:
+    text = render(request(), ("a100", "h100"))
+    assert "Queue: 3 jobs waiting for 6 GPUs; 2 running." in text
+    assert "- a100: 4 / 4 / 0; +10; $2.00" in text
+    assert "- j7: 4 GPUs, waited 300 s, runs on a100, h100" in text
+    assert '{"a100":0,"h100":0}' in text
+    assert len(text) < 1000
+
+
+def test_the_command_refuses_a_missing_token() -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "agents",
+            "run",
+            "--gateway",
+            "ws://127.0.0.1:9/v1/agents",
+            "--session",
+            "s",
+            "--tenant",
+            "t",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": ""},
+    )
+    assert result.returncode == 2
+    assert "--token (or TWIN_AGENT_TOKEN) is required" in result.stderr
