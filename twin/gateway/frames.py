@@ -37,10 +37,8 @@ class TokenBucket:
         return True
 
 
-def parse(
-    raw: str | bytes, adapter: TypeAdapter[Any], types: tuple[str, ...], max_bytes: int
-) -> Any:
-    """A validated message from one frame, or a FrameError saying what was wrong."""
+def decode(raw: str | bytes, types: tuple[str, ...], max_bytes: int) -> dict[str, Any]:
+    """One frame as a JSON object of a known `type`, or a FrameError saying what was wrong."""
     if len(raw) > max_bytes:
         raise FrameError(
             ErrorCode.FRAME_TOO_LARGE, f"frame of {len(raw)} bytes; the limit is {max_bytes}"
@@ -59,11 +57,19 @@ def parse(
             ErrorCode.UNKNOWN_TYPE,
             f"unknown message type {kind!r}; expected one of {', '.join(types)}",
         )
+    return obj
+
+
+def parse(
+    raw: str | bytes, adapter: TypeAdapter[Any], types: tuple[str, ...], max_bytes: int
+) -> Any:
+    """A validated message from one frame, or a FrameError saying what was wrong."""
+    obj = decode(raw, types, max_bytes)
     try:
         return adapter.validate_python(obj)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"][1:]) or "message"
         raise FrameError(
-            ErrorCode.VALIDATION_ERROR, f"{kind}: field {where}: {first['msg']}"
+            ErrorCode.VALIDATION_ERROR, f"{obj['type']}: field {where}: {first['msg']}"
         ) from None

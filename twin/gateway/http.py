@@ -13,6 +13,7 @@ from twin.errors import TwinError
 from twin.eventlog.log import encode
 from twin.gateway.config import SessionRequest
 from twin.gateway.control import ControlError, EgoEnv
+from twin.gateway.frames import FrameError, decode
 from twin.gateway.keys import CONFIG, CONTROL, REGISTRY
 from twin.gateway.registry import CapacityReachedError
 from twin.schema.wire import ErrorCode
@@ -186,20 +187,11 @@ async def env_socket(request: web.Request) -> web.WebSocketResponse:
 
 
 def _handle(env: EgoEnv, raw: str, max_bytes: int) -> str | None:
-    if len(raw) > max_bytes:
-        return _error(
-            ErrorCode.FRAME_TOO_LARGE, f"frame of {len(raw)} bytes; the limit is {max_bytes}"
-        )
+    """The reply to one OpenEnv frame; None for `close`."""
     try:
-        message = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        return _error(ErrorCode.INVALID_JSON, f"not JSON: {exc}")
-    if not isinstance(message, dict) or message.get("type") not in OPENENV_TYPES:
-        kind = message.get("type") if isinstance(message, dict) else None
-        return _error(
-            ErrorCode.UNKNOWN_TYPE,
-            f"unknown message type {kind!r}; expected one of {', '.join(OPENENV_TYPES)}",
-        )
+        message = decode(raw, OPENENV_TYPES, max_bytes)
+    except FrameError as exc:
+        return _error(exc.code, str(exc))
     data = message.get("data", {})
     if not isinstance(data, dict):
         return _error(ErrorCode.VALIDATION_ERROR, "data must be a JSON object")
