@@ -137,3 +137,65 @@ def test_replay_bad_input_is_one_clear_line_and_exit_2(args: list[str], message:
     assert result.returncode == 2
     assert message in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def verdict(*args: str) -> dict[str, object]:
+    result = twin("kernel", "evaluate", "--json", *args)
+    assert result.returncode == 0, result.stderr
+    out: dict[str, object] = json.loads(result.stdout)
+    return out
+
+
+def test_kernel_evaluate_answers_the_70b_examples() -> None:
+    one = verdict("--model", "llama-3.1-70b", "--gpu", "h100", "--gpus", "1")
+    assert (one["feasible"], one["reasons"]) == (False, ["oom"])
+    tp8 = verdict("--model", "llama-3.1-70b", "--gpu", "h100", "--gpus", "8", "--tp", "8")
+    assert tp8["reasons"] == ["oom"]
+    tp32 = verdict("--model", "llama-3.1-70b", "--gpu", "h100", "--gpus", "32", "--tp", "32")
+    assert tp32["feasible"] is True
+    assert tp32["memory_gib_per_gpu"] < tp32["usable_gib_per_gpu"]  # type: ignore[operator]
+    fp8 = verdict(
+        "--model",
+        "llama-3.1-70b",
+        "--gpu",
+        "a100-80gb",
+        "--gpus",
+        "32",
+        "--tp",
+        "8",
+        "--pp",
+        "4",
+        "--precision",
+        "bf16,mlp=fp8",
+    )
+    assert fp8["reasons"] == ["unsupported_precision"]
+    assert fp8["score"] == 0.0
+    assert fp8["precision"] == {
+        "embedding": "bf16",
+        "attention": "bf16",
+        "mlp": "fp8",
+        "norm": "bf16",
+        "head": "bf16",
+    }
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--model", "gpt-9", "--gpu", "h100", "--gpus", "8"], "unknown model 'gpt-9'"),
+        (["--model", "llama-3.1-8b", "--gpu", "tpu", "--gpus", "8"], "unknown accelerator 'tpu'"),
+        (
+            ["--model", "llama-3.1-8b", "--gpu", "h100", "--gpus", "8", "--precision", "mlp=fp7"],
+            "'fp7' is not a precision",
+        ),
+        (
+            ["--model", "llama-3.1-8b", "--gpu", "h100", "--gpus", "8", "--tp", "0"],
+            "field tp: Input should be greater than 0",
+        ),
+    ],
+)
+def test_kernel_evaluate_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
+    result = twin("kernel", "evaluate", *args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr

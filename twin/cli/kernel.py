@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 import orjson
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
@@ -15,6 +16,9 @@ from twin.errors import ConfigError
 from twin.kernel import GROUPS, PRECISIONS, Plan, default_tables, evaluate_one, reason_names
 from twin.kernel.plans import MODES, OPTIMIZERS
 from twin.kernel.tables import load_json, model_params
+from twin.schema.scenario import PlanSpec
+from twin.sim import encode
+from twin.sim.scenarios import describe
 
 GIB = 2.0**30
 
@@ -50,28 +54,23 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     cat.set_defaults(func=catalog_command)
 
 
-def parse_precision(spec: str) -> tuple[int, int, int, int, int, int]:
-    """`bf16,mlp=fp8` -> one code per group; unknown names are errors naming the choices."""
-    codes = [PRECISIONS.index("bf16")] * len(GROUPS)
+def parse_precision(spec: str) -> dict[str, str]:
+    """`bf16,mlp=fp8` -> {"default": "bf16", "mlp": "fp8"}; unknown names name the choices."""
+    out = {"default": "bf16"}
     for part in filter(None, (p.strip() for p in spec.split(","))):
         group, sep, prec = part.rpartition("=")
         if prec not in PRECISIONS:
-            raise ConfigError(
-                f"--precision: {prec!r} is not a precision; allowed: {', '.join(PRECISIONS)}"
-            )
-        if not sep:
-            codes = [PRECISIONS.index(prec)] * len(GROUPS)
-        elif group not in GROUPS:
-            raise ConfigError(
-                f"--precision: {group!r} is not a layer group; allowed: {', '.join(GROUPS)}"
-            )
-        else:
-            codes[GROUPS.index(group)] = PRECISIONS.index(prec)
-    a, b, c, d, e, f = codes
-    return (a, b, c, d, e, f)
+            allowed = ", ".join(PRECISIONS)
+            raise ConfigError(f"--precision: {prec!r} is not a precision; allowed: {allowed}")
+        if sep and group not in GROUPS:
+            allowed = ", ".join(GROUPS)
+            raise ConfigError(f"--precision: {group!r} is not a layer group; allowed: {allowed}")
+        out[group if sep else "default"] = prec
+    return out
 
 
 def build_plan(args: argparse.Namespace) -> Plan:
+    """The plan the flags describe, through the same encoding the sim uses."""
     t = default_tables()
     try:
         model, gpu = t.model(args.model), t.gpu(args.gpu)
@@ -82,23 +81,23 @@ def build_plan(args: argparse.Namespace) -> Plan:
         per_gpu = args.node_power_cap_w / min(max(args.gpus, 1), 8)
         cap = per_gpu if cap <= 0 else min(cap, per_gpu)
     try:
-        return Plan(
-            model=model,
-            gpu=gpu,
-            n_gpus=args.gpus,
-            precision=parse_precision(args.precision),
-            tp=args.tp,
-            pp=args.pp,
-            mode=MODES.index(args.mode),
-            micro_batch=args.micro_batch,
-            seq_len=args.seq_len,
-            micro_batches=args.micro_batches,
-            optimizer=OPTIMIZERS.index(args.optimizer),
-            zero=args.zero,
-            checkpointing=int(args.checkpointing),
-            power_cap_w=cap,
-            tokens=args.tokens,
+        spec = PlanSpec.model_validate(
+            {
+                "precision": parse_precision(args.precision),
+                "tp": args.tp,
+                "pp": args.pp,
+                "micro_batch": args.micro_batch,
+                "seq_len": args.seq_len,
+                "micro_batches": args.micro_batches,
+                "optimizer": args.optimizer,
+                "zero": args.zero,
+                "checkpointing": args.checkpointing,
+                "power_cap_w": cap,
+            }
         )
+        return encode.plan(model, gpu, args.gpus, args.mode, spec, tokens=args.tokens)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid plan: {describe(exc)}") from None
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
 

@@ -150,7 +150,13 @@ def _model(names: tuple[str, ...], job: KernelJob, tenant: str, w: int) -> int:
 
 
 def _plan(model: int, gpu: int, gpus: float, job: KernelJob) -> Plan:
-    spec = job.plan
+    return plan(model, gpu, gpus, job.mode, job.plan)
+
+
+def plan(
+    model: int, gpu: int, gpus: float, mode: str, spec: PlanSpec, *, tokens: float = 0.0
+) -> Plan:
+    """The kernel's plan for `gpus` GPUs of accelerator `gpu` running preset `model` per `spec`."""
     return Plan(
         model=model,
         gpu=gpu,
@@ -158,7 +164,7 @@ def _plan(model: int, gpu: int, gpus: float, job: KernelJob) -> Plan:
         precision=precision_codes(spec),
         tp=spec.tp,
         pp=spec.pp,
-        mode=MODES.index(job.mode),
+        mode=MODES.index(mode),
         micro_batch=spec.micro_batch,
         seq_len=spec.seq_len,
         micro_batches=spec.micro_batches,
@@ -166,6 +172,7 @@ def _plan(model: int, gpu: int, gpus: float, job: KernelJob) -> Plan:
         zero=spec.zero,
         checkpointing=int(spec.checkpointing),
         power_cap_w=spec.power_cap_w,
+        tokens=tokens,
     )
 
 
@@ -202,8 +209,7 @@ def evaluate_placements(
         unknown.append(gpu_type not in tables.gpu_names)
         gpu = tables.gpu_names.index(gpu_type) if not unknown[-1] else 0
         model = _model(tables.model_names, job, cfg.tenants[tenant].name, workload)
-        plan = _plan(model, gpu, gpus, job.model_copy(update={"plan": spec}))
-        plans.append(dataclasses.replace(plan, tenant=tenant))
+        plans.append(dataclasses.replace(plan(model, gpu, gpus, job.mode, spec), tenant=tenant))
     v = evaluate(
         PlanBatch.from_plans(plans),
         ClusterContext(capacity_gpus=capacity_gpus, demand_gpus=demand_gpus),
