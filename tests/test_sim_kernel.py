@@ -109,3 +109,10 @@ def test_an_unknown_model_is_a_config_error_naming_it() -> None:
 def test_kernel_jobs_need_a_pool_the_kernel_knows() -> None:
     with pytest.raises(ConfigError, match="need a pool whose gpu_type is a kernel accelerator"):
         play(scenario({"tp": 8}, pools=("tpu-v5",)))
+
+
+def test_verdict_records_carry_the_plan_evaluated_fields_in_order() -> None:
+    from twin.schema.events import EVENT_FIELDS
+    from twin.sim.encode import Evaluated
+
+    assert Evaluated._fields == ("tenant", *EVENT_FIELDS["plan_evaluated"])

@@ -80,12 +80,8 @@ class ClusterModel:
             for i, t in enumerate(cfg.tenants)
         ]
         self.options, evaluated = plan_options(cfg)
-        for e in evaluated:
-            self._emit(
-                ("plan_evaluated", env.now, e.tenant, e.workload, e.pool, e.gpus, e.feasible,
-                 e.score, e.reasons, e.tokens_per_s, e.mem_gib, e.power_w, e.stability,
-                 e.usd_per_h)
-            )  # fmt: skip
+        for tenant, *payload in evaluated:
+            self._emit(("plan_evaluated", env.now, tenant, *payload))
         divergence = streams.get("divergence")
         self._divergence = Sampler(divergence, lambda g, n: g.uniform(0.2, 0.9, n))
         self.queues: list[JobQueue] = [make_queue(cfg.queue.policy) for _ in cfg.tenants]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from twin.errors import ConfigError
 from twin.kernel import (
@@ -46,9 +47,8 @@ class PlanOption:
         return ", ".join(seen) or "no pool"
 
 
-@dataclass(frozen=True, slots=True)
-class Evaluated:
-    """One verdict, for the event log."""
+class Evaluated(NamedTuple):
+    """One verdict for the event log: the tenant, then the `plan_evaluated` payload in order."""
 
     tenant: str
     workload: int
