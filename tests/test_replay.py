@@ -9,7 +9,7 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from twin.errors import TraceError
@@ -221,6 +221,8 @@ class TestBadInput:
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(st.binary(max_size=400), st.sampled_from(JOB_FORMATS[:1] + JOB_FORMATS[2:]))
+@example(b"a\rb,c\n1,2\n", "itp")  # a carriage return inside the header line
+@example(b"job_id,submission_time,duration,num_gpu\na,0,7\r00,1\n", "itp")
 def test_no_parser_crashes_on_arbitrary_bytes(tmp_path: Path, data: bytes, fmt: str) -> None:
     """Any bytes: records or a TraceError, never another exception."""
     path = tmp_path / f"fuzz-{fmt}.txt"

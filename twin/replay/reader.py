@@ -68,7 +68,10 @@ def csv_rows(
         first = next(((n, t) for n, t in numbered if t.strip()), None)
         if first is None:
             raise TraceError(f"{path}: empty file, no header row")
-        header = [h.strip() for h in next(csv.reader([first[1]]))]
+        try:
+            header = [h.strip() for h in next(csv.reader([first[1]]))]
+        except csv.Error as exc:
+            raise TraceError(f"{path}: line {first[0]}: malformed CSV header: {exc}") from None
     width = len(header)
     current = [0]
 
