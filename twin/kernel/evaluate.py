@@ -16,6 +16,7 @@ from twin.kernel.tables import Tables, default_tables
 
 CHUNK = 8192  # rows per numpy pass: big enough to amortise calls, small enough for cache
 SMALL = 32  # at most this many rows go through the scalar formula instead
+INF = math.inf
 
 COLUMNS = (
     "mem_bytes",
@@ -280,8 +281,12 @@ def evaluate_one(
     )  # fmt: skip
     n = plan.n_gpus
     if shares is None:
-        # Alone in its round: no other tenant can be short, so the hoarding floor cannot apply.
-        c = _credit_one(None, score * n, n, n, ctx.capacity_gpus, ctx.overcommit_penalty)
+        # Alone in its round: no other tenant can be short, so the hoarding floor cannot apply;
+        # without a capacity nothing is over-committed and the credit is the utility itself,
+        # exactly as the batch path takes it.
+        c = score * n
+        if ctx.capacity_gpus != INF:
+            c = _credit_one(None, c, n, n, ctx.capacity_gpus, ctx.overcommit_penalty)
         return Verdict(
             mem, step_s, tps, power_w, throttle, stability, usd_h, job_s, score, reasons, c
         )
