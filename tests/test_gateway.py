@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -454,3 +455,51 @@ async def test_openenv_http_plane_drives_the_cluster_as_one_tenant(
     assert (await bad.json())["code"] == "VALIDATION_ERROR"
     state = await (await client.get("/state")).json()
     assert state["step_count"] == 1
+
+
+async def test_the_realtime_clock_paces_virtual_time_to_the_wall(
+    aiohttp_client: MakeClient, market_file: str
+) -> None:
+    client = await serve(aiohttp_client)
+    # 6000 virtual seconds per wall second: the 600 s ticks come every 0.1 s.
+    session = await new_session(
+        client, scenario=market_file, agents=["t0"], clock="realtime", speed=6000
+    )
+    ws = await hello(client, session, "t0")
+    loop = asyncio.get_running_loop()
+    arrivals = []
+    for _ in range(4):
+        request = await next_of(ws, "decision_requested")
+        arrivals.append((loop.time(), request["t_s"]))
+        await ws.send_json({"type": "propose", "round": request["round"], "seq": 1, "final": True})
+    gaps = [b[0] - a[0] for a, b in itertools.pairwise(arrivals)]
+    assert [t for _, t in arrivals] == [600.0, 1200.0, 1800.0, 2400.0]
+    assert all(0.08 < g < 0.3 for g in gaps), gaps
+    await ws.close()
+
+
+async def test_idle_sessions_are_reaped(aiohttp_client: MakeClient, market_file: str) -> None:
+    client = await serve(aiohttp_client, idle_timeout_s=0.2, reap_every_s=0.05)
+    session = await new_session(client, scenario=market_file, agents=["t0"])  # nobody comes
+    url = f"/v1/sessions/{session['session_id']}"
+    assert (await client.get(url)).status == 200
+    for _ in range(40):
+        await asyncio.sleep(0.05)
+        if (await client.get(url)).status == 404:
+            break
+    assert (await client.get(url)).status == 404
+
+
+async def test_the_synchronous_facade_runs_an_agent(
+    aiohttp_client: MakeClient, market_file: str
+) -> None:
+    from agents.client import AgentClient, run_sync
+    from agents.policies import Baseline
+
+    client = await serve(aiohttp_client)
+    session = await new_session(client, scenario=market_file, agents=["t0"])
+    url = str(client.make_url("/v1/agents")).replace("http://", "ws://")
+    agent = AgentClient(url, session["session_id"], "t0", session["tokens"]["t0"], Baseline())
+    stats = await asyncio.to_thread(run_sync, agent)
+    assert stats.end_reason == "horizon"
+    assert stats.rounds == 5

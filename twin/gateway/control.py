@@ -8,6 +8,7 @@ GPUClusterEnv task: action `{"gpus_to_provision": n}`. Observations follow OpenE
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from typing import Any
 
@@ -172,11 +173,16 @@ class EgoEnv:
 
 
 class ControlPlane:
-    """What the OpenEnv endpoints share: the default scenario and the HTTP environment."""
+    """What the OpenEnv endpoints share: the default scenario and the HTTP environment.
+
+    Environment calls run in a worker thread (a long stretch of virtual time never blocks the
+    event loop); each environment is used by one caller at a time.
+    """
 
     def __init__(self, default_scenario: str) -> None:
         self.default_scenario = default_scenario
         self.http_env = EgoEnv(default_scenario)
+        self.http_lock = asyncio.Lock()
         self.open_envs = 0
         kind = scenarios.load(default_scenario).kind
         self.action_model: type[BaseModel] = (

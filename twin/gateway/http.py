@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -12,7 +14,7 @@ from twin import __version__
 from twin.errors import TwinError
 from twin.eventlog.log import encode
 from twin.gateway.config import SessionRequest
-from twin.gateway.control import ControlError, EgoEnv
+from twin.gateway.control import ControlError, ControlPlane, EgoEnv
 from twin.gateway.frames import FrameError, decode
 from twin.gateway.keys import CONFIG, CONTROL, REGISTRY
 from twin.gateway.registry import CapacityReachedError
@@ -123,10 +125,21 @@ async def schema(request: web.Request) -> web.Response:
     return web.json_response(request.app[CONTROL].schema(), dumps=_dumps)
 
 
+async def _in_thread(control: ControlPlane, fn: Callable[..., Any], *args: Any) -> Any:
+    """Run an environment call off the event loop; the shared HTTP environment takes turns."""
+    async with control.http_lock:
+        return await asyncio.to_thread(fn, *args)
+
+
 async def http_reset(request: web.Request) -> web.Response:
     try:
         return web.json_response(
-            request.app[CONTROL].http_env.reset(await _body(request, optional=True)), dumps=_dumps
+            await _in_thread(
+                request.app[CONTROL],
+                request.app[CONTROL].http_env.reset,
+                await _body(request, optional=True),
+            ),
+            dumps=_dumps,
         )
     except ControlError as exc:
         return problem(400, exc.code, str(exc))
@@ -138,7 +151,10 @@ async def http_step(request: web.Request) -> web.Response:
         action = body.get("action")
         if not isinstance(action, dict):
             raise ControlError(ErrorCode.VALIDATION_ERROR, 'the body must be {"action": {...}}')
-        return web.json_response(request.app[CONTROL].http_env.step(action), dumps=_dumps)
+        return web.json_response(
+            await _in_thread(request.app[CONTROL], request.app[CONTROL].http_env.step, action),
+            dumps=_dumps,
+        )
     except ControlError as exc:
         return problem(
             409 if exc.code in (ErrorCode.NOT_READY, ErrorCode.SESSION_ENDED) else 400,
@@ -149,7 +165,10 @@ async def http_step(request: web.Request) -> web.Response:
 
 async def http_state(request: web.Request) -> web.Response:
     try:
-        return web.json_response(request.app[CONTROL].http_env.state(), dumps=_dumps)
+        return web.json_response(
+            await _in_thread(request.app[CONTROL], request.app[CONTROL].http_env.state),
+            dumps=_dumps,
+        )
     except ControlError as exc:
         return problem(409, exc.code, str(exc))
 
@@ -176,7 +195,7 @@ async def env_socket(request: web.Request) -> web.WebSocketResponse:
         async for msg in ws:
             if msg.type != WSMsgType.TEXT:
                 continue
-            reply = _handle(env, msg.data, config.max_frame_bytes)
+            reply = await asyncio.to_thread(_handle, env, msg.data, config.max_frame_bytes)
             if reply is None:
                 break
             await ws.send_str(reply)
