@@ -42,6 +42,12 @@ def parser() -> argparse.ArgumentParser:
         "--api-key", default=os.environ.get("OPENAI_API_KEY"), help="or OPENAI_API_KEY"
     )
     run.add_argument(
+        "--schema-format",
+        choices=("json_schema", "json_object"),
+        default="json_schema",
+        help="how to ask for the answer's JSON Schema; json_object for llama.cpp's server",
+    )
+    run.add_argument(
         "--tenants", default="", help="the session's tenants, comma-separated (negotiator)"
     )
     run.add_argument("--seed", type=int, default=0)
@@ -57,7 +63,12 @@ async def _run(args: argparse.Namespace) -> dict[str, object]:
         if not args.base_url or not args.model:
             raise SystemExit("python -m agents: error: --policy llm needs --base-url and --model")
         llm = LLMPolicy(
-            args.base_url, args.model, fallback, api_key=args.api_key, tenant=args.tenant
+            args.base_url,
+            args.model,
+            fallback,
+            api_key=args.api_key,
+            tenant=args.tenant,
+            schema_format=args.schema_format,
         )
         policy = llm
     else:

@@ -12,11 +12,11 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from agents.policy import Policy, Turn
 from twin.schema.actions import TenantObservation
@@ -86,6 +86,7 @@ class LLMPolicy:
         timeout_s: float = 30.0,
         max_tokens: int = 96,
         tenant: str = "",
+        schema_format: Literal["json_schema", "json_object"] = "json_schema",
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
@@ -94,6 +95,7 @@ class LLMPolicy:
         self.timeout_s = timeout_s
         self.max_tokens = max_tokens
         self.tenant = tenant
+        self.schema_format = schema_format
         self.stats = LLMStats()
         self._http: aiohttp.ClientSession | None = None
         self._answer_model: type[BaseModel] | None = None
@@ -168,12 +170,25 @@ class LLMPolicy:
     def _model_for(self, view: TenantObservation) -> type[BaseModel]:
         pools = tuple(p.name for p in view.pools)
         if self._answer_model is None or pools != self._pools:
-            fields: dict[str, Any] = {name: (int, Field(ge=-BOUND, le=BOUND)) for name in pools}
+            # An enum of the allowed moves, not min/max: grammar-constrained servers (llama.cpp)
+            # enforce enums, and so every answer they give is within bounds.
+            moves = Literal[tuple(range(-BOUND, BOUND + 1))]  # type: ignore[valid-type]
+            fields: dict[str, Any] = dict.fromkeys(pools, (moves, ...))
             self._answer_model = create_model(
                 "Proposal", __config__=ConfigDict(extra="forbid"), **fields
             )
             self._pools = pools
         return self._answer_model
+
+    def _response_format(self, schema: dict[str, Any]) -> dict[str, Any]:
+        """The standard `json_schema` form; `json_object` with a `schema` for servers such as
+        llama.cpp's that reject the former but enforce the latter as a grammar."""
+        if self.schema_format == "json_object":
+            return {"type": "json_object", "schema": schema}
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": "proposal", "schema": schema, "strict": True},
+        }
 
     async def _chat(self, messages: list[dict[str, str]], answer_model: type[BaseModel]) -> str:
         if self._http is None:
@@ -183,14 +198,7 @@ class LLMPolicy:
             "messages": messages,
             "temperature": 0,
             "max_tokens": self.max_tokens,
-            "response_format": {
-                "type": "json_schema",
-                "json_schema": {
-                    "name": "proposal",
-                    "schema": answer_model.model_json_schema(),
-                    "strict": True,
-                },
-            },
+            "response_format": self._response_format(answer_model.model_json_schema()),
         }
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         self.stats.calls += 1

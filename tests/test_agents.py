@@ -194,7 +194,7 @@ async def test_a_valid_answer_is_taken_as_the_proposal(aiohttp_server: MakeServe
     fmt = requests[0]["response_format"]
     assert fmt["type"] == "json_schema"
     schema = fmt["json_schema"]["schema"]
-    assert schema["properties"]["a100"]["maximum"] == BOUND
+    assert schema["properties"]["a100"]["enum"] == list(range(-BOUND, BOUND + 1))
     assert schema["additionalProperties"] is False
     assert (policy.stats.prompt_tokens, policy.stats.completion_tokens) == (100, 10)
 
@@ -271,3 +271,16 @@ def test_the_command_refuses_a_missing_token() -> None:
     )
     assert result.returncode == 2
     assert "--token (or TWIN_AGENT_TOKEN) is required" in result.stderr
+
+
+async def test_the_json_object_form_still_carries_the_schema(aiohttp_server: MakeServer) -> None:
+    server = await aiohttp_server(fake_llm_app())
+    policy = LLMPolicy(
+        str(server.make_url("/v1")), "valid", Baseline(), schema_format="json_object"
+    )
+    turn = await policy.decide(request())
+    await policy.close()
+    fmt = server.app[REQUESTS][0]["response_format"]
+    assert fmt["type"] == "json_object"
+    assert fmt["schema"]["required"] == ["a100", "h100"]
+    assert turn.provision == {"a100": 1, "h100": 1}
