@@ -12,7 +12,6 @@ from pydantic import ValidationError
 
 from twin import __version__
 from twin.errors import TwinError
-from twin.eventlog.log import encode
 from twin.gateway.config import SessionRequest
 from twin.gateway.control import ControlError, ControlPlane, EgoEnv
 from twin.gateway.frames import FrameError, decode
@@ -102,8 +101,7 @@ async def session_events(request: web.Request) -> web.Response:
     session = request.app[REGISTRY].get(request.match_info["session_id"])
     if session is None:
         return problem(404, ErrorCode.NOT_FOUND, f"no session {request.match_info['session_id']!r}")
-    body = b"".join(encode(r, session.id) for r in session.log)
-    return web.Response(body=body, content_type="application/x-ndjson")
+    return web.Response(body=session.events(), content_type="application/x-ndjson")
 
 
 # -- OpenEnv control plane -------------------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import secrets
 from dataclasses import dataclass, field
 from typing import Any
@@ -106,7 +107,11 @@ class Session:
         self.scenario = scenario
         self.request = request
         self.config = config
-        self.log = EventLog(session_id, keep=True)
+        # The log is kept as JSONL bytes, not as record tuples: bytes are invisible to the garbage
+        # collector, so its full collections stay short however long the session runs.
+        self.log = EventLog(session_id, keep=False)
+        self.jsonl = io.BytesIO()
+        self.log.subscribe(JsonlWriter(self.jsonl, session_id))
         self._file = None
         if config.log_dir:
             from pathlib import Path
@@ -252,6 +257,8 @@ class Session:
                     break
         outcomes = self._commit(r, opened)
         await asyncio.gather(*(link.send(m) for link, m in outcomes))
+        # Encode the round's records now: a little each round, never a long pause at once.
+        self.log.flush()
         self.round_wall_ms.append((self.loop.time() - opened) * 1000)
 
     def _commit(self, r: Round, opened: float) -> list[tuple[AgentLink, RoundCommitted]]:
@@ -407,6 +414,11 @@ class Session:
                     ErrorCode.VALIDATION_ERROR,
                     f"unknown pool {unknown[0]!r}; pools: {sorted(pools)}",
                 )
+
+    def events(self) -> bytes:
+        """The session's event log so far, as JSONL."""
+        self.log.flush()
+        return self.jsonl.getvalue()
 
     def status(self) -> dict[str, Any]:
         return {
