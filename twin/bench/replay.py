@@ -17,7 +17,7 @@ TARGET_100K_S = 2.0
 TARGET_RSS_MIB = 1024
 
 _CHILD = """
-import json, resource, sys, time
+import json, sys, time
 from pathlib import Path
 from twin.sim.tracerun import ReplayOptions, replay
 paths = [Path(p) for p in sys.argv[2:]]
@@ -28,7 +28,9 @@ for p in paths:
     _, report = replay(p, ReplayOptions(cluster=cluster))
     jobs += report.jobs_replayed
 cpu_s = time.process_time() - start
-rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+# VmHWM is this process's own peak; ru_maxrss would include the parent's from before exec.
+rss_kib = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:"))
+rss_mib = rss_kib / 1024
 print(json.dumps({"jobs": jobs, "cpu_s": cpu_s, "rss_mib": rss_mib}))
 """
 
