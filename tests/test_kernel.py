@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import math
 
 import numpy as np
 import pytest
@@ -17,8 +19,10 @@ from twin.kernel import (
     default_tables,
     evaluate,
     evaluate_one,
+    formula,
     reason_names,
 )
+from twin.kernel.compile import fixing
 from twin.kernel.plans import BF16, FP8, FP16, FP32, GROUPS
 from twin.kernel.tables import load_json, model_params
 
@@ -304,3 +308,24 @@ def test_invalid_plans_are_refused_with_the_field_named() -> None:
     bad = dataclasses.replace(batch, gpu=np.array([99]))
     with pytest.raises(ValueError, match=r"gpu = 99 \(row 0\)"):
         evaluate(bad)
+
+
+@pytest.mark.parametrize("rows", [1, 40, 1000])
+@pytest.mark.parametrize("value", [math.nan, math.inf])
+def test_nan_and_infinite_sizes_are_refused_with_the_row_named(rows: int, value: float) -> None:
+    # Small batches are checked in Python, large ones with numpy: both must refuse the value.
+    batch = PlanBatch.from_plans([plan()] * rows)
+    batch.tokens[rows - 1] = value
+    with pytest.raises(ValueError, match=rf"tokens = {value} \(row {rows - 1}\) is outside"):
+        evaluate(batch)
+    with pytest.raises(ValueError, match=r"n_gpus = nan \(row 0\)"):
+        plan(n_gpus=math.nan)
+
+
+def test_a_formula_error_points_at_the_formula_line() -> None:
+    # The compiled variants keep the source's line numbers, so a traceback reads true.
+    source_lines, first = inspect.getsourcelines(formula.assess)
+    compiled = fixing(formula.assess, train=True)
+    lines = range(first, first + len(source_lines))
+    assert compiled.__code__.co_firstlineno == first
+    assert all(line in lines for _, _, line in compiled.__code__.co_lines() if line)

@@ -129,7 +129,9 @@ def _drop_dead(tree: ast.Module) -> None:
 def _rebuild(
     fn: Callable[..., Any], *transformers: ast.NodeTransformer, env: dict[str, Any] | None = None
 ) -> Callable[..., Any]:
-    tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    lines, first_line = inspect.getsourcelines(fn)
+    tree = ast.parse(textwrap.dedent("".join(lines)))
+    ast.increment_lineno(tree, first_line - 1)  # tracebacks point at the formula's own lines
     for transformer in transformers:
         tree = transformer.visit(tree)
     _drop_dead(tree)

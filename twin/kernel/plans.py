@@ -117,8 +117,11 @@ def check(
         col = columns[name]
         small = len(col) <= SMALL_CHECK
         values = col.tolist() if small and isinstance(col, np.ndarray) else col
+        # Written so that NaN (which compares false) counts as out of range.
         if len(values) and (
-            (min(values) < lo or max(values) > hi) if small else (col.min() < lo or col.max() > hi)
+            not all(lo <= v <= hi for v in values)
+            if small
+            else not (col.min() >= lo and col.max() <= hi)
         ):
             bad = next(i for i, v in enumerate(np.asarray(col).tolist()) if not lo <= v <= hi)
             problems.append(f"{name} = {values[bad]} (row {bad}) is outside [{lo}, {hi}]")

@@ -6,6 +6,6 @@ from pydantic import BaseModel, ConfigDict
 
 
 class Frozen(BaseModel):
-    """A validated, immutable record that rejects fields it does not know."""
+    """A validated, immutable record that rejects fields it does not know and non-finite numbers."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
