@@ -40,6 +40,15 @@ def test_negative_gpus_are_rejected() -> None:
         scenarios.load("default", ["tenants.0.initial_gpus.a100=-4"])
 
 
+@pytest.mark.parametrize("value", ["inf", "nan"])
+def test_non_finite_numbers_are_rejected_with_their_path(value: str) -> None:
+    # JSON cannot carry them, so the episode's config in the event log could not replay.
+    with pytest.raises(
+        ConfigError, match=r"tenants\.0\.budget_usd: Input should be a finite number"
+    ):
+        scenarios.load("default", [f"tenants.0.budget_usd={value}"])
+
+
 def test_more_initial_gpus_than_the_pool_holds_is_rejected() -> None:
     with pytest.raises(
         ConfigError, match="pool 'l40s': tenants start with 99 GPUs but max_gpus is 48"
