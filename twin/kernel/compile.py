@@ -5,6 +5,8 @@
 forms. Nothing else changes, so the scalar function performs the same IEEE operations in the
 same order as numpy does on arrays: both paths agree bit for bit.
 
+Reason bits set by `flag * BIT` become `BIT if flag else 0` in scalar code (the same int).
+
 `fixing(name=value)` replaces a variable by a constant and folds what becomes constant
 (`O.where(True, a, b)` is `a`, `x & True` is `x`), so a batch whose rows share a mode skips the
 other mode's terms. The surviving operations are unchanged, so results are unchanged too.
@@ -70,8 +72,55 @@ class _Fix(ast.NodeTransformer):
         return node
 
 
+def _is_flag(node: ast.expr) -> bool:
+    """A comparison, or comparisons joined by `|` / `&`: a bool in scalar code."""
+    if isinstance(node, ast.Compare):
+        return True
+    return (
+        isinstance(node, ast.BinOp)
+        and isinstance(node.op, ast.BitOr | ast.BitAnd)
+        and _is_flag(node.left)
+        and _is_flag(node.right)
+    )
+
+
+class _Bits(ast.NodeTransformer):
+    """`flag * BIT` (a reason bit set when a flag holds) becomes `BIT if flag else 0`: the same
+    int, without Python's generic bool-times-int multiplication. Runs after `_Constants`."""
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        bit = node.right
+        if (
+            isinstance(node.op, ast.Mult)
+            and _is_flag(node.left)
+            and isinstance(bit, ast.Constant)
+            and type(bit.value) is int
+        ):
+            return ast.copy_location(
+                ast.IfExp(test=node.left, body=bit, orelse=ast.Constant(0)), node
+            )
+        return node
+
+
 def _simple(node: ast.expr) -> bool:
     return isinstance(node, ast.Name | ast.Constant)
+
+
+class _Constants(ast.NodeTransformer):
+    """Module constants (upper-case names bound to numbers) become literals."""
+
+    def __init__(self, namespace: dict[str, Any]) -> None:
+        self.values = {
+            k: v
+            for k, v in namespace.items()
+            if k.isupper() and isinstance(v, int | float) and not isinstance(v, bool)
+        }
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if isinstance(node.ctx, ast.Load) and node.id in self.values:
+            return ast.copy_location(ast.Constant(self.values[node.id]), node)
+        return node
 
 
 class _Inline(ast.NodeTransformer):
@@ -158,7 +207,7 @@ def scalar(fn: Callable[..., Any], tables: Any = None, **fixed: bool) -> Callabl
     """The scalar twin of a formula function (same signature; `O` and `T` are ignored: the
     tables, as tuples, are bound into the function)."""
     env = {} if tables is None else {f"T_{k}": v for k, v in vars(tables).items()}
-    return _rebuild(fn, _Fix(fixed), _Inline(), env=env)
+    return _rebuild(fn, _Fix(fixed), _Constants(fn.__globals__), _Bits(), _Inline(), env=env)
 
 
 def fixing(fn: Callable[..., Any], **fixed: bool) -> Callable[..., Any]:
