@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+from collections.abc import Iterator
 from contextlib import suppress
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from twin.errors import TraceError
+from twin.errors import ConfigError, TraceError
+from twin.eventlog.log import read_jsonl
 from twin.replay.detect import JOB_FORMATS, NODE_FORMATS, detect
 from twin.replay.load import TraceOptions, inventory, job_format, records
 from twin.replay.reader import ReadLog
 from twin.replay.record import JobRecord
+from twin.replay.window import BEFORE, Window
 from twin.sim.tracerun import ReplayOptions, replay
 
 SAMPLES = Path(__file__).resolve().parents[1] / "traces" / "samples"
@@ -265,3 +270,75 @@ def test_openb_replay_sets_simulated_against_observed_delay(shared_traces: Path)
     assert d.observed[0] == 2.0  # median scheduling delay in the trace
     assert 0.0 <= d.ks_distance <= 1.0
     assert sum(report.cluster.values()) == 6_212
+
+
+class TestWindow:
+    """A window replays the jobs submitted in it, with times from its start."""
+
+    @staticmethod
+    def jobs(*submits_s: float) -> list[JobRecord]:
+        return [
+            JobRecord(str(i), s, 60.0, 1.0, "t", observed_start_s=s + 5.0, observed_end_s=s + 65.0)
+            for i, s in enumerate(submits_s)
+        ]
+
+    def test_jobs_before_the_window_are_skipped_and_times_rebased(self) -> None:
+        log = ReadLog()
+        got = list(Window(start_s=100.0, end_s=300.0).clip(self.jobs(0, 50, 100, 250, 300), log))
+        assert [(r.job_id, r.submit_s, r.observed_start_s, r.observed_end_s) for r in got] == [
+            ("2", 0.0, 5.0, 65.0),
+            ("3", 150.0, 155.0, 215.0),
+        ]
+        assert log.skipped == {BEFORE: 2}
+
+    def test_reading_stops_at_the_first_job_past_the_end(self) -> None:
+        def trace() -> Iterator[JobRecord]:
+            yield from self.jobs(0, 10, 20)
+            raise AssertionError("read past the window")
+
+        assert len(list(Window(end_s=15.0).clip(trace(), ReadLog()))) == 2
+        assert len(list(Window(max_jobs=3).clip(trace(), ReadLog()))) == 3
+
+    def test_max_jobs_counts_within_the_window(self) -> None:
+        got = list(Window(start_s=10.0, max_jobs=2).clip(self.jobs(0, 10, 20, 30), ReadLog()))
+        assert [r.job_id for r in got] == ["1", "2"]
+
+    @pytest.mark.parametrize(
+        ("window", "message"),
+        [
+            ({"start_s": -3600.0}, r"window start must be a time >= 0 h, got -1 h"),
+            ({"start_s": math.nan}, r"window start must be a time >= 0 h, got nan h"),
+            ({"start_s": 7200.0, "end_s": 3600.0}, r"window end \(1 h\) must come after .*\(2 h\)"),
+            ({"max_jobs": 0}, r"window max jobs must be positive, got 0"),
+        ],
+    )
+    def test_an_impossible_window_is_refused(self, window: dict[str, Any], message: str) -> None:
+        with pytest.raises(ConfigError, match=message):
+            Window(**window)
+
+    def test_openb_dense_window_skips_the_idle_lead_in(
+        self, shared_traces: Path, tmp_path: Path
+    ) -> None:
+        base = shared_traces / "alibaba-gpu-v2023-openb"
+        start_h, end_h = 2780.0, 3000.0
+        summary, report = replay(
+            base / "openb_pod_list_default.csv",
+            ReplayOptions(
+                cluster=base / "openb_node_list_gpu_node.csv",
+                window=Window(start_s=start_h * 3600, end_s=end_h * 3600),
+            ),
+            out_dir=tmp_path,
+        )
+        assert report.window == "submitted in [2780 h, 3000 h)"
+        before = report.skipped[BEFORE]
+        assert before > 0
+        assert report.jobs_read == before + report.jobs_replayed
+        assert summary.jobs.arrived == report.jobs_replayed
+        # The first job arrives at the window's first submission, not after 2,780 idle hours.
+        with (tmp_path / "events.jsonl").open("rb") as f:
+            arrivals = [e for e in read_jsonl(f) if e["kind"] == "job_arrived"]
+        first_h = min(e["t_s"] for e in arrivals) / 3600
+        assert 0.0 <= first_h < 1.0
+        whole = read_all(base / "openb_pod_list_default.csv")[0]
+        in_window = [r for r in whole if start_h * 3600 <= r.submit_s < end_h * 3600]
+        assert report.jobs_replayed == len(in_window)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -33,6 +34,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     rp.add_argument(
         "--include-cpu", action="store_true", help="replay CPU-only instances too (DLRM)"
     )
+    rp.add_argument(
+        "--start-h", type=float, default=0.0, help="replay jobs submitted from this hour on"
+    )
+    rp.add_argument("--end-h", type=float, help="... and before this hour (from the first job)")
+    rp.add_argument("--max-jobs", type=int, help="replay at most this many jobs of the window")
     rp.add_argument("--seed", type=int, default=0)
     rp.add_argument("--out", help="directory for events.jsonl, summary.json and replay.json")
     rp.set_defaults(func=replay_command)
@@ -51,6 +57,7 @@ def replay_command(args: argparse.Namespace) -> int:
     from twin.cli.render import print_summary
     from twin.replay.formats.flat import parse_map
     from twin.replay.load import TraceOptions
+    from twin.replay.window import Window
     from twin.sim.tracerun import ReplayOptions, replay
 
     options = ReplayOptions(
@@ -65,6 +72,11 @@ def replay_command(args: argparse.Namespace) -> int:
         backfill=args.backfill,
         skip_bad=args.skip_bad,
         seed=args.seed,
+        window=Window(
+            start_s=args.start_h * 3600.0,
+            end_s=math.inf if args.end_h is None else args.end_h * 3600.0,
+            max_jobs=args.max_jobs,
+        ),
     )
     out = Path(args.out) if args.out else None
     console = Console()
@@ -90,6 +102,8 @@ def print_report(r: ReplayReport, console: Console) -> None:
     table = Table(title=f"trace {r.trace} ({r.format})", show_header=False)
     table.add_column(style="bold")
     table.add_column()
+    if r.window is not None:
+        table.add_row("window", r.window)
     table.add_row("jobs", f"{r.jobs_read:,} read · {r.jobs_replayed:,} replayed")
     for reason, n in r.skipped.items():
         table.add_row("skipped", f"{n:,} {reason}")

@@ -85,4 +85,5 @@ class ReplayReport(Frozen):
     skipped: dict[str, int]
     cluster: dict[str, int]
     cluster_source: str
+    window: str | None = None  # the part of the trace replayed, when not all of it
     queueing_delay: DelayComparison | None

@@ -16,6 +16,7 @@ from twin.replay import load, validate
 from twin.replay.formats.nodes import KERNEL_NAMES, Inventory
 from twin.replay.reader import ReadLog
 from twin.replay.record import JobRecord
+from twin.replay.window import BEFORE, WHOLE, Window
 from twin.schema.scenario import ClusterScenario, PoolConfig
 from twin.schema.summary import DelayComparison, ReplayReport, Summary
 from twin.sim.runner import run_episode
@@ -36,6 +37,7 @@ class ReplayOptions:
     backfill: bool = False
     skip_bad: bool = False
     seed: int = 0
+    window: Window = WHOLE
 
 
 DEFAULT = ReplayOptions()
@@ -74,7 +76,7 @@ def replay(
     observed: list[float] = []
 
     def jobs() -> Iterator[JobRecord]:
-        for rec in load.records(path, fmt, log, options.trace):
+        for rec in options.window.clip(load.records(path, fmt, log, options.trace), log):
             counts["read"] += 1
             if progress is not None and counts["read"] % 4096 == 0:
                 progress(counts["read"])
@@ -107,13 +109,14 @@ def replay(
     report = ReplayReport(
         trace=str(path),
         format=fmt,
-        jobs_read=counts["read"],
+        jobs_read=counts["read"] + log.skipped.get(BEFORE, 0),
         jobs_replayed=counts["replayed"],
         bad_lines=log.bad_lines,
         first_bad_line=log.first_bad,
         skipped=dict(sorted(log.skipped.items())),
         cluster={p.name: p.max_gpus for p in pools},
         cluster_source=source,
+        window=None if options.window.whole else options.window.describe(),
         queueing_delay=comparison,
     )
     if out_dir is not None:
@@ -149,9 +152,10 @@ def _cluster(path: Path, fmt: str, options: ReplayOptions) -> tuple[list[PoolCon
         if options.gpus <= 0:
             raise ConfigError(f"--gpus must be a positive number of GPUs, got {options.gpus}")
         return [_pool("gpu", options.gpus)], f"{options.gpus} GPUs"
-    # One pass over the trace for its size: mean offered load and the widest job.
+    # One pass over the trace (its window) for its size: mean offered load and the widest job.
     gpu_s, widest, first, last = 0.0, 0.0, math.inf, 0.0
-    for rec in load.records(path, fmt, ReadLog(skip_bad=options.skip_bad), options.trace):
+    sizing = ReadLog(skip_bad=options.skip_bad)
+    for rec in options.window.clip(load.records(path, fmt, sizing, options.trace), sizing):
         gpu_s += rec.gpus * rec.service_s
         widest = max(widest, rec.gpus)
         first, last = min(first, rec.submit_s), max(last, rec.submit_s + rec.service_s)
