@@ -11,6 +11,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -22,6 +23,7 @@ from twin.replay.load import TraceOptions, inventory, job_format, records
 from twin.replay.reader import ReadLog
 from twin.replay.record import JobRecord
 from twin.replay.window import BEFORE, Window
+from twin.sim import tracegroups
 from twin.sim.tracerun import ReplayOptions, replay
 
 SAMPLES = Path(__file__).resolve().parents[1] / "traces" / "samples"
@@ -342,3 +344,51 @@ class TestWindow:
         whole = read_all(base / "openb_pod_list_default.csv")[0]
         in_window = [r for r in whole if start_h * 3600 <= r.submit_s < end_h * 3600]
         assert report.jobs_replayed == len(in_window)
+
+
+class TestTraceTenants:
+    """A replay reports queueing delay by the trace's own tenants (VCs, users, services)."""
+
+    def test_delays_are_attributed_to_each_jobs_tenant(self, tmp_path: Path) -> None:
+        from twin.replay.formats.flat import parse_map
+
+        path = tmp_path / "two-teams.csv"
+        # One GPU, FIFO: a runs 0-100 s; b waits 100 s; c (submitted at 10 s) waits 140 s.
+        path.write_text("id,t,run,g,team\na,0,100,1,x\nb,0,50,1,y\nc,10,10,1,y\n")
+        columns = parse_map("job_id=id,submit=t,duration=run,gpus=g,tenant=team")
+        _, report = replay(path, ReplayOptions(trace=TraceOptions(columns=columns), gpus=1))
+        by_name = {t.name: t for t in report.tenants}
+        assert [t.name for t in report.tenants] == ["y", "x"]  # busiest first
+        assert by_name["x"].simulated_delay_s.max == 0.0
+        assert by_name["y"].jobs_finished == 2
+        assert by_name["y"].simulated_delay_s.mean == 120.0
+        assert by_name["y"].simulated_delay_s.max == 140.0
+        assert by_name["y"].observed_delay_s is None  # a flat CSV records no start times
+
+    def test_dlrm_services_add_up_to_the_whole_replay(self, shared_traces: Path) -> None:
+        trace = shared_traces / "alibaba-gpu-v2025-dlrm" / "disaggregated_DLRM_trace.csv"
+        summary, report = replay(trace, ReplayOptions())
+        assert len(report.tenants) == len({r.tenant for r in read_all(trace)[0]})
+        assert sum(t.jobs_finished for t in report.tenants) == summary.jobs.finished
+        d = report.queueing_delay
+        assert d is not None
+        seen = [t.observed_delay_s.count for t in report.tenants if t.observed_delay_s]
+        assert sum(seen) == d.observed_jobs
+
+    def test_tenants_past_the_limit_are_counted_together(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setattr(tracegroups, "MAX_GROUPS", 3)
+        groups = tracegroups.Groups()
+        for i, tenant in enumerate(["a", "b", "c", "d", "a"]):
+            groups.submitted(f"j{i}", tenant)
+        assert groups.names == ["a", "b", tracegroups.OTHER]
+        for i in range(5):
+            groups.ended(f"j{i}", finished=i != 1)  # j1 failed: not a finished job
+        assert groups.finished.tolist() == [0, 2, 2, 0]
+        rows = groups.report(np.array([1.0, 2.0, 3.0, 4.0]), [])
+        assert [(t.name, t.jobs_finished, t.simulated_delay_s.mean) for t in rows] == [
+            ("(other)", 2, 2.5),
+            ("a", 2, 2.5),
+            ("b", 0, None),
+        ]

@@ -12,7 +12,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from twin.replay.detect import JOB_FORMATS, NODE_FORMATS
-from twin.schema.summary import ReplayReport
+from twin.schema.summary import Quantiles, ReplayReport
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -126,6 +126,34 @@ def print_report(r: ReplayReport, console: Console) -> None:
         table.add_row("observed delay", f"{q(d.observed)}  ({d.observed_jobs:,} jobs)")
         table.add_row("simulated delay", q(d.simulated))
         table.add_row("KS distance", f"{d.ks_distance:.3f}")
+    console.print(table)
+    if len(r.tenants) > 1:
+        print_tenants(r, console)
+
+
+SHOWN_TENANTS = 10
+
+
+def print_tenants(r: ReplayReport, console: Console) -> None:
+    """Queueing delay of the trace's own tenants, the busiest first."""
+    rest = len(r.tenants) - SHOWN_TENANTS
+    more = f" (top {SHOWN_TENANTS}; {rest:,} more in replay.json)" if rest > 0 else ""
+    table = Table(title=f"queueing delay by the trace's tenants{more}")
+    for name in ("tenant", "jobs", "simulated p50 · p99", "observed p50 · p99"):
+        table.add_column(name, justify="left" if name == "tenant" else "right")
+
+    def p50_p99(q: Quantiles | None) -> str:
+        if q is None or q.p50 is None or q.p99 is None:
+            return "-"
+        return f"{q.p50:,.0f} s · {q.p99:,.0f} s"
+
+    for t in r.tenants[:SHOWN_TENANTS]:
+        table.add_row(
+            t.name,
+            f"{t.jobs_finished:,}",
+            p50_p99(t.simulated_delay_s),
+            p50_p99(t.observed_delay_s),
+        )
     console.print(table)
 
 

@@ -73,6 +73,15 @@ class DelayComparison(Frozen):
     ks_distance: float
 
 
+class TraceTenant(Frozen):
+    """One of the trace's own tenants (a virtual cluster, user or service) in a replay."""
+
+    name: str
+    jobs_finished: int
+    simulated_delay_s: Quantiles
+    observed_delay_s: Quantiles | None  # where the trace recorded when its jobs started
+
+
 class ReplayReport(Frozen):
     """What a replay read, what it left out and why, and how it compares with the trace."""
 
@@ -87,3 +96,4 @@ class ReplayReport(Frozen):
     cluster_source: str
     window: str | None = None  # the part of the trace replayed, when not all of it
     queueing_delay: DelayComparison | None
+    tenants: tuple[TraceTenant, ...] = ()  # by jobs finished, most first

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from twin.errors import ConfigError
-from twin.eventlog.metrics import Metrics
 from twin.kernel import default_tables
 from twin.replay import load, validate
 from twin.replay.formats.nodes import KERNEL_NAMES, Inventory
@@ -20,6 +19,7 @@ from twin.replay.window import BEFORE, WHOLE, Window
 from twin.schema.scenario import ClusterScenario, PoolConfig
 from twin.schema.summary import DelayComparison, ReplayReport, Summary
 from twin.sim.runner import run_episode
+from twin.sim.tracegroups import ReplayMetrics
 
 DEFAULT_PRICE_USD_PER_GPU_H = 2.0
 HEADROOM = 1.25  # a cluster sized from the trace holds 125% of its mean offered load
@@ -74,6 +74,8 @@ def replay(
     types = {p.gpu_type for p in pools}
     counts = Counter[str]()
     observed: list[float] = []
+    metrics = ReplayMetrics()
+    groups = metrics.groups
 
     def jobs() -> Iterator[JobRecord]:
         for rec in options.window.clip(load.records(path, fmt, log, options.trace), log):
@@ -83,8 +85,10 @@ def replay(
             if rec.gpus > widest:
                 log.skip("wider than the largest pool")
                 continue
+            code = groups.submitted(rec.job_id, rec.tenant)
             if rec.observed_start_s is not None:
                 observed.append(rec.observed_start_s - rec.submit_s)
+                groups.observed.append(code)
             counts["replayed"] += 1
             if rec.gpu_type is not None and rec.gpu_type not in types:
                 log.skip("gpu_type constraint dropped (not in the cluster)")
@@ -92,13 +96,12 @@ def replay(
             else:
                 yield rec
 
-    metrics = Metrics()
     summary, _ = run_episode(
         scenario, seed=options.seed, out_dir=out_dir, sources=[jobs()], metrics=metrics
     )
     comparison = None
+    simulated = metrics.queueing_delays_s
     if observed:
-        simulated = metrics.queueing_delays_s
         comparison = DelayComparison(
             observed_jobs=len(observed),
             observed=validate.quantiles(observed),
@@ -118,6 +121,7 @@ def replay(
         cluster_source=source,
         window=None if options.window.whole else options.window.describe(),
         queueing_delay=comparison,
+        tenants=groups.report(simulated, observed),
     )
     if out_dir is not None:
         (out_dir / "replay.json").write_text(report.model_dump_json(indent=2) + "\n")
