@@ -32,7 +32,7 @@ from typing import Any
 
 HEADROOM = 0.08  # memory kept free for the framework, fragmentation, CUDA context
 IDLE = 0.25  # board power at idle, as a fraction of TDP
-GPUS_PER_NODE = 8
+GPUS_PER_NODE = 8.0
 INTER_NODE_B_S = 50e9  # 400 Gb/s per GPU across nodes
 ALPHA_S = 1e-5  # latency of one collective
 STABLE_MIN = 0.5
@@ -100,7 +100,7 @@ def assess(
     state = (
         (T.a_layer[kl24] + T.b_layer[kl24] * inv_dp) * inv_shards
         + (T.a_norm[kn24] + T.b_norm[kn24] * inv_dp) * inv_pp
-        + O.where(pp > 1, O.maximum(emb, hed), emb + hed) * inv_tp
+        + O.where(pp > 1.0, O.maximum(emb, hed), emb + hed) * inv_tp
     )
 
     # Activations and logits (training); KV cache and workspace (serving).
@@ -122,7 +122,7 @@ def assess(
     mem = state + O.where(train, acts, serve_mem)
 
     # Time per step: compute (or memory, when decoding), bubble, communication.
-    tokens_step = mb * O.where(train, seq * mbs, 1)
+    tokens_step = mb * O.where(train, seq * mbs, 1.0)
     compute_s = (
         T.flop_factor[mode * 2 + ckpt]
         * tokens_step
@@ -131,20 +131,20 @@ def assess(
     busy_s = O.where(train, compute_s, O.maximum(compute_s, (state + kv_cache) * T.inv_bw[gpu]))
     link = T.link_b_s[gpu]
     tp_s = O.where(
-        tp > 1,
+        tp > 1.0,
         stage_layers
         * O.where(train, 4.0 * mbs, 2.0)
-        * (ALPHA_S + (4.0 - 4.0 * inv_tp) * mb * hid * O.where(train, seq, 1)
+        * (ALPHA_S + (4.0 - 4.0 * inv_tp) * mb * hid * O.where(train, seq, 1.0)
            / O.where(tp <= GPUS_PER_NODE, link, INTER_NODE_B_S)),
         0.0,
     )  # fmt: skip
     dp_s = O.where(
-        train & (dp > 1),
+        train & (dp > 1.0),
         (1.0 - inv_dp) * T.g_layer[kl24] * inv_shards
         / O.where(n <= GPUS_PER_NODE, link, INTER_NODE_B_S),
         0.0,
     )  # fmt: skip
-    bubble = O.where(train, 1.0 + (pp - 1) / mbs, 1.0)
+    bubble = O.where(train, 1.0 + (pp - 1.0) / mbs, 1.0)
     step_s = busy_s * bubble + tp_s + dp_s
 
     # Power: utilisation x precision mix of the TDP; throttle above the cap.
@@ -168,7 +168,7 @@ def assess(
 
     # Reasons; inverse reward design floors all-FP8, all-FP32 and zero-GPU plans.
     deg = T.deg_edge[eh] & T.deg_layer[kl] & T.deg_norm[pn]
-    no_gpus = n == 0
+    no_gpus = n == 0.0
     reasons = O.where(
         no_gpus,
         ZERO_GPUS,
