@@ -23,7 +23,7 @@ from twin.replay.load import TraceOptions, inventory, job_format, records
 from twin.replay.reader import ReadLog
 from twin.replay.record import JobRecord
 from twin.replay.window import BEFORE, Window
-from twin.sim import tracegroups
+from twin.sim import tracegroups, tracerun
 from twin.sim.tracerun import ReplayOptions, replay
 
 SAMPLES = Path(__file__).resolve().parents[1] / "traces" / "samples"
@@ -200,6 +200,17 @@ class TestBadInput:
     def test_replay_reports_skipped_lines(self, tmp_path: Path) -> None:
         _, report = replay(self.corrupt(tmp_path), ReplayOptions(skip_bad=True, gpus=4))
         assert (report.jobs_read, report.jobs_replayed, report.bad_lines) == (2, 2, 2)
+
+    @pytest.mark.parametrize("keep_jobs", [1, 1 << 17])
+    def test_sizing_reads_once_or_twice_with_the_same_report(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keep_jobs: int
+    ) -> None:
+        # A trace within KEEP_JOBS is replayed from the sizing pass; a longer one is read again.
+        monkeypatch.setattr(tracerun, "KEEP_JOBS", keep_jobs)
+        summary, report = replay(self.corrupt(tmp_path), ReplayOptions(skip_bad=True))
+        assert (report.jobs_read, report.jobs_replayed, report.bad_lines) == (2, 2, 2)
+        assert report.cluster_source == "4 GPUs (125% of the trace's mean load)"  # 3.6 rounded up
+        assert summary.jobs.finished == 2
 
     def test_an_unknown_format_says_what_it_saw(self, tmp_path: Path) -> None:
         path = tmp_path / "x.csv"

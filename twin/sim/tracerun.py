@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +23,7 @@ from twin.sim.tracegroups import ReplayMetrics
 
 DEFAULT_PRICE_USD_PER_GPU_H = 2.0
 HEADROOM = 1.25  # a cluster sized from the trace holds 125% of its mean offered load
+KEEP_JOBS = 1 << 17  # a sizing pass keeps this many records for the replay (~30 MB), not more
 TENANT = "trace"
 
 
@@ -53,7 +54,9 @@ def replay(
     """Play the trace's jobs on a fixed cluster; `progress(n)` hears every few thousand jobs."""
     fmt = load.job_format(path, options.fmt, options.trace)
     log = ReadLog(skip_bad=options.skip_bad)
-    pools, source = _cluster(path, fmt, options)
+    pools, source, kept = _cluster(path, fmt, options, log)
+    if kept is None:
+        log = ReadLog(skip_bad=options.skip_bad)  # read (again) from the start
     scenario = ClusterScenario.model_validate(
         {
             "name": "replay-" + _slug(path.stem),
@@ -78,7 +81,7 @@ def replay(
     groups = metrics.groups
 
     def jobs() -> Iterator[JobRecord]:
-        for rec in options.window.clip(load.records(path, fmt, log, options.trace), log):
+        for rec in _drain(kept) if kept is not None else _read(path, fmt, options, log):
             counts["read"] += 1
             if progress is not None and counts["read"] % 4096 == 0:
                 progress(counts["read"])
@@ -143,26 +146,46 @@ def _pool(name: str, gpus: int) -> PoolConfig:
     return PoolConfig(name=_slug(name), gpu_type=kernel, max_gpus=gpus, price_usd_per_gpu_h=price)
 
 
-def _cluster(path: Path, fmt: str, options: ReplayOptions) -> tuple[list[PoolConfig], str]:
-    """Pools from a node inventory, from --gpus, or sized from the trace's offered load."""
+def _read(path: Path, fmt: str, options: ReplayOptions, log: ReadLog) -> Iterator[JobRecord]:
+    return options.window.clip(load.records(path, fmt, log, options.trace), log)
+
+
+def _drain(kept: deque[JobRecord]) -> Iterator[JobRecord]:
+    """The kept records, each let go once the replay has it."""
+    while kept:
+        yield kept.popleft()
+
+
+def _cluster(
+    path: Path, fmt: str, options: ReplayOptions, log: ReadLog
+) -> tuple[list[PoolConfig], str, deque[JobRecord] | None]:
+    """Pools from a node inventory, from --gpus, or sized from the trace's offered load.
+
+    Sizing reads the trace into `log`; if it holds at most KEEP_JOBS jobs, they are kept and
+    returned so that the replay does not read the file twice (else None: read it again).
+    """
     if options.cluster is not None:
         inv: Inventory = load.inventory(
             options.cluster, options.cluster_format, ReadLog(skip_bad=options.skip_bad)
         )
         if not inv.gpus:
             raise ConfigError(f"{options.cluster}: no GPU nodes")
-        return [_pool(m, n) for m, n in sorted(inv.gpus.items())], str(options.cluster)
+        return [_pool(m, n) for m, n in sorted(inv.gpus.items())], str(options.cluster), None
     if options.gpus is not None:
         if options.gpus <= 0:
             raise ConfigError(f"--gpus must be a positive number of GPUs, got {options.gpus}")
-        return [_pool("gpu", options.gpus)], f"{options.gpus} GPUs"
+        return [_pool("gpu", options.gpus)], f"{options.gpus} GPUs", None
     # One pass over the trace (its window) for its size: mean offered load and the widest job.
     gpu_s, widest, first, last = 0.0, 0.0, math.inf, 0.0
-    sizing = ReadLog(skip_bad=options.skip_bad)
-    for rec in options.window.clip(load.records(path, fmt, sizing, options.trace), sizing):
+    kept: deque[JobRecord] | None = deque()
+    for rec in _read(path, fmt, options, log):
+        if kept is not None:
+            kept.append(rec)
+            if len(kept) > KEEP_JOBS:
+                kept = None
         gpu_s += rec.gpus * rec.service_s
         widest = max(widest, rec.gpus)
         first, last = min(first, rec.submit_s), max(last, rec.submit_s + rec.service_s)
     span = max(last - first, 1.0) if first < math.inf else 1.0
     size = max(math.ceil(widest), math.ceil(HEADROOM * gpu_s / span), 1)
-    return [_pool("gpu", size)], f"{size} GPUs (125% of the trace's mean load)"
+    return [_pool("gpu", size)], f"{size} GPUs (125% of the trace's mean load)", kept

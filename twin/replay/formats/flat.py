@@ -80,6 +80,7 @@ def read(path: Path, log: ReadLog, columns: ColumnMap = ITP) -> Iterator[JobReco
     rebase = Rebase()
     checked = False
     cm = columns
+    stem = path.stem
     for line, row in csv_rows(path, log):
         try:
             if not checked:
@@ -105,11 +106,11 @@ def read(path: Path, log: ReadLog, columns: ColumnMap = ITP) -> Iterator[JobReco
             log.bad(path, line, str(exc))
             continue
         yield JobRecord(
-            job_id=row[cm.job_id] if cm.job_id else f"{path.stem}-{line}",
+            job_id=row[cm.job_id] if cm.job_id else f"{stem}-{line}",
             submit_s=submit,
             service_s=service,
             gpus=gpus,
-            tenant=row[cm.tenant] if cm.tenant else path.stem,
+            tenant=row[cm.tenant] if cm.tenant else stem,
             gpu_type=(row[cm.gpu_type] or None) if cm.gpu_type else None,
             status=status_of(row[cm.status]) if cm.status else "completed",
             observed_start_s=rebase.shift(start),

@@ -49,6 +49,8 @@ def read_azure(
 ) -> Iterator[JobRecord]:
     rebase = Rebase()
     checked = False
+    stem = path.stem
+    tenant = stem.removeprefix("AzureLLMInferenceTrace_")
     for line, row in csv_rows(path, log):
         try:
             if not checked:
@@ -62,11 +64,11 @@ def read_azure(
             log.bad(path, line, str(exc))
             continue
         yield JobRecord(
-            job_id=f"{path.stem}-{line - 1}",
+            job_id=f"{stem}-{line - 1}",
             submit_s=submit,
             service_s=model.service_s(context, generated),
             gpus=1.0 / model.slots_per_gpu,
-            tenant=path.stem.removeprefix("AzureLLMInferenceTrace_"),
+            tenant=tenant,
             status="completed",
             extras={"input_tokens": context, "output_tokens": generated},
         )
@@ -77,6 +79,7 @@ def read_mooncake(
 ) -> Iterator[JobRecord]:
     """Mooncake requests; `timestamp` is in milliseconds (quantised to ~3 s buckets upstream)."""
     rebase = Rebase()
+    stem = path.stem
     for line, text in lines(path, log):
         if not text.strip():
             continue
@@ -99,7 +102,7 @@ def read_mooncake(
             continue
         hashes = obj.get("hash_ids")
         yield JobRecord(
-            job_id=f"{path.stem}-{line}",
+            job_id=f"{stem}-{line}",
             submit_s=submit,
             service_s=model.service_s(values[1], values[2]),
             gpus=1.0 / model.slots_per_gpu,
