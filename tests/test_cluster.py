@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import drive, kinds, play, tiny
+from twin.eventlog.log import FLUSH_EVERY, EventLog
 from twin.schema.actions import ProvisionAction
 from twin.schema.scenario import ClusterScenario
 from twin.sim.driver import Driver
@@ -409,6 +410,20 @@ class TestEventCost:
             return len(play(sc))
 
         assert records(100.0) == records(1.0)
+
+    def test_a_run_without_decision_points_streams_its_log_in_bounded_chunks(self) -> None:
+        """Nothing waits for the end of a replay-like run: memory stays bounded by the chunk."""
+        sc = tiny(
+            tenants=[tenant(workloads=[workload(
+                max_jobs=20_000, arrivals={"process": "poisson", "rate_per_h": 60},
+                service_s={"dist": "constant", "value": 60})])],
+        )  # fmt: skip
+        driver = Driver(sc, seed=0, log=EventLog("test", keep=False))
+        chunks: list[int] = []
+        driver.log.subscribe(lambda chunk: chunks.append(len(chunk)))
+        assert driver.advance() is None
+        assert sum(chunks) > 4 * FLUSH_EVERY
+        assert max(chunks) < 2 * FLUSH_EVERY
 
 
 class TestJobRecordSource:

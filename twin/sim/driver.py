@@ -96,6 +96,9 @@ class Driver:
                 if budget == 0:
                     return PAUSED
                 budget -= 1
+                if not budget & 4095:
+                    # Runs without decision points (replays) would otherwise hold every record.
+                    self.log.maybe_flush()
                 if pending:
                     now = env.now
                     while env.peek() == now and not model.ended:
