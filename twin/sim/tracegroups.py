@@ -66,8 +66,8 @@ class Groups:
                 TraceTenant(
                     name=name,
                     jobs_finished=len(sim),
-                    simulated_delay_s=quantiles(sim.tolist()),
-                    observed_delay_s=quantiles(seen.tolist()) if len(seen) else None,
+                    simulated_delay_s=quantiles(sim),
+                    observed_delay_s=quantiles(seen) if len(seen) else None,
                 )
             )
         return tuple(sorted(out, key=lambda t: (-t.jobs_finished, t.name)))
