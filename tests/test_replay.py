@@ -190,6 +190,14 @@ class TestBadInput:
         ):
             read_all(self.corrupt(tmp_path))
 
+    def test_a_missing_column_names_file_line_and_column(self, tmp_path: Path) -> None:
+        path = tmp_path / "cluster99.csv"
+        path.write_text("job_id,submission_time,num_gpu\na,0,1\n\nb,10,1\n")
+        with pytest.raises(TraceError, match=r"cluster99\.csv: line 2: field 'duration' .*missing"):
+            read_all(path, "itp")
+        jobs, log = read_all(path, "itp", skip_bad=True)
+        assert (jobs, log.bad_lines) == ([], 2)  # every row is bad, blank lines are not
+
     def test_skip_bad_skips_and_counts(self, tmp_path: Path) -> None:
         jobs, log = read_all(self.corrupt(tmp_path), skip_bad=True)
         assert [j.job_id for j in jobs] == ["a", "d"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from math import isfinite
 from pathlib import Path
@@ -59,10 +59,11 @@ def lines(path: Path, log: ReadLog) -> Iterator[tuple[int, str]]:
 
 
 def csv_rows(
-    path: Path, log: ReadLog, *, header: list[str] | None = None
+    path: Path, log: ReadLog, *, header: list[str] | None = None, columns: Iterable[str] = ()
 ) -> Iterator[tuple[int, dict[str, str]]]:
     """(line number, row by column name); `header` for headerless files. Blank lines are passed
-    over; a row with the wrong number of fields is a bad line."""
+    over; a row with the wrong number of fields is a bad line, and so is every row when the
+    header lacks one of the `columns` the format needs."""
     numbered = lines(path, log)
     if header is None:
         first = next(((n, t) for n, t in numbered if t.strip()), None)
@@ -73,6 +74,13 @@ def csv_rows(
         except csv.Error as exc:
             raise TraceError(f"{path}: line {first[0]}: malformed CSV header: {exc}") from None
     width = len(header)
+    missing = [c for c in columns if c not in header]
+    if missing:
+        absent = BadFieldError(missing[0], None, f"missing column; the file has {sorted(header)}")
+        for n, text in numbered:
+            if text.strip():
+                log.bad(path, n, str(absent))
+        return
     current = [0]
 
     def texts() -> Iterator[str]:
@@ -89,13 +97,6 @@ def csv_rows(
             yield current[0], dict(zip(header, fields, strict=True))
     except csv.Error as exc:
         raise TraceError(f"{path}: line {current[0]}: malformed CSV: {exc}") from None
-
-
-def need(row: dict[str, str], *columns: str) -> None:
-    """Fail unless every named column is present (checked once, on the first row)."""
-    missing = [c for c in columns if c not in row]
-    if missing:
-        raise BadFieldError(missing[0], None, f"missing column; the file has {sorted(row)}")
 
 
 def number(row: dict[str, str], column: str, *, optional: bool = False) -> float | None:

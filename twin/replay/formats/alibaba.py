@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from twin.replay.common import Rebase, status_of
-from twin.replay.reader import BadFieldError, ReadLog, csv_rows, need, number, required
+from twin.replay.reader import BadFieldError, ReadLog, csv_rows, number, required
 from twin.replay.record import JobRecord
 
 QOS_PRIORITY = {"Guaranteed": 3.0, "LS": 2.0, "Burstable": 1.0, "BE": 0.0}
@@ -20,12 +20,8 @@ def read_openb(path: Path, log: ReadLog) -> Iterator[JobRecord]:
     """openb pods: GPUs = num_gpu x gpu_milli / 1000; run time deletion - scheduled. Pods that
     were never scheduled (Pending) are counted, not replayed; Running pods are censored."""
     rebase = Rebase()
-    checked = False
-    for line, row in csv_rows(path, log):
+    for line, row in csv_rows(path, log, columns=OPENB):
         try:
-            if not checked:
-                need(row, *OPENB)
-                checked = True
             submit = rebase(required(row, "creation_time"), "creation_time")
             phase = row["pod_phase"]
             scheduled = number(row, "scheduled_time", optional=True)
@@ -67,12 +63,8 @@ def read_dlrm(path: Path, log: ReadLog, *, include_cpu: bool = False) -> Iterato
     instances are counted, not replayed, unless `include_cpu`."""
     rows: list[tuple[float, int, dict[str, str], float, float | None, float | None]] = []
     last = 0.0
-    checked = False
-    for line, row in csv_rows(path, log):
+    for line, row in csv_rows(path, log, columns=DLRM):
         try:
-            if not checked:
-                need(row, *DLRM)
-                checked = True
             created = number(row, "creation_time", optional=True)
             scheduled = number(row, "scheduled_time", optional=True)
             deleted = number(row, "deletion_time", optional=True)

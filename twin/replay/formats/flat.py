@@ -9,7 +9,7 @@ from typing import Literal
 
 from twin.errors import ConfigError
 from twin.replay.common import Rebase, epoch_s, status_of
-from twin.replay.reader import BadFieldError, ReadLog, csv_rows, need, number, required
+from twin.replay.reader import BadFieldError, ReadLog, csv_rows, number, required
 from twin.replay.record import JobRecord
 
 TimeUnit = Literal["s", "ms", "datetime"]
@@ -78,14 +78,10 @@ def read(path: Path, log: ReadLog, columns: ColumnMap = ITP) -> Iterator[JobReco
     """Jobs of a flat CSV, submit times rebased to the first row; the tenant defaults to the
     file's name (ITP: the cluster)."""
     rebase = Rebase()
-    checked = False
     cm = columns
     stem = path.stem
-    for line, row in csv_rows(path, log):
+    for line, row in csv_rows(path, log, columns=(c for c in _columns(cm) if c)):
         try:
-            if not checked:
-                need(row, *(c for c in _columns(cm) if c))
-                checked = True
             submit = rebase(_time(row, cm.submit, cm.unit) or 0.0, cm.submit)
             start = _time(row, cm.start, cm.unit, optional=True) if cm.start else None
             end = _time(row, cm.end, cm.unit, optional=True) if cm.end else None

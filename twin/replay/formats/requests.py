@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from twin.replay.common import Rebase
-from twin.replay.reader import BadFieldError, ReadLog, csv_rows, lines, need, required
+from twin.replay.reader import BadFieldError, ReadLog, csv_rows, lines, required
 from twin.replay.record import JobRecord
 
 
@@ -48,14 +48,10 @@ def read_azure(
     path: Path, log: ReadLog, model: RequestModel = DEFAULT_MODEL
 ) -> Iterator[JobRecord]:
     rebase = Rebase()
-    checked = False
     stem = path.stem
     tenant = stem.removeprefix("AzureLLMInferenceTrace_")
-    for line, row in csv_rows(path, log):
+    for line, row in csv_rows(path, log, columns=("TIMESTAMP", "ContextTokens", "GeneratedTokens")):
         try:
-            if not checked:
-                need(row, "TIMESTAMP", "ContextTokens", "GeneratedTokens")
-                checked = True
             submit = rebase(_timestamp(row["TIMESTAMP"]), "TIMESTAMP")
             context, generated = required(row, "ContextTokens"), required(row, "GeneratedTokens")
             if context < 0 or generated < 0:

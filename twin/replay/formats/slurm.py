@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from twin.replay.common import Rebase, epoch_s, status_of
-from twin.replay.reader import BadFieldError, ReadLog, csv_rows, need, number, required
+from twin.replay.reader import BadFieldError, ReadLog, csv_rows, number, required
 from twin.replay.record import JobRecord
 
 COLUMNS = ("job_id", "vc", "gpu_num", "state", "submit_time", "start_time", "end_time")
@@ -20,12 +20,8 @@ def read(path: Path, log: ReadLog) -> Iterator[JobRecord]:
     """Jobs by virtual cluster (tenant). A job that never started (no start time) is skipped
     and counted; run time is `duration` when given, else end - start."""
     rebase = Rebase()
-    checked = False
-    for line, row in csv_rows(path, log):
+    for line, row in csv_rows(path, log, columns=COLUMNS):
         try:
-            if not checked:
-                need(row, *COLUMNS)
-                checked = True
             submit = rebase(epoch_s(row["submit_time"], "submit_time"), "submit_time")
             status = status_of(row["state"])
             if not row["start_time"].strip():
