@@ -16,7 +16,9 @@ from twin.sim.driver import Driver
 
 def admit(driver: Driver, job_id: str, gpus: float, work_gpu_s: float, priority: float = 0) -> None:
     """Put a job in tenant 0's queue now."""
-    driver.model.admit(0, job_id, gpus=gpus, work=work_gpu_s, priority=priority, gpu_type=None)
+    driver.model.scheduler.admit(
+        0, job_id, gpus=gpus, work=work_gpu_s, priority=priority, gpu_type=None
+    )
 
 
 def workload(**fields: Any) -> dict[str, Any]:
@@ -428,7 +430,7 @@ class TestEventCost:
 
 class TestJobRecordSource:
     def test_records_arrive_at_their_submit_times_and_run_for_their_service_time(self) -> None:
-        from twin.replay.record import JobRecord
+        from twin.sim.jobrecord import JobRecord
 
         records = [
             JobRecord("r1", submit_s=10.0, service_s=100.0, gpus=2, tenant="t"),

@@ -17,7 +17,7 @@ from twin.gateway.app import create_app
 from twin.gateway.config import GatewayConfig
 from twin.schema.events import EVENT_ADAPTER
 from twin.schema.wire import SCHEMA_VERSION
-from twin.sim.recorded import replay_log
+from twin.sim.reproduce import reproduce_log
 
 Client = TestClient  # type: ignore[type-arg]
 MakeClient = Callable[..., Awaitable[Client]]
@@ -186,7 +186,7 @@ async def test_four_agents_trade_and_conflict_and_the_log_replays(
         "offer_answered",
         "round_committed",
     } <= kinds
-    assert replay_log(records) == body
+    assert reproduce_log(records) == body
 
 
 async def test_a_late_agent_gets_its_default_policy(

@@ -9,9 +9,9 @@ from twin.schema.actions import GpuClusterAction, GpuClusterObservation
 from twin.schema.scenario import GpuClusterScenario
 from twin.sim import scenarios
 from twin.sim.driver import Driver
-from twin.sim.policies import Baseline
 from twin.sim.rng import Streams
 from twin.sim.runner import run_episode
+from twin.sim.tenant_policies import Baseline
 
 
 def task(name: str) -> GpuClusterScenario:

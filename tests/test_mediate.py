@@ -12,8 +12,8 @@ from twin.eventlog.log import EventLog, encode
 from twin.schema.actions import Bundle, Placement, ProvisionAction
 from twin.schema.scenario import ClusterScenario, PlanSpec
 from twin.sim.driver import Driver
-from twin.sim.mediate import Offer
-from twin.sim.recorded import replay_log
+from twin.sim.model import Offer, TradeOutcome
+from twin.sim.reproduce import reproduce_log
 
 
 def cluster(**fields: Any) -> ClusterScenario:
@@ -82,7 +82,7 @@ def test_an_accepted_trade_moves_idle_gpus_and_budget_atomically() -> None:
     ]))  # fmt: skip
     offer = Offer("o1", "a", "b", Bundle(gpus={"h100": 3}), Bundle(usd=50.0))
     out = driver.act({}, {}, offers=[offer], answers={"o1": True})
-    assert out["a"].trades == [("o1", "a", "b", "applied", "")]
+    assert out["a"].trades == [TradeOutcome("o1", "a", "b", "applied", "")]
     model = driver.model
     assert [h[0].ready for h in model.holdings] == [1, 3]  # type: ignore[union-attr]
     assert [lg.budget_usd for lg in model.ledgers] == [1050.0, 950.0]  # type: ignore[union-attr]
@@ -95,9 +95,9 @@ def test_a_trade_that_cannot_be_honoured_fails_whole() -> None:
     ]))  # fmt: skip
     offer = Offer("o1", "a", "b", Bundle(gpus={"h100": 2}), Bundle(usd=50.0))
     out = driver.act({}, {}, offers=[offer], answers={"o1": True})
-    [(_, _, _, status, reason)] = out["a"].trades
-    assert status == "failed"
-    assert "has $10.00 of budget left, not $50.00" in reason
+    [trade] = out["a"].trades
+    assert trade.status == "failed"
+    assert "has $10.00 of budget left, not $50.00" in trade.reason
     assert [h[0].ready for h in driver.model.holdings] == [2, 0]  # type: ignore[union-attr]
 
 
@@ -107,7 +107,7 @@ def test_an_offer_not_accepted_changes_nothing() -> None:
         {"name": "b", "policy": "static"},
     ]))  # fmt: skip
     out = driver.act({}, {}, offers=[Offer("o1", "a", "b", Bundle(gpus={"h100": 1}), Bundle())])
-    assert out["b"].trades == [("o1", "a", "b", "rejected", "")]
+    assert out["b"].trades == [TradeOutcome("o1", "a", "b", "rejected", "")]
 
 
 def kernel_tenants() -> list[dict[str, Any]]:
@@ -142,14 +142,13 @@ def test_placements_are_scored_in_one_kernel_call_and_started_where_feasible() -
         "b": ProvisionAction(placements=[Placement(job_id=job_of[1], pool="h100", plan=fp8)]),
     }
     out = driver.act(actions, {})
-    (_, _, a_started, a_reasons, _, _) = out["a"].placements[0]
-    (_, _, b_started, _, b_score, b_rate) = out["b"].placements[0]
-    assert (a_started, a_reasons) == (False, ("no_idle_gpus",))  # feasible, but "a" holds no GPUs
-    assert b_started
-    assert b_score > 0.01
-    assert b_rate > 0
+    a, b = out["a"].placements[0], out["b"].placements[0]
+    assert (a.started, a.reasons) == (False, ("no_idle_gpus",))  # feasible, but "a" holds no GPUs
+    assert b.started
+    assert b.score > 0.01
+    assert b.tokens_per_s > 0
     # Both asked for 8 GPUs of a 10-GPU pool: with b, 16 asked (6 over); without b, 8 (none).
-    assert out["b"].difference_reward == pytest.approx(b_score * 8 - 1.0 * (6 - 0))
+    assert out["b"].difference_reward == pytest.approx(b.score * 8 - 1.0 * (6 - 0))
 
 
 def test_a_negotiated_session_replays_from_its_log_byte_for_byte() -> None:
@@ -176,4 +175,4 @@ def test_a_negotiated_session_replays_from_its_log_byte_for_byte() -> None:
         )  # fmt: skip
     original = b"".join(encode(r, "s") for r in log)
     assert b'"kind":"trade_settled"' in original
-    assert replay_log(orjson.loads(line) for line in original.splitlines()) == original
+    assert reproduce_log(orjson.loads(line) for line in original.splitlines()) == original

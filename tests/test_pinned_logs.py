@@ -16,10 +16,10 @@ from pathlib import Path
 import orjson
 import pytest
 
+from twin.replay.run import ReplayOptions, replay
 from twin.sim import scenarios
-from twin.sim.recorded import replay_log
+from twin.sim.reproduce import reproduce_log
 from twin.sim.runner import run_episode
-from twin.sim.tracerun import ReplayOptions, replay
 
 GOLDEN = Path(__file__).parent / "golden"
 PINS = GOLDEN / "pinned_logs.json"
@@ -65,7 +65,7 @@ def test_a_recorded_negotiation_session_reproduces_byte_for_byte() -> None:
     records = [orjson.loads(line) for line in recorded.splitlines()]
     kinds = {r["kind"] for r in records}
     assert {"placement_decided", "trade_settled", "auction_cleared", "offer_answered"} <= kinds
-    assert replay_log(records) == recorded
+    assert reproduce_log(records) == recorded
 
 
 def write_pins(tmp: Path) -> None:

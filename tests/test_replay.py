@@ -18,13 +18,14 @@ from hypothesis import strategies as st
 
 from twin.errors import ConfigError, TraceError
 from twin.eventlog.log import read_jsonl
+from twin.replay import run as tracerun
+from twin.replay import tenant_delays as tracegroups
 from twin.replay.detect import JOB_FORMATS, NODE_FORMATS, detect
 from twin.replay.load import TraceOptions, inventory, job_format, records
 from twin.replay.reader import ReadLog
-from twin.replay.record import JobRecord
+from twin.replay.run import ReplayOptions, replay
 from twin.replay.window import BEFORE, Window
-from twin.sim import tracegroups, tracerun
-from twin.sim.tracerun import ReplayOptions, replay
+from twin.sim.jobrecord import JobRecord
 
 SAMPLES = Path(__file__).resolve().parents[1] / "traces" / "samples"
 GOLDEN = Path(__file__).parent / "golden"

@@ -8,7 +8,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import twin.rl
-from twin.rl.gpucluster import GpuClusterEnv
+from twin.rl.gpucluster_env import GpuClusterEnv
 
 
 @pytest.mark.parametrize("env_id", list(twin.rl.ENV_IDS))

@@ -1,13 +1,22 @@
 """The exceptions the twin raises, under one base class.
 
-TwinError
-├── ConfigError          a scenario or option is invalid
-│   └── ScenarioNotFoundError a scenario name is neither built in nor a file
-├── ActionError          an action names something the model does not have
-└── SessionEndedError         a finished episode was asked to go on
+TwinError                   the twin cannot do what was asked
+├── ConfigError             a scenario, file or option is invalid
+│   └── ScenarioNotFoundError   a scenario name is neither built in nor a file
+├── TraceError              a trace file cannot be read
+├── ActionError             an action names something the model does not have
+├── SessionEndedError       a finished episode was asked to go on
+├── EnvNotReadyError        an environment was used before its first reset
+└── RefusedError            a client's request is refused with a wire code
+    ├── FrameError          a frame is too large, not JSON, of an unknown type or invalid
+    ├── RoundError          a round message cannot be taken (wrong round, bad offer, ...)
+    ├── ControlError        an OpenEnv reset / step / state cannot be done
+    └── CapacityReachedError    a session or environment is asked for beyond the cap
 """
 
 from __future__ import annotations
+
+from twin.schema.codes import ErrorCode
 
 
 class TwinError(Exception):
@@ -32,3 +41,36 @@ class ActionError(TwinError):
 
 class SessionEndedError(TwinError):
     """Raised when `step` is called on an episode that has already ended."""
+
+
+class EnvNotReadyError(TwinError):
+    """Raised when an environment is stepped or read before its first reset."""
+
+
+class RefusedError(TwinError):
+    """Raised when a client's request is refused; `code` is what the client sees."""
+
+    code: ErrorCode = ErrorCode.VALIDATION_ERROR
+
+    def __init__(self, code: ErrorCode, detail: str) -> None:
+        super().__init__(detail)
+        self.code = code
+
+
+class FrameError(RefusedError):
+    """Raised when a frame is too large, not JSON, of an unknown type, or fails its schema."""
+
+
+class RoundError(RefusedError):
+    """Raised when a round message cannot be taken: no such round, not asked, a bad offer."""
+
+
+class ControlError(RefusedError):
+    """Raised when an OpenEnv reset, step or state request cannot be carried out."""
+
+
+class CapacityReachedError(RefusedError):
+    """Raised when a session or an environment is asked for while the cap is reached."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(ErrorCode.CAPACITY_REACHED, detail)

@@ -19,7 +19,7 @@ TARGET_RSS_MIB = 1024
 _CHILD = """
 import json, sys, time
 from pathlib import Path
-from twin.sim.tracerun import ReplayOptions, replay
+from twin.replay.run import ReplayOptions, replay
 paths = [Path(p) for p in sys.argv[2:]]
 cluster = Path(sys.argv[1]) if sys.argv[1] != "-" else None
 jobs = 0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from twin.bench.harness import Result, median_cpu_s
-from twin.rl.gpucluster import GpuClusterEnv
+from twin.rl.gpucluster_env import GpuClusterEnv
 
 TARGET_STEPS_PER_S = 50_000
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from typing import Any
 
 from twin.bench.harness import Result, median_cpu_s
 from twin.eventlog.log import EventLog, JsonlWriter
@@ -29,7 +30,7 @@ def _play(scenario: ClusterScenario, jsonl: bool) -> None:
     log = EventLog("bench", keep=False)
     if jsonl:
         log.subscribe(JsonlWriter(io.BytesIO(), "bench"))
-    driver = Driver(scenario, seed=1, log=log)
+    driver: Driver[Any, Any] = Driver(scenario, seed=1, log=log)
     while driver.advance() is not None:
         driver.act({}, {})
 

@@ -57,8 +57,8 @@ def replay_command(args: argparse.Namespace) -> int:
     from twin.cli.render import print_summary
     from twin.replay.formats.flat import parse_map
     from twin.replay.load import TraceOptions
+    from twin.replay.run import ReplayOptions, replay
     from twin.replay.window import Window
-    from twin.sim.tracerun import ReplayOptions, replay
 
     options = ReplayOptions(
         fmt=args.format,

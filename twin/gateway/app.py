@@ -7,9 +7,9 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from twin.gateway import http
-from twin.gateway.agents import agent_socket
+from twin.gateway.agent_channel import agent_socket
 from twin.gateway.config import GatewayConfig
-from twin.gateway.control import ControlPlane
+from twin.gateway.control_plane import ControlPlane
 from twin.gateway.keys import CONFIG, CONTROL, REGISTRY
 from twin.gateway.openapi import document
 from twin.gateway.registry import SessionRegistry, reaper

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import Field, PositiveFloat, PositiveInt
 
 from twin.schema.base import Frozen
-
-Clock = Literal["lockstep", "realtime"]
-MechanismName = Literal["proportional", "priority", "auction"]
+from twin.schema.vocabulary import Clock, Mechanism
 
 
 class GatewayConfig(Frozen):
@@ -30,7 +26,7 @@ class SessionRequest(Frozen):
 
     scenario: str | None = None
     seed: int = 0
-    mechanism: MechanismName = "proportional"
+    mechanism: Mechanism = "proportional"
     clock: Clock = "lockstep"
     speed: PositiveFloat = Field(60.0, description="Realtime clock: virtual seconds per second.")
     round_timeout_ms: PositiveInt | None = None

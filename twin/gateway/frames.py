@@ -8,13 +8,8 @@ from typing import Any
 import orjson
 from pydantic import TypeAdapter, ValidationError
 
-from twin.schema.wire import ErrorCode
-
-
-class FrameError(Exception):
-    def __init__(self, code: ErrorCode, detail: str) -> None:
-        super().__init__(detail)
-        self.code = code
+from twin.errors import FrameError
+from twin.schema.codes import ErrorCode
 
 
 class TokenBucket:

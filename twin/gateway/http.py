@@ -8,16 +8,16 @@ from typing import Any
 
 import orjson
 from aiohttp import WSMsgType, web
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from twin import __version__
-from twin.errors import TwinError
+from twin.errors import CapacityReachedError, ControlError, FrameError, TwinError
 from twin.gateway.config import SessionRequest
-from twin.gateway.control import ControlError, ControlPlane, EgoEnv
-from twin.gateway.frames import FrameError, decode
+from twin.gateway.control_plane import ControlPlane, code_of
+from twin.gateway.frames import decode
 from twin.gateway.keys import CONFIG, CONTROL, REGISTRY
-from twin.gateway.registry import CapacityReachedError
-from twin.schema.wire import ErrorCode
+from twin.rl.ego_env import EgoEnv, reset_options
+from twin.schema.codes import ErrorCode
 
 OPENENV_TYPES = ("reset", "step", "state", "close")
 
@@ -71,7 +71,7 @@ async def create_session(request: web.Request) -> web.Response:
             "session_id": session.id,
             "tokens": session.tokens,
             "agents_url": "/v1/agents",
-            **session.status(),
+            **session.status().model_dump(mode="json"),
         },
         status=201,
         dumps=_dumps,
@@ -80,7 +80,8 @@ async def create_session(request: web.Request) -> web.Response:
 
 async def list_sessions(request: web.Request) -> web.Response:
     return web.json_response(
-        [s.status() for s in request.app[REGISTRY].sessions.values()], dumps=_dumps
+        [s.status().model_dump(mode="json") for s in request.app[REGISTRY].sessions.values()],
+        dumps=_dumps,
     )
 
 
@@ -88,7 +89,7 @@ async def get_session(request: web.Request) -> web.Response:
     session = request.app[REGISTRY].get(request.match_info["session_id"])
     if session is None:
         return problem(404, ErrorCode.NOT_FOUND, f"no session {request.match_info['session_id']!r}")
-    return web.json_response(session.status(), dumps=_dumps)
+    return web.json_response(session.status().model_dump(mode="json"), dumps=_dumps)
 
 
 async def delete_session(request: web.Request) -> web.Response:
@@ -129,46 +130,39 @@ async def _in_thread(control: ControlPlane, fn: Callable[..., Any], *args: Any) 
         return await asyncio.to_thread(fn, *args)
 
 
+def _json(record: BaseModel) -> web.Response:
+    return web.json_response(record.model_dump(mode="json"), dumps=_dumps)
+
+
 async def http_reset(request: web.Request) -> web.Response:
+    control = request.app[CONTROL]
     try:
-        return web.json_response(
-            await _in_thread(
-                request.app[CONTROL],
-                request.app[CONTROL].http_env.reset,
-                await _body(request, optional=True),
-            ),
-            dumps=_dumps,
-        )
-    except ControlError as exc:
-        return problem(400, exc.code, str(exc))
+        options = reset_options(await _body(request, optional=True))
+        return _json(await _in_thread(control, control.http_env.reset, options))
+    except TwinError as exc:
+        return problem(400, code_of(exc), str(exc))
 
 
 async def http_step(request: web.Request) -> web.Response:
+    control = request.app[CONTROL]
     try:
         body = await _body(request)
         action = body.get("action")
         if not isinstance(action, dict):
             raise ControlError(ErrorCode.VALIDATION_ERROR, 'the body must be {"action": {...}}')
-        return web.json_response(
-            await _in_thread(request.app[CONTROL], request.app[CONTROL].http_env.step, action),
-            dumps=_dumps,
-        )
-    except ControlError as exc:
-        return problem(
-            409 if exc.code in (ErrorCode.NOT_READY, ErrorCode.SESSION_ENDED) else 400,
-            exc.code,
-            str(exc),
-        )
+        return _json(await _in_thread(control, control.http_env.step, action))
+    except TwinError as exc:
+        code = code_of(exc)
+        status = 409 if code in (ErrorCode.NOT_READY, ErrorCode.SESSION_ENDED) else 400
+        return problem(status, code, str(exc))
 
 
 async def http_state(request: web.Request) -> web.Response:
+    control = request.app[CONTROL]
     try:
-        return web.json_response(
-            await _in_thread(request.app[CONTROL], request.app[CONTROL].http_env.state),
-            dumps=_dumps,
-        )
-    except ControlError as exc:
-        return problem(409, exc.code, str(exc))
+        return _json(await _in_thread(control, control.http_env.state))
+    except TwinError as exc:
+        return problem(409, code_of(exc), str(exc))
 
 
 async def env_socket(request: web.Request) -> web.WebSocketResponse:
@@ -215,13 +209,15 @@ def _handle(env: EgoEnv, raw: str, max_bytes: int) -> str | None:
     try:
         match message["type"]:
             case "reset":
-                return _dumps({"type": "observation", "data": env.reset(data)})
+                result = env.reset(reset_options(data))
+                return _dumps({"type": "observation", "data": result.model_dump(mode="json")})
             case "step":
-                return _dumps({"type": "observation", "data": env.step(data)})
+                result = env.step(data)
+                return _dumps({"type": "observation", "data": result.model_dump(mode="json")})
             case "state":
-                return _dumps({"type": "state", "data": env.state()})
-    except ControlError as exc:
-        return _error(exc.code, str(exc))
+                return _dumps({"type": "state", "data": env.state().model_dump(mode="json")})
+    except TwinError as exc:
+        return _error(code_of(exc), str(exc))
     return None  # close
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from twin import __version__
 from twin.gateway.config import SessionRequest
-from twin.gateway.control import STATE_SCHEMA, ControlPlane
+from twin.gateway.control_plane import STATE_SCHEMA, ControlPlane
 
 
 def _json(schema: dict[str, Any]) -> dict[str, Any]:
@@ -17,7 +17,7 @@ def document(control: ControlPlane) -> dict[str, Any]:
     result = {
         "type": "object",
         "properties": {
-            "observation": control.observation_model.model_json_schema(),
+            "observation": control.kind.observation.model_json_schema(),
             "reward": {"type": ["number", "null"]},
             "done": {"type": "boolean"},
             "metadata": {"type": "object"},
@@ -35,7 +35,7 @@ def document(control: ControlPlane) -> dict[str, Any]:
     }
     step = {
         "type": "object",
-        "properties": {"action": control.action_model.model_json_schema()},
+        "properties": {"action": control.kind.action.model_json_schema()},
         "required": ["action"],
     }
     error = {

@@ -9,17 +9,12 @@ from collections.abc import AsyncIterator
 
 import structlog
 
-from twin.errors import ConfigError
+from twin.errors import CapacityReachedError, ConfigError
 from twin.gateway.config import GatewayConfig, SessionRequest
 from twin.gateway.session import Session
-from twin.schema.scenario import ClusterScenario
 from twin.sim import scenarios
 
 log = structlog.get_logger()
-
-
-class CapacityReachedError(Exception):
-    """Raised when a session is asked for while `max_sessions` are running."""
 
 
 class SessionRegistry:
@@ -34,12 +29,7 @@ class SessionRegistry:
             raise CapacityReachedError(
                 f"{len(live)} sessions running; the cap is {self.config.max_sessions}"
             )
-        scenario = scenarios.load(request.scenario or self.config.scenario)
-        if not isinstance(scenario, ClusterScenario):
-            raise ConfigError(
-                f"negotiation sessions need a cluster scenario; {scenario.name!r} is a "
-                f"{scenario.kind} task (use the OpenEnv control plane at /ws for it)"
-            )
+        scenario = scenarios.load_cluster(request.scenario or self.config.scenario)
         unknown = sorted(set(request.agents) - {t.name for t in scenario.tenants})
         if unknown:
             tenants = [t.name for t in scenario.tenants]

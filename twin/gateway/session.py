@@ -15,22 +15,25 @@ import contextlib
 import io
 import secrets
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import structlog
 from aiohttp import web
 
+from twin.errors import RoundError
 from twin.eventlog.log import EventLog, JsonlWriter
 from twin.gateway.config import GatewayConfig, SessionRequest
 from twin.schema.actions import ProvisionAction, TenantObservation
 from twin.schema.base import Frozen
+from twin.schema.codes import ErrorCode
 from twin.schema.scenario import ClusterScenario
+from twin.schema.vocabulary import Clock, Mechanism
 from twin.schema.wire import (
     AcceptOffer,
     DecisionRequested,
     EndTurn,
     Error,
-    ErrorCode,
     MakeOffer,
     OfferReceived,
     OfferView,
@@ -42,8 +45,7 @@ from twin.schema.wire import (
     TradeResult,
 )
 from twin.sim.driver import PAUSED, Driver
-from twin.sim.mediate import Offer
-from twin.sim.policies import ClusterPolicy, cluster_policy
+from twin.sim.model import Offer, TenantOutcome
 
 log = structlog.get_logger()
 
@@ -85,12 +87,18 @@ class Round:
     wake: asyncio.Event = field(default_factory=asyncio.Event)
 
 
-class RoundError(Exception):
-    """A round message that cannot be taken; becomes an `Error` reply."""
+class SessionStatus(Frozen):
+    """A session as `GET /v1/sessions/{id}` shows it."""
 
-    def __init__(self, code: ErrorCode, detail: str) -> None:
-        super().__init__(detail)
-        self.code = code
+    session_id: str
+    scenario: str
+    round: int
+    t_s: float
+    ended: str | None
+    tenants: list[str]
+    connected: list[str]
+    mechanism: Mechanism
+    clock: Clock
 
 
 class Session:
@@ -114,18 +122,16 @@ class Session:
         self.log.subscribe(JsonlWriter(self.jsonl, session_id))
         self._file = None
         if config.log_dir:
-            from pathlib import Path
-
             path = Path(config.log_dir) / f"{session_id}.jsonl"
             path.parent.mkdir(parents=True, exist_ok=True)
             self._file = path.open("wb")
             self.log.subscribe(JsonlWriter(self._file, session_id))
-        self.driver = Driver(scenario, seed=request.seed, session=session_id, log=self.log)
-        self.tenants = [t.name for t in scenario.tenants]
+        self.driver: Driver[TenantObservation, ProvisionAction] = Driver(
+            scenario, seed=request.seed, session=session_id, log=self.log
+        )
+        self.tenants = self.driver.tenants
         self.tokens = {t: request.tokens.get(t) or secrets.token_urlsafe(16) for t in self.tenants}
-        self.defaults: dict[str, ClusterPolicy] = {
-            t.name: cluster_policy(t.policy, request.seed) for t in scenario.tenants
-        }
+        self.defaults = self.driver.default_policies()
         self.agents: dict[str, AgentLink] = {}
         self.expected = set(request.agents)
         self.round: Round | None = None
@@ -221,7 +227,6 @@ class Session:
 
     def _request(self, r: Round, tenant: str) -> DecisionRequested:
         view = self.driver.observe(tenant)
-        assert isinstance(view, TenantObservation)
         left_ms = max(int((r.deadline - self.loop.time()) * 1000), 0)
         offers = [self._view(o, frm) for frm, _, o in r.offers.values() if o.to_tenant == tenant]
         return DecisionRequested(
@@ -263,38 +268,21 @@ class Session:
 
     def _commit(self, r: Round, opened: float) -> list[tuple[AgentLink, RoundCommitted]]:
         self.round = None
-        actions: dict[str, ProvisionAction] = {}
-        policies: dict[str, str] = {}
-        defaulted = []
-        for tenant in r.asked:
-            entry = r.proposals.get(tenant)
-            if entry is not None:
-                p = entry[1]
-                actions[tenant] = ProvisionAction(
-                    provision=p.provision,
-                    bids_usd_per_gpu=p.bids_usd_per_gpu,
-                    placements=p.placements,
-                )
-                policies[tenant] = "agent"
-            else:
-                policy = self.defaults[tenant]
-                view = self.driver.observe(tenant)
-                assert isinstance(view, TenantObservation)
-                actions[tenant] = policy.decide(view)
-                policies[tenant] = f"default:{policy.name}"
-                defaulted.append(tenant)
+        actions = {
+            tenant: ProvisionAction(provision=p.provision, bids_usd_per_gpu=p.bids_usd_per_gpu,
+                                    placements=p.placements)
+            for tenant, (_, p) in r.proposals.items()
+            if tenant in r.asked
+        }  # fmt: skip
         order = {t: i for i, t in enumerate(self.tenants)}
         made = sorted(r.offers.values(), key=lambda x: (order[x[0]], x[1]))
         offers = [Offer(o.offer_id, frm, o.to_tenant, o.give, o.take) for frm, _, o in made]
         answers = {oid: yes for oid, (_, _, yes) in r.answers.items()}
-        outcomes = self.driver.act(
-            actions,
-            policies,
-            offers=offers,
-            answers=answers,
+        outcomes = self.driver.commit_round(
+            actions, self.defaults, offers=offers, answers=answers,
             mechanism=self.request.mechanism,
-            defaulted=defaulted,
-        )
+        )  # fmt: skip
+        defaulted = [t for t in r.asked if t not in actions]
         self.rounds += 1
         log.info(
             "round_committed",
@@ -309,29 +297,32 @@ class Session:
         replies = []
         for tenant, link in list(self.agents.items()):
             o = outcomes.get(tenant)
-            if o is None:
-                continue
-            message = RoundCommitted(
-                round=r.number,
-                t_s=r.t_s,
-                defaulted=tenant in defaulted,
-                granted=o.granted,
-                price_usd_per_gpu=o.price_usd_per_gpu,
-                placements=[
-                    PlacementResult(
-                        job_id=j, pool=p, started=s, reasons=list(rs), score=sc, tokens_per_s=tps
-                    )
-                    for j, p, s, rs, sc, tps in o.placements
-                ],
-                trades=[
-                    TradeResult(offer_id=oid, from_tenant=f, to_tenant=to, status=st, reason=why)
-                    for oid, f, to, st, why in o.trades
-                ],
-                reward=o.reward,
-                difference_reward=o.difference_reward,
-            )
-            replies.append((link, message))
+            if o is not None:
+                replies.append((link, self._committed(r, tenant in defaulted, o)))
         return replies
+
+    @staticmethod
+    def _committed(r: Round, defaulted: bool, o: TenantOutcome) -> RoundCommitted:
+        return RoundCommitted(
+            round=r.number,
+            t_s=r.t_s,
+            defaulted=defaulted,
+            granted=o.granted,
+            price_usd_per_gpu=o.price_usd_per_gpu,
+            placements=[
+                PlacementResult(job_id=p.job_id, pool=p.pool, started=p.started,
+                                reasons=list(p.reasons), score=p.score,
+                                tokens_per_s=p.tokens_per_s)
+                for p in o.placements
+            ],
+            trades=[
+                TradeResult(offer_id=t.offer_id, from_tenant=t.from_tenant,
+                            to_tenant=t.to_tenant, status=t.status, reason=t.reason)
+                for t in o.trades
+            ],
+            reward=o.reward,
+            difference_reward=o.difference_reward,
+        )  # fmt: skip
 
     # -- messages within a round ------------------------------------------------------------
 
@@ -420,18 +411,18 @@ class Session:
         self.log.flush()
         return self.jsonl.getvalue()
 
-    def status(self) -> dict[str, Any]:
-        return {
-            "session_id": self.id,
-            "scenario": self.scenario.name,
-            "round": self.driver.round,
-            "t_s": self.driver.now_s,
-            "ended": self.ended,
-            "tenants": self.tenants,
-            "connected": sorted(self.agents),
-            "mechanism": self.request.mechanism,
-            "clock": self.request.clock,
-        }
+    def status(self) -> SessionStatus:
+        return SessionStatus(
+            session_id=self.id,
+            scenario=self.scenario.name,
+            round=self.driver.round,
+            t_s=self.driver.now_s,
+            ended=self.ended,
+            tenants=self.tenants,
+            connected=sorted(self.agents),
+            mechanism=self.request.mechanism,
+            clock=self.request.clock,
+        )
 
 
 def error(code: ErrorCode, detail: str, round_: int | None = None) -> Error:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from twin.replay.reader import BadFieldError
-from twin.replay.record import Status
+from twin.sim.jobrecord import Status
 
 STATUS: dict[str, Status] = {
     **dict.fromkeys(

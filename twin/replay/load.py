@@ -13,7 +13,7 @@ from twin.replay.formats.flat import ColumnMap
 from twin.replay.formats.nodes import Inventory, read_inventory
 from twin.replay.formats.requests import DEFAULT_MODEL, RequestModel
 from twin.replay.reader import ReadLog
-from twin.replay.record import JobRecord
+from twin.sim.jobrecord import JobRecord
 
 
 @dataclass(frozen=True)

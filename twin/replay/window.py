@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from twin.errors import ConfigError
 from twin.replay.reader import ReadLog
-from twin.replay.record import JobRecord
+from twin.sim.jobrecord import JobRecord
 
 BEFORE = "submitted before the window"
 

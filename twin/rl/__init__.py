@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from gymnasium.envs.registration import register, registry
 
-from twin.rl.gpucluster import GpuClusterEnv
+from twin.rl.gpucluster_env import GpuClusterEnv
 
 ENV_IDS = {
     "twin/GpuCluster-v0": "medium",
@@ -19,6 +19,8 @@ ENV_IDS = {
 
 for env_id, task in ENV_IDS.items():
     if env_id not in registry:
-        register(id=env_id, entry_point="twin.rl.gpucluster:GpuClusterEnv", kwargs={"task": task})
+        register(
+            id=env_id, entry_point="twin.rl.gpucluster_env:GpuClusterEnv", kwargs={"task": task}
+        )
 
 __all__ = ["ENV_IDS", "GpuClusterEnv"]

@@ -1,11 +1,16 @@
-"""Inter-arrival gaps for each arrival process, as endless generators of seconds."""
+"""Job arrivals: synthetic workloads and job-record sources, as SimPy processes.
+
+Each arrival process (Poisson, on/off, MMPP, diurnal) is an endless generator of gaps in seconds.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Generator, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import simpy
 
 from twin.schema.scenario import (
     ArrivalProcess,
@@ -13,8 +18,13 @@ from twin.schema.scenario import (
     MmppArrivals,
     OnOffArrivals,
     PoissonArrivals,
+    WorkloadConfig,
 )
-from twin.sim.sampling import Sampler
+from twin.sim.jobrecord import JobRecord
+from twin.sim.sampling import Sampler, sampler
+
+if TYPE_CHECKING:
+    from twin.sim.cluster import ClusterModel
 
 
 def _exp(rng: np.random.Generator) -> Sampler:
@@ -66,3 +76,53 @@ def gaps(process: ArrivalProcess, rng: np.random.Generator) -> Iterator[float]:
         case DiurnalArrivals():
             return _diurnal(process, e, Sampler(rng, lambda g, n: g.random(n)))
     raise AssertionError(f"unhandled arrival process {process!r}")
+
+
+def job_arrivals(
+    model: ClusterModel, tenant: int, index: int, w: WorkloadConfig
+) -> Generator[simpy.Event, Any, None]:
+    """SimPy process: the jobs of one synthetic workload arriving."""
+    name = model.tenant_names[tenant]
+    rng = model.streams.get(f"jobs/{name}/{index}")
+    draw_gpus, draw_priority = sampler(w.gpus, rng), sampler(w.priority, rng)
+    size = w.kernel.tokens if w.kernel is not None else w.service_s
+    assert size is not None  # the schema requires one of the two
+    draw_size = sampler(size, rng)
+    timeout = model.env.timeout
+    admit = model.scheduler.admit
+    for n, gap_s in enumerate(gaps(w.arrivals, model.streams.get(f"arrivals/{name}/{index}"))):
+        if w.max_jobs is not None and n >= w.max_jobs:
+            break
+        yield timeout(gap_s)
+        if model.ended:
+            return
+        gpus = draw_gpus()
+        if w.kernel is None:
+            work, option = draw_size() * gpus, None
+        else:
+            work, option = draw_size(), model.options[(tenant, index, gpus)]
+        job = admit(tenant, None, gpus=gpus, work=work, priority=draw_priority(),
+                    gpu_type=w.gpu_type, option=option)  # fmt: skip
+        job.workload = index
+    model.source_closed()
+
+
+def record_arrivals(
+    model: ClusterModel, source: Iterable[JobRecord]
+) -> Generator[simpy.Event, Any, None]:
+    """SimPy process: jobs from a job-record source (a trace) arriving at their submit times."""
+    env = model.env
+    eff = model.scheduler.efficiency
+    admit = model.scheduler.admit
+    tenant_index = model.tenant_index
+    for rec in source:
+        delay_s = rec.submit_s - env.now
+        if delay_s > 0:
+            yield env.timeout(delay_s)
+        if model.ended:
+            return
+        tenant = tenant_index.get(rec.tenant, 0)
+        work = rec.service_s * rec.gpus * eff(rec.gpus) if rec.gpus > 0 else rec.service_s
+        admit(tenant, rec.job_id, gpus=rec.gpus, work=work, priority=rec.priority,
+              gpu_type=rec.gpu_type)  # fmt: skip
+    model.source_closed()

@@ -8,28 +8,32 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 import simpy
 
 from twin.errors import ActionError, SessionEndedError
 from twin.eventlog.log import EventLog
-from twin.replay.record import JobRecord
 from twin.schema.actions import (
     GpuClusterAction,
     GpuClusterObservation,
     ProvisionAction,
     TenantObservation,
 )
-from twin.schema.scenario import ClusterScenario, Scenario
-from twin.sim import mediate
-from twin.sim.cluster import ClusterModel
-from twin.sim.gpucluster import GpuClusterModel
-from twin.sim.mediate import Mechanism, Offer, TenantOutcome
-from twin.sim.observe import observe
+from twin.schema.base import Frozen
+from twin.schema.scenario import Scenario
+from twin.schema.vocabulary import Mechanism
+from twin.sim.jobrecord import JobRecord
+from twin.sim.kinds import Kind, kind_of
+from twin.sim.model import Model, Offer, RoundInputs, TenantOutcome
 from twin.sim.rng import Streams
+from twin.sim.tenant_policies import TenantPolicy
 
 Action = ProvisionAction | GpuClusterAction
 Observation = TenantObservation | GpuClusterObservation
+Obs = TypeVar("Obs", bound=Frozen)
+Act = TypeVar("Act", bound=Frozen)
+AGENT = "agent"  # the policy label of an action an agent sent
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,8 +48,12 @@ PAUSED = DecisionBatch(-1.0, {})
 """What `Driver.advance(limit=...)` returns when it stopped before a decision point."""
 
 
-class Driver:
-    """One session: a SimPy world, its model and its event log."""
+class Driver(Generic[Obs, Act]):
+    """One session: a SimPy world, its model and its event log; it owns the decision rounds.
+
+    Typed by the model kind's observation and action (`Driver[TenantObservation,
+    ProvisionAction]` for a cluster scenario); callers see the model only through it.
+    """
 
     def __init__(
         self,
@@ -63,13 +71,12 @@ class Driver:
         self.env = simpy.Environment(initial_time=0.0)
         config = scenario.model_dump(mode="json")
         self.log.append(("episode_started", 0.0, None, scenario.name, seed, config))
-        streams = Streams(seed)
-        self.model: ClusterModel | GpuClusterModel
-        if isinstance(scenario, ClusterScenario):
-            self.model = ClusterModel(self.env, scenario, streams, self.log, sources)
-        else:
-            self.model = GpuClusterModel(self.env, scenario, streams, self.log)
-        self._tenants = {name: i for i, name in enumerate(self.model.tenant_names)}
+        self.kind: Kind[Obs, Act] = kind_of(scenario)
+        self.model: Model[Obs, Act] = self.kind.model(
+            self.env, scenario, Streams(seed), self.log, sources
+        )
+        self.tenants = list(self.model.tenant_names)
+        self._tenants = {name: i for i, name in enumerate(self.tenants)}
         self.batch: DecisionBatch | None = None
         self.round = 0
 
@@ -81,6 +88,11 @@ class Driver:
     @property
     def now_s(self) -> float:
         return float(self.env.now)
+
+    @property
+    def negotiable(self) -> bool:
+        """Whether negotiation sessions can run on this model kind."""
+        return self.kind.negotiable
 
     def advance(self, limit: int | None = None) -> DecisionBatch | None:
         """Run to the next decision point (all events of its instant done); None at the end.
@@ -105,7 +117,7 @@ class Driver:
                         step()
                     if model.ended:
                         break
-                    names = model.tenant_names
+                    names = self.tenants
                     reasons = {names[t]: list(pending[t]) for t in sorted(pending)}
                     for tenant, why in reasons.items():
                         self.log.append(("decision_requested", now, tenant, why))
@@ -118,26 +130,67 @@ class Driver:
         self.batch = None
         return None
 
-    def observe(self, tenant: str) -> Observation:
+    def observe(self, tenant: str) -> Obs:
         """The tenant's view now."""
-        model = self.model
-        if isinstance(model, GpuClusterModel):
-            return model.observe()
-        index = self._tenant(tenant)
         reasons = self.batch.reasons.get(tenant, []) if self.batch else []
-        return observe(model, index, reasons)
+        return self.model.observe(self._tenant(tenant), reasons)
+
+    def parse_action(self, raw: Any) -> Act:
+        """An action for this model kind from its JSON form (pydantic's ValidationError if not)."""
+        return self.kind.action.model_validate(raw)
+
+    def default_policies(self, override: str | None = None) -> dict[str, TenantPolicy[Obs, Act]]:
+        """Each tenant's configured policy (or `override` for all), seeded by the session."""
+        return self.kind.default_policies(self.scenario, self.seed, override)
+
+    def settle_reward(self, tenant: str) -> float:
+        """The tenant's reward accrued since its last committed round."""
+        return self.model.settle_reward(self._tenant(tenant))
+
+    def commit_round(
+        self,
+        actions: Mapping[str, Act],
+        defaults: Mapping[str, TenantPolicy[Obs, Act]],
+        *,
+        offers: Sequence[Offer] = (),
+        answers: Mapping[str, bool] | None = None,
+        mechanism: Mechanism = "proportional",
+        announce_defaults: bool = True,
+    ) -> Mapping[str, TenantOutcome]:
+        """Commit the open round: `actions` from agents, and for every other tenant asked, the
+        decision of its policy in `defaults`.
+
+        Act filled-in decision is logged as `default:<policy>` and the tenant listed as defaulted;
+        with `announce_defaults=False` (policies deciding in-process, not standing in for an
+        absent agent) it is logged under the policy's own name.
+        """
+        chosen: dict[str, Act] = dict(actions)
+        labels = dict.fromkeys(actions, AGENT)
+        defaulted = []
+        for tenant in self.batch.reasons if self.batch else ():
+            policy = defaults.get(tenant)
+            if tenant in chosen or policy is None:
+                continue
+            chosen[tenant] = policy.decide(self.observe(tenant))
+            if announce_defaults:
+                labels[tenant] = f"default:{policy.name}"
+                defaulted.append(tenant)
+            else:
+                labels[tenant] = policy.name
+        return self.act(chosen, labels, offers=offers, answers=answers, mechanism=mechanism,
+                        defaulted=defaulted)  # fmt: skip
 
     def act(
         self,
-        actions: Mapping[str, Action],
+        actions: Mapping[str, Act],
         policies: Mapping[str, str],
         *,
         offers: Sequence[Offer] = (),
         answers: Mapping[str, bool] | None = None,
         mechanism: Mechanism = "proportional",
         defaulted: Sequence[str] = (),
-    ) -> dict[str, TenantOutcome]:
-        """Commit one decision round at the current instant and record it.
+    ) -> Mapping[str, TenantOutcome]:
+        """Commit one round of recorded decisions at the current instant and record it.
 
         Records go out in canonical order (tenants in scenario order, offers in the order
         given, which callers keep canonical), so the log is reproduced by the same inputs.
@@ -145,7 +198,6 @@ class Driver:
         if self.model.ended:
             raise SessionEndedError(f"session {self.session!r} ended ({self.model.ended})")
         now = self.env.now
-        model = self.model
         self.round += 1
         items = sorted(actions.items(), key=lambda item: self._tenant(item[0]))
         for tenant, action in items:
@@ -162,36 +214,13 @@ class Driver:
         for offer in offers:
             if offer.offer_id in answers:
                 self.log.append(
-                    (
-                        "offer_answered",
-                        now,
-                        offer.to_tenant,
-                        offer.offer_id,
-                        answers[offer.offer_id],
-                    )
-                )
-        outcomes: dict[str, TenantOutcome] = {}
-        if isinstance(model, GpuClusterModel):
-            for tenant, action in items:
-                if not isinstance(action, GpuClusterAction):
-                    raise ActionError(f"gpucluster expects GpuClusterAction, got {action!r}")
-                model.apply(self._tenant(tenant), action)
-        else:
-            cluster_actions = {}
-            for tenant, action in items:
-                if not isinstance(action, ProvisionAction):
-                    raise ActionError(f"cluster expects ProvisionAction, got {action!r}")
-                for pool in (*action.provision, *action.bids_usd_per_gpu):
-                    if pool not in model.pool_index:
-                        raise ActionError(
-                            f"action for tenant {tenant!r} names pool {pool!r}; "
-                            f"pools are {sorted(model.pool_index)}"
-                        )
-                cluster_actions[tenant] = action
-            accepted = {o for o, yes in answers.items() if yes}
-            outcomes = mediate.commit(model, cluster_actions, list(offers), accepted, mechanism)
+                    ("offer_answered", now, offer.to_tenant, offer.offer_id,
+                     answers[offer.offer_id])
+                )  # fmt: skip
+        accepted = frozenset(o for o, yes in answers.items() if yes)
+        outcomes = self.model.commit(RoundInputs(items, tuple(offers), accepted, mechanism))
         self.log.append(("round_committed", now, None, self.round, mechanism, sorted(defaulted)))
-        model.pending.clear()
+        self.model.pending.clear()
         self.batch = None
         self.log.maybe_flush()
         return outcomes

@@ -28,6 +28,31 @@ from twin.schema.scenario import ClusterScenario, KernelJob, PlanSpec
 
 Key = tuple[int, int, float]  # tenant, workload, gpus
 
+# Trace GPU model names -> kernel accelerators where the match is exact (else kept as given).
+CATALOG_NAMES = {
+    "T4": "t4",
+    "A10": "a10",
+    "V100": "v100",
+    "V100M32": "v100",
+    "V100M16": "v100",
+    "A100-SXM4-80GB": "a100-80gb",
+    "A800-SXM4-80GB": "a100-80gb",
+    "H800": "h100",
+}
+
+
+def catalog_gpu(model: str) -> str:
+    """The kernel catalog's name for a GPU model as a trace names it (else the name, lowered)."""
+    return CATALOG_NAMES.get(model, model.lower())
+
+
+def gpu_price_usd_h(gpu_type: str) -> float | None:
+    """The catalog's on-demand price per GPU-hour for a GPU type, if the catalog knows it."""
+    tables = default_tables()
+    if gpu_type not in tables.gpu_names:
+        return None
+    return float(tables.price_usd_h[tables.gpu_names.index(gpu_type)])
+
 
 @dataclass(frozen=True, slots=True)
 class PlanOption:

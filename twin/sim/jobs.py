@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from twin.replay.record import JobRecord
+from twin.sim.jobrecord import JobRecord
 
 
 @dataclass(slots=True, eq=False)

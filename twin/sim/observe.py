@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from twin.schema.actions import PoolView, QueuedJob, TenantObservation
 from twin.schema.distributions import mean
-from twin.sim.cluster import ClusterModel
+
+if TYPE_CHECKING:
+    from twin.sim.cluster import ClusterModel
 
 HEAD_JOBS = 8
 

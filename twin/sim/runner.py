@@ -5,28 +5,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 from twin.eventlog.log import EventLog, JsonlWriter
 from twin.eventlog.metrics import Metrics
-from twin.replay.record import JobRecord
-from twin.schema.scenario import ClusterScenario, GpuClusterScenario, Scenario
+from twin.schema.scenario import Scenario
 from twin.schema.summary import Summary
-from twin.sim.driver import Action, Driver
-from twin.sim.policies import (
-    ClusterPolicy,
-    GpuClusterPolicy,
-    cluster_policy,
-    gpucluster_policy,
-)
-
-
-def policies_for(
-    scenario: Scenario, seed: int, override: str | None = None
-) -> dict[str, ClusterPolicy | GpuClusterPolicy]:
-    """Each tenant's policy: `override` for all, else the one its config names."""
-    if isinstance(scenario, GpuClusterScenario):
-        return {"default": gpucluster_policy(override or scenario.policy, seed)}
-    return {t.name: cluster_policy(override or t.policy, seed) for t in scenario.tenants}
+from twin.schema.vocabulary import EVENTS_FILE, SUMMARY_FILE
+from twin.sim.driver import Driver
+from twin.sim.jobrecord import JobRecord
+from twin.sim.kinds import kind_of
 
 
 def run_episode(
@@ -38,10 +26,10 @@ def run_episode(
     sources: Iterable[Iterable[JobRecord]] = (),
     keep_log: bool = False,
     metrics: Metrics | None = None,
-) -> tuple[Summary, Driver]:
-    """Play `scenario` to its end; write `events.jsonl` and `summary.json` under `out_dir`."""
-    policies = policies_for(scenario, seed, policy)
-    names = {tenant: p.name for tenant, p in policies.items()}
+) -> tuple[Summary, Driver[Any, Any]]:
+    """Play `scenario` to its end, every tenant by its policy (`policy` for all, if given);
+    write the event log and the summary under `out_dir`."""
+    policies = kind_of(scenario).default_policies(scenario, seed, policy)
     with ExitStack() as stack:
         session = f"{scenario.name}-s{seed}"
         log = EventLog(session, keep=keep_log)
@@ -49,23 +37,16 @@ def run_episode(
         metrics.session = session
         if out_dir is not None:
             out_dir.mkdir(parents=True, exist_ok=True)
-            stream = stack.enter_context((out_dir / "events.jsonl").open("wb"))
+            stream = stack.enter_context((out_dir / EVENTS_FILE).open("wb"))
             log.subscribe(JsonlWriter(stream, session))
         log.subscribe(metrics.consume)
-        driver = Driver(scenario, seed=seed, session=session, log=log, sources=sources)
-        batch = driver.advance()
-        while batch is not None:
-            actions: dict[str, Action] = {}
-            for tenant in batch.reasons:
-                obs = driver.observe(tenant)
-                actions[tenant] = policies[tenant].decide(obs)  # type: ignore[arg-type]
-            driver.act(actions, names)
-            batch = driver.advance()
+        driver: Driver[Any, Any] = Driver(
+            scenario, seed=seed, session=session, log=log, sources=sources
+        )
+        while driver.advance() is not None:
+            driver.commit_round({}, policies, announce_defaults=False)
         log.flush()
     summary = metrics.summary()
     if out_dir is not None:
-        (out_dir / "summary.json").write_text(summary.model_dump_json(indent=2) + "\n")
+        (out_dir / SUMMARY_FILE).write_text(summary.model_dump_json(indent=2) + "\n")
     return summary, driver
-
-
-__all__ = ["ClusterScenario", "run_episode"]

@@ -11,7 +11,7 @@ import yaml
 from pydantic import TypeAdapter, ValidationError
 
 from twin.errors import ConfigError, ScenarioNotFoundError
-from twin.schema.scenario import Scenario
+from twin.schema.scenario import ClusterScenario, GpuClusterScenario, Scenario
 
 SCENARIO_ADAPTER: TypeAdapter[Scenario] = TypeAdapter(Scenario)
 _BUILTIN = resources.files("twin.sim") / "builtin"
@@ -121,3 +121,21 @@ def load(name_or_path: str, overrides: list[str] | tuple[str, ...] = ()) -> Scen
     for assignment in overrides:
         override(raw, assignment)
     return validate(raw, where)
+
+
+def load_cluster(name_or_path: str) -> ClusterScenario:
+    """A job-level (cluster) scenario, the kind negotiation sessions run on."""
+    scenario = load(name_or_path)
+    if not isinstance(scenario, ClusterScenario):
+        raise ConfigError(
+            f"negotiation sessions need a cluster scenario; {scenario.name!r} is a "
+            f"{scenario.kind} task (use the OpenEnv control plane at /ws for it)"
+        )
+    return scenario
+
+
+def load_task(task: str) -> GpuClusterScenario:
+    """A classic GPUClusterEnv task (`easy`, `medium`, `hard`) as its built-in scenario."""
+    scenario = load(f"gpucluster-{task}")
+    assert isinstance(scenario, GpuClusterScenario), "gpucluster-* are step-model scenarios"
+    return scenario

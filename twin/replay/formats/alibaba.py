@@ -7,7 +7,7 @@ from pathlib import Path
 
 from twin.replay.common import Rebase, status_of
 from twin.replay.reader import BadFieldError, ReadLog, csv_rows, number, required
-from twin.replay.record import JobRecord
+from twin.sim.jobrecord import JobRecord
 
 QOS_PRIORITY = {"Guaranteed": 3.0, "LS": 2.0, "Burstable": 1.0, "BE": 0.0}
 OPENB = ("name", "num_gpu", "gpu_milli", "gpu_spec", "qos", "pod_phase", "creation_time",

@@ -10,7 +10,7 @@ from typing import Literal
 from twin.errors import ConfigError
 from twin.replay.common import Rebase, epoch_s, status_of
 from twin.replay.reader import BadFieldError, ReadLog, csv_rows, number, required
-from twin.replay.record import JobRecord
+from twin.sim.jobrecord import JobRecord
 
 TimeUnit = Literal["s", "ms", "datetime"]
 SCALE = {"s": 1.0, "ms": 1e-3}

@@ -13,18 +13,6 @@ from pathlib import Path
 from twin.errors import TraceError
 from twin.replay.reader import BadFieldError, ReadLog, csv_rows, required
 
-# Trace GPU model names -> kernel accelerators where the match is exact (else kept as given).
-KERNEL_NAMES = {
-    "T4": "t4",
-    "A10": "a10",
-    "V100": "v100",
-    "V100M32": "v100",
-    "V100M16": "v100",
-    "A100-SXM4-80GB": "a100-80gb",
-    "A800-SXM4-80GB": "a100-80gb",
-    "H800": "h100",
-}
-
 
 @dataclass
 class Inventory:

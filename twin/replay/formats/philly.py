@@ -16,7 +16,7 @@ from typing import Any
 from twin.errors import TraceError
 from twin.replay.common import Rebase, epoch_s, status_of
 from twin.replay.reader import BadFieldError, ReadLog
-from twin.replay.record import JobRecord
+from twin.sim.jobrecord import JobRecord
 
 CHUNK = 1 << 16
 

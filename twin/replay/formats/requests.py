@@ -15,7 +15,7 @@ from pathlib import Path
 
 from twin.replay.common import Rebase
 from twin.replay.reader import BadFieldError, ReadLog, csv_rows, lines, required
-from twin.replay.record import JobRecord
+from twin.sim.jobrecord import JobRecord
 
 
 @dataclass(frozen=True)

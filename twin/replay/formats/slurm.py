@@ -11,7 +11,7 @@ from pathlib import Path
 
 from twin.replay.common import Rebase, epoch_s, status_of
 from twin.replay.reader import BadFieldError, ReadLog, csv_rows, number, required
-from twin.replay.record import JobRecord
+from twin.sim.jobrecord import JobRecord
 
 COLUMNS = ("job_id", "vc", "gpu_num", "state", "submit_time", "start_time", "end_time")
 

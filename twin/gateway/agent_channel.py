@@ -12,10 +12,12 @@ import hmac
 import structlog
 from aiohttp import WSMsgType, web
 
-from twin.gateway.frames import FrameError, TokenBucket, parse
+from twin.errors import FrameError, RoundError
+from twin.gateway.frames import TokenBucket, parse
 from twin.gateway.keys import CONFIG, REGISTRY
-from twin.gateway.session import AgentLink, RoundError, Session, error
-from twin.schema.wire import AGENT_MESSAGE, AGENT_TYPES, SCHEMA_VERSION, ErrorCode, Hello, Welcomed
+from twin.gateway.session import AgentLink, Session, error
+from twin.schema.codes import ErrorCode
+from twin.schema.wire import AGENT_MESSAGE, AGENT_TYPES, SCHEMA_VERSION, Hello, Welcomed
 
 log = structlog.get_logger()
 HARD_LIMIT = 16  # frames beyond max_frame_bytes x this are cut by aiohttp itself

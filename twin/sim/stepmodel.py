@@ -9,11 +9,15 @@ A step lasts `step_s` virtual seconds (an hour by default, so $2.50 is a price p
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
 import simpy
 
 from twin.eventlog.log import EventLog
 from twin.schema.actions import GpuClusterAction, GpuClusterObservation
 from twin.schema.scenario import GpuClusterScenario
+from twin.sim.jobrecord import JobRecord
+from twin.sim.model import RoundInputs, TenantOutcome
 from twin.sim.rng import Streams
 from twin.sim.sampling import Sampler
 
@@ -21,8 +25,8 @@ TENANT = "default"
 POOL = "gpu"
 
 
-class GpuClusterModel:
-    """State of one GPUClusterEnv episode; `apply` plays one step."""
+class StepModel:
+    """State of one GPUClusterEnv episode; each committed round plays one step."""
 
     __slots__ = (
         "_arrivals",
@@ -43,8 +47,14 @@ class GpuClusterModel:
     )
 
     def __init__(
-        self, env: simpy.Environment, cfg: GpuClusterScenario, streams: Streams, log: EventLog
+        self,
+        env: simpy.Environment,
+        cfg: GpuClusterScenario,
+        streams: Streams,
+        log: EventLog,
+        sources: Iterable[Iterable[JobRecord]] = (),
     ) -> None:
+        """A step model takes no job sources: its arrivals are counts drawn each step."""
         self.env = env
         self.cfg = cfg
         self._emit = log.append
@@ -64,7 +74,7 @@ class GpuClusterModel:
         if cfg.initial_gpus:
             self._emit(("gpus_ready", env.now, TENANT, POOL, cfg.initial_gpus))
 
-    def observe(self) -> GpuClusterObservation:
+    def observe(self, tenant: int = 0, reasons: list[str] | None = None) -> GpuClusterObservation:
         return GpuClusterObservation(
             time_step=self.time_step,
             active_gpus=self.active_gpus,
@@ -73,8 +83,17 @@ class GpuClusterModel:
             incoming_jobs=self.incoming_jobs,
         )
 
-    def apply(self, tenant: int, action: GpuClusterAction) -> None:
-        self.play(action.gpus_to_provision)
+    def commit(self, inputs: RoundInputs[GpuClusterAction]) -> Mapping[str, TenantOutcome]:
+        """Play one step per action (the task has one tenant); its reward is the step's."""
+        out = {}
+        for tenant, action in inputs.actions:
+            self.play(action.gpus_to_provision)
+            out[tenant] = TenantOutcome(reward=self.last_reward)
+        return out
+
+    def settle_reward(self, tenant: int) -> float:
+        """Nothing accrues between steps: each step's reward came with its round."""
+        return 0.0
 
     def play(self, gpus_to_provision: int) -> None:
         """One step of the task with the given action."""

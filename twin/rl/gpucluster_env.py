@@ -13,15 +13,13 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from twin.schema.actions import GpuClusterAction
-from twin.schema.scenario import GpuClusterScenario
+from twin.schema.actions import GpuClusterAction, GpuClusterObservation
 from twin.sim import scenarios
 from twin.sim.driver import Driver
-from twin.sim.gpucluster import GpuClusterModel
 
 TASKS = ("easy", "medium", "hard")
-POLICY_NAME = "agent"
 BOUND = 1e12  # finite stand-in for "unbounded" counts and dollars
+TENANT = "default"
 
 
 class GpuClusterEnv(gym.Env[np.ndarray, np.int64]):
@@ -32,8 +30,7 @@ class GpuClusterEnv(gym.Env[np.ndarray, np.int64]):
     def __init__(self, task: str = "medium", max_delta: int = 4) -> None:
         if task not in TASKS:
             raise ValueError(f"unknown task {task!r}; tasks are {', '.join(TASKS)}")
-        scenario = scenarios.load(f"gpucluster-{task}")
-        assert isinstance(scenario, GpuClusterScenario)
+        scenario = scenarios.load_task(task)
         self.scenario = scenario
         self.task = task
         self.action_space = spaces.Discrete(2 * max_delta + 1, start=-max_delta)
@@ -42,8 +39,9 @@ class GpuClusterEnv(gym.Env[np.ndarray, np.int64]):
             high=np.array([scenario.max_steps, BOUND, BOUND, BOUND, BOUND], dtype=np.float64),
             dtype=np.float64,
         )
-        self._driver: Driver | None = None
-        self._model: GpuClusterModel | None = None
+        self._driver: Driver[GpuClusterObservation, GpuClusterAction] | None = None
+        self._last_reward: float | None = None
+        self._total_reward = 0.0
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -51,48 +49,41 @@ class GpuClusterEnv(gym.Env[np.ndarray, np.int64]):
         super().reset(seed=seed)
         episode_seed = int(self.np_random.integers(0, 2**31 - 1))
         self._driver = Driver(self.scenario, seed=episode_seed)
-        model = self._driver.model
-        assert isinstance(model, GpuClusterModel)
-        self._model = model
         self._driver.advance()
+        self._last_reward, self._total_reward = None, 0.0
         return self._obs(), {"seed": episode_seed}
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        driver, model = self._driver, self._model
-        if driver is None or model is None:
-            raise RuntimeError("call reset() before step()")
-        driver.act({"default": GpuClusterAction(gpus_to_provision=int(action))}, _POLICY)
+        driver = self.driver
+        played = GpuClusterAction(gpus_to_provision=int(action))
+        reward = driver.commit_round({TENANT: played}, {})[TENANT].reward
         driver.advance()
-        terminated = model.ended == "budget_exhausted"
-        truncated = model.ended == "max_steps"
-        return self._obs(), model.last_reward, terminated, truncated, {}
+        self._last_reward = reward
+        self._total_reward += reward
+        terminated = driver.ended == "budget_exhausted"
+        truncated = driver.ended == "max_steps"
+        return self._obs(), reward, terminated, truncated, {}
 
     def state(self) -> dict[str, Any]:
         """The current observation in OpenEnv's JSON shape."""
-        model = self._model
-        if model is None:
-            raise RuntimeError("call reset() before state()")
+        score = self._total_reward / (self.scenario.max_steps * 10.0)
         return {
-            "observation": model.observe().model_dump(),
-            "reward": model.last_reward if model.time_step else None,
-            "done": model.ended is not None,
-            "metadata": {"task": self.task, "score": model.score},
+            "observation": self.driver.observe(TENANT).model_dump(),
+            "reward": self._last_reward,
+            "done": self.driver.ended is not None,
+            "metadata": {"task": self.task, "score": min(max(score, 0.0), 1.0)},
         }
 
     @property
-    def driver(self) -> Driver:
+    def driver(self) -> Driver[GpuClusterObservation, GpuClusterAction]:
         """The driver of the current episode (its event log, its model)."""
         if self._driver is None:
             raise RuntimeError("call reset() first")
         return self._driver
 
     def _obs(self) -> np.ndarray:
-        m = self._model
-        assert m is not None
+        o = self.driver.observe(TENANT)
         return np.array(
-            [m.time_step, m.active_gpus, m.queue_size, m.budget_usd, m.incoming_jobs],
+            [o.time_step, o.active_gpus, o.queue_size, o.current_budget, o.incoming_jobs],
             dtype=np.float64,
         )
-
-
-_POLICY = {"default": POLICY_NAME}

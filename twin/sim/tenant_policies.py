@@ -1,13 +1,14 @@
-"""Built-in in-process policies: what a tenant does when no agent decides for it.
+"""Tenant policies: what a tenant does when no agent decides for it (built in, in-process).
 
 A policy maps a tenant's observation to an action; it sees nothing but the schema models.
+Each model kind has its registry of policies by name.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Callable, Mapping
+from typing import Protocol, TypeVar
 
 import numpy as np
 
@@ -19,17 +20,20 @@ from twin.schema.actions import (
     TenantObservation,
 )
 
+O_contra = TypeVar("O_contra", contravariant=True)
+A_co = TypeVar("A_co", covariant=True)
 
-class ClusterPolicy(Protocol):
+
+class TenantPolicy(Protocol[O_contra, A_co]):
+    """Decides for one tenant from its observation."""
+
     name: str
 
-    def decide(self, obs: TenantObservation) -> ProvisionAction: ...
+    def decide(self, obs: O_contra) -> A_co: ...
 
 
-class GpuClusterPolicy(Protocol):
-    name: str
-
-    def decide(self, obs: GpuClusterObservation) -> GpuClusterAction: ...
+ClusterPolicy = TenantPolicy[TenantObservation, ProvisionAction]
+StepPolicy = TenantPolicy[GpuClusterObservation, GpuClusterAction]
 
 
 class Static:
@@ -114,22 +118,17 @@ CLUSTER_POLICIES: dict[str, Callable[[int], ClusterPolicy]] = {
     "autoscale": lambda seed: Autoscale(),
     "static": lambda seed: Static(),
 }
-GPUCLUSTER_POLICIES: dict[str, Callable[[int], GpuClusterPolicy]] = {
+STEP_POLICIES: dict[str, Callable[[int], StepPolicy]] = {
     "baseline": lambda seed: Baseline(),
     "static": lambda seed: Hold(),
     "random": Random,
 }
 
-
-def cluster_policy(name: str, seed: int = 0) -> ClusterPolicy:
-    """A built-in policy for the cluster model, by name."""
-    if name not in CLUSTER_POLICIES:
-        raise ConfigError(f"unknown policy {name!r}; allowed: {', '.join(CLUSTER_POLICIES)}")
-    return CLUSTER_POLICIES[name](seed)
+P = TypeVar("P")
 
 
-def gpucluster_policy(name: str, seed: int = 0) -> GpuClusterPolicy:
-    """A built-in policy for the gpucluster tasks, by name."""
-    if name not in GPUCLUSTER_POLICIES:
-        raise ConfigError(f"unknown policy {name!r}; allowed: {', '.join(GPUCLUSTER_POLICIES)}")
-    return GPUCLUSTER_POLICIES[name](seed)
+def by_name(registry: Mapping[str, Callable[[int], P]], name: str, seed: int = 0) -> P:
+    """The registry's policy called `name`, seeded; ConfigError names the allowed ones."""
+    if name not in registry:
+        raise ConfigError(f"unknown policy {name!r}; allowed: {', '.join(registry)}")
+    return registry[name](seed)

@@ -10,16 +10,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from twin.errors import ConfigError
-from twin.kernel import default_tables
 from twin.replay import load, validate
-from twin.replay.formats.nodes import KERNEL_NAMES, Inventory
+from twin.replay.formats.nodes import Inventory
 from twin.replay.reader import ReadLog
-from twin.replay.record import JobRecord
+from twin.replay.tenant_delays import ReplayMetrics
 from twin.replay.window import BEFORE, WHOLE, Window
 from twin.schema.scenario import ClusterScenario, PoolConfig
 from twin.schema.summary import DelayComparison, ReplayReport, Summary
+from twin.schema.vocabulary import REPLAY_FILE, QueuePolicy
+from twin.sim.encode import catalog_gpu, gpu_price_usd_h
+from twin.sim.jobrecord import JobRecord
 from twin.sim.runner import run_episode
-from twin.sim.tracegroups import ReplayMetrics
 
 DEFAULT_PRICE_USD_PER_GPU_H = 2.0
 HEADROOM = 1.25  # a cluster sized from the trace holds 125% of its mean offered load
@@ -34,7 +35,7 @@ class ReplayOptions:
     cluster: Path | None = None
     cluster_format: str | None = None
     gpus: int | None = None
-    policy: str = "fifo"
+    policy: QueuePolicy = "fifo"
     backfill: bool = False
     skip_bad: bool = False
     seed: int = 0
@@ -127,7 +128,7 @@ def replay(
         tenants=groups.report(simulated, observed),
     )
     if out_dir is not None:
-        (out_dir / "replay.json").write_text(report.model_dump_json(indent=2) + "\n")
+        (out_dir / REPLAY_FILE).write_text(report.model_dump_json(indent=2) + "\n")
     return summary, report
 
 
@@ -136,13 +137,10 @@ def _slug(text: str) -> str:
 
 
 def _pool(name: str, gpus: int) -> PoolConfig:
-    kernel = KERNEL_NAMES.get(name, name.lower())
-    tables = default_tables()
-    price = (
-        float(tables.price_usd_h[tables.gpu_names.index(kernel)])
-        if kernel in tables.gpu_names
-        else DEFAULT_PRICE_USD_PER_GPU_H
-    )
+    kernel = catalog_gpu(name)
+    price = gpu_price_usd_h(kernel)
+    if price is None:
+        price = DEFAULT_PRICE_USD_PER_GPU_H
     return PoolConfig(name=_slug(name), gpu_type=kernel, max_gpus=gpus, price_usd_per_gpu_h=price)
 
 

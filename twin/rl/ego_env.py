@@ -1,0 +1,171 @@
+"""The ego environment: one agent acts for one tenant, every other tenant follows its policy.
+
+It serves the OpenEnv control plane (one per websocket, one shared over HTTP) and works on any
+scenario kind: a gpucluster scenario is the classic GPUClusterEnv task, a cluster scenario the
+job-level model. Results follow OpenEnv's shape: observation, reward, done, metadata.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import ConfigDict, Field, StrictInt, ValidationError
+
+from twin.errors import ActionError, ConfigError, EnvNotReadyError, SessionEndedError
+from twin.schema.actions import GpuClusterObservation, TenantObservation
+from twin.schema.base import Frozen
+from twin.sim import scenarios
+from twin.sim.driver import Driver
+from twin.sim.tenant_policies import TenantPolicy
+
+
+class EgoOptions(Frozen):
+    """What `reset` accepts (other keys a client sends are ignored)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", allow_inf_nan=False)
+
+    seed: StrictInt | None = Field(default=None, ge=0)
+    episode_id: str | None = None
+    scenario: str | None = None
+    tenant: str | None = None
+    overrides: list[str] = Field(default_factory=list)
+
+
+class EgoMetadata(Frozen):
+    episode_id: str
+    tenant: str
+    t_s: float
+    step_count: int
+    end_reason: str | None
+
+
+class EgoResult(Frozen):
+    """What `reset` and `step` return (OpenEnv's observation shape)."""
+
+    observation: TenantObservation | GpuClusterObservation
+    reward: float | None
+    done: bool
+    metadata: EgoMetadata
+
+
+class EgoState(Frozen):
+    """What `state` returns."""
+
+    episode_id: str
+    step_count: int
+    scenario: str
+    tenant: str
+    t_s: float
+    total_reward: float
+    done: bool
+    end_reason: str | None
+
+
+class EgoEnv:
+    """One isolated environment over the driver. Errors are TwinErrors naming the problem."""
+
+    def __init__(self, default_scenario: str) -> None:
+        self.default_scenario = default_scenario
+        self.driver: Driver[Any, Any] | None = None
+        self.tenant = ""
+        self.episode_id = ""
+        self.steps = 0
+        self.total_reward = 0.0
+        self._defaults: Mapping[str, TenantPolicy[Any, Any]] = {}
+
+    def reset(self, options: EgoOptions) -> EgoResult:
+        """A new episode; the ego tenant's first observation."""
+        seed = options.seed or 0
+        scenario = scenarios.load(options.scenario or self.default_scenario, options.overrides)
+        self.episode_id = options.episode_id or secrets.token_hex(6)
+        driver: Driver[Any, Any] = Driver(scenario, seed=seed, session=self.episode_id)
+        self.tenant = options.tenant or driver.tenants[0]
+        if self.tenant not in driver.tenants:
+            raise ConfigError(f"unknown tenant {self.tenant!r}; tenants: {driver.tenants}")
+        self.driver = driver
+        self._defaults = driver.default_policies()
+        self.steps, self.total_reward = 0, 0.0
+        self._advance_to_ego()
+        return self._result(None)
+
+    def step(self, raw_action: dict[str, Any]) -> EgoResult:
+        """Apply the ego tenant's action; run on until it must decide again."""
+        driver = self._need_driver()
+        if driver.ended:
+            raise SessionEndedError(f"episode {self.episode_id} is over; reset it")
+        try:
+            action = driver.parse_action(raw_action)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "action"
+            raise ActionError(f"action field {where}: {first['msg']}") from None
+        reward = self._commit({self.tenant: action})
+        reward += self._advance_to_ego()
+        self.steps += 1
+        self.total_reward += reward
+        return self._result(reward)
+
+    def state(self) -> EgoState:
+        driver = self._need_driver()
+        return EgoState(
+            episode_id=self.episode_id,
+            step_count=self.steps,
+            scenario=driver.scenario.name,
+            tenant=self.tenant,
+            t_s=driver.now_s,
+            total_reward=self.total_reward,
+            done=driver.ended is not None,
+            end_reason=driver.ended,
+        )
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _need_driver(self) -> Driver[Any, Any]:
+        if self.driver is None:
+            raise EnvNotReadyError("no episode yet: reset first")
+        return self.driver
+
+    def _advance_to_ego(self) -> float:
+        """Run other tenants' rounds with their policies until the ego tenant must decide."""
+        driver = self._need_driver()
+        reward = 0.0
+        while (batch := driver.advance()) is not None:
+            if self.tenant in batch.reasons:
+                return reward
+            reward += self._commit({})
+        return reward + driver.settle_reward(self.tenant)
+
+    def _commit(self, actions: dict[str, Any]) -> float:
+        outcomes = self._need_driver().commit_round(actions, self._defaults)
+        outcome = outcomes.get(self.tenant)
+        return outcome.reward if outcome is not None else 0.0
+
+    def _result(self, reward: float | None) -> EgoResult:
+        driver = self._need_driver()
+        return EgoResult(
+            observation=driver.observe(self.tenant),
+            reward=reward,
+            done=driver.ended is not None,
+            metadata=EgoMetadata(
+                episode_id=self.episode_id,
+                tenant=self.tenant,
+                t_s=driver.now_s,
+                step_count=self.steps,
+                end_reason=driver.ended,
+            ),
+        )
+
+
+def reset_options(raw: Mapping[str, Any]) -> EgoOptions:
+    """Reset options from a JSON object; ConfigError names the first bad field."""
+    try:
+        return EgoOptions.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "options"
+        raise ConfigError(f"reset option {where}: {first['msg']}") from None
+
+
+__all__: Sequence[str] = ("EgoEnv", "EgoOptions", "EgoResult", "EgoState", "reset_options")

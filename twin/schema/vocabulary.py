@@ -1,0 +1,28 @@
+"""The twin's closed vocabularies, each spelled once: the schema, the CLI and the code that
+dispatches on a name all read them from here.
+
+A `Literal` names the members (so configs and wire messages validate against it and their JSON
+Schemas list them); the tuple beside it is the same list for code that iterates.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+QueuePolicy = Literal["fifo", "priority", "sjf", "manual"]
+QUEUE_POLICIES: tuple[QueuePolicy, ...] = get_args(QueuePolicy)
+"""Queue order: first come first served, highest priority, shortest job first, or jobs start
+only when a placement names them (manual)."""
+
+Mechanism = Literal["proportional", "priority", "auction"]
+MECHANISMS: tuple[Mechanism, ...] = get_args(Mechanism)
+"""How a round shares a pool that cannot serve every request."""
+
+Clock = Literal["lockstep", "realtime"]
+CLOCKS: tuple[Clock, ...] = get_args(Clock)
+"""How a negotiation session's virtual time moves against the wall clock."""
+
+EVENTS_FILE = "events.jsonl"
+SUMMARY_FILE = "summary.json"
+REPLAY_FILE = "replay.json"
+"""What a run writes into its output directory: the event log, its summary, a replay's report."""

@@ -1,0 +1,88 @@
+"""Model kinds by scenario kind: the model class, its action and observation types, and its
+tenant policies. The one place that tells the kinds apart."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import simpy
+
+from twin.eventlog.log import EventLog
+from twin.schema.actions import (
+    GpuClusterAction,
+    GpuClusterObservation,
+    ProvisionAction,
+    TenantObservation,
+)
+from twin.schema.base import Frozen
+from twin.schema.scenario import ClusterScenario, GpuClusterScenario, Scenario
+from twin.sim.cluster import ClusterModel
+from twin.sim.jobrecord import JobRecord
+from twin.sim.model import Model
+from twin.sim.rng import Streams
+from twin.sim.stepmodel import TENANT, StepModel
+from twin.sim.tenant_policies import CLUSTER_POLICIES, STEP_POLICIES, TenantPolicy, by_name
+
+Obs = TypeVar("Obs", bound=Frozen)
+Act = TypeVar("Act", bound=Frozen)
+Build = Callable[[simpy.Environment, Any, Streams, EventLog, Iterable[Iterable[JobRecord]]], Any]
+
+
+@dataclass(frozen=True)
+class Kind(Generic[Obs, Act]):
+    """What the driver and its callers need to know of one model kind."""
+
+    name: str
+    build: Build
+    action: type[Act]
+    observation: type[Obs]
+    policies: Mapping[str, Callable[[int], TenantPolicy[Obs, Act]]]
+    configured_policies: Callable[[Any], dict[str, str]]
+    """Each tenant's policy name as the scenario configures it."""
+    negotiable: bool
+    """Whether negotiation sessions (offers, bids, placements) can run on it."""
+
+    def model(
+        self,
+        env: simpy.Environment,
+        scenario: Scenario,
+        streams: Streams,
+        log: EventLog,
+        sources: Iterable[Iterable[JobRecord]],
+    ) -> Model[Obs, Act]:
+        built: Model[Obs, Act] = self.build(env, scenario, streams, log, sources)
+        return built
+
+    def default_policies(
+        self, scenario: Scenario, seed: int, override: str | None = None
+    ) -> dict[str, TenantPolicy[Obs, Act]]:
+        """Each tenant's policy: `override` for all, else the one the scenario names."""
+        return {
+            tenant: by_name(self.policies, override or name, seed)
+            for tenant, name in self.configured_policies(scenario).items()
+        }
+
+
+def _cluster_policies(scenario: ClusterScenario) -> dict[str, str]:
+    return {t.name: t.policy for t in scenario.tenants}
+
+
+def _step_policies(scenario: GpuClusterScenario) -> dict[str, str]:
+    return {TENANT: scenario.policy}
+
+
+CLUSTER: Kind[TenantObservation, ProvisionAction] = Kind(
+    "cluster", ClusterModel, ProvisionAction, TenantObservation, CLUSTER_POLICIES,
+    _cluster_policies, negotiable=True,
+)  # fmt: skip
+GPUCLUSTER: Kind[GpuClusterObservation, GpuClusterAction] = Kind(
+    "gpucluster", StepModel, GpuClusterAction, GpuClusterObservation, STEP_POLICIES,
+    _step_policies, negotiable=False,
+)  # fmt: skip
+KINDS: Mapping[str, Kind[Any, Any]] = {k.name: k for k in (CLUSTER, GPUCLUSTER)}
+
+
+def kind_of(scenario: Scenario) -> Kind[Any, Any]:
+    return KINDS[scenario.kind]

@@ -1,0 +1,101 @@
+"""What every model kind offers the driver, and the records a committed round returns.
+
+A model (the job-level `ClusterModel`, the classic step model) owns its SimPy processes and its
+state; the driver owns the rounds. Between them: `pending` (who must decide, and why), `observe`,
+`commit` (one round's batch of actions, trades and answers), `settle_reward` and `end`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, Literal, Protocol, TypeVar
+
+from twin.schema.actions import Bundle
+from twin.schema.vocabulary import Mechanism
+
+A = TypeVar("A")
+O_co = TypeVar("O_co", covariant=True)
+TradeStatus = Literal["applied", "failed", "rejected"]
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """A trade one tenant proposed to another in a round."""
+
+    offer_id: str
+    from_tenant: str
+    to_tenant: str
+    give: Bundle
+    take: Bundle
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementOutcome:
+    """What became of one placement: started or not, and the kernel's verdict on it."""
+
+    job_id: str
+    pool: str
+    started: bool
+    reasons: tuple[str, ...]
+    score: float
+    tokens_per_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class TradeOutcome:
+    """What became of one offer this round."""
+
+    offer_id: str
+    from_tenant: str
+    to_tenant: str
+    status: TradeStatus
+    reason: str
+
+
+@dataclass(slots=True)
+class TenantOutcome:
+    """What a committed round did for one tenant."""
+
+    granted: dict[str, int] = field(default_factory=dict)
+    price_usd_per_gpu: dict[str, float] = field(default_factory=dict)
+    placements: list[PlacementOutcome] = field(default_factory=list)
+    trades: list[TradeOutcome] = field(default_factory=list)
+    difference_reward: float = 0.0
+    reward: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class RoundInputs(Generic[A]):
+    """One round's inputs in canonical order: actions by tenant (scenario order), offers as made,
+    the ids of accepted offers, and the mechanism that shares scarce pools."""
+
+    actions: Sequence[tuple[str, A]]
+    offers: Sequence[Offer] = ()
+    accepted: frozenset[str] = frozenset()
+    mechanism: Mechanism = "proportional"
+
+
+class Model(Protocol[O_co, A]):
+    """A model kind: state plus the SimPy processes that change it."""
+
+    tenant_names: list[str]
+    pending: dict[int, list[str]]
+    """Tenants (by index) due to decide at the current instant, with their reasons."""
+    ended: str | None
+
+    def observe(self, tenant: int, reasons: list[str]) -> O_co:
+        """The tenant's view now."""
+        ...
+
+    def commit(self, inputs: RoundInputs[A]) -> Mapping[str, TenantOutcome]:
+        """Apply one round at the current virtual time; what it did for each tenant."""
+        ...
+
+    def settle_reward(self, tenant: int) -> float:
+        """The tenant's reward since it was last settled."""
+        ...
+
+    def end(self, reason: str) -> None:
+        """Close the episode (idempotent)."""
+        ...

@@ -1,0 +1,265 @@
+"""The scheduler: admission, queue order, fit, EASY backfill, and each run's start and end.
+
+Jobs wait in their tenant's queue and run on GPUs their own tenant holds; where a job fits is
+the placement part's answer. A run ends by finishing, diverging (an unstable plan), or being
+interrupted (GPU failure, budget exhaustion), after which the job resumes from its last
+checkpoint or fails for good.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import simpy
+
+from twin.sim.encode import PlanOption
+from twin.sim.jobs import Job
+from twin.sim.placement import CounterPlacement
+from twin.sim.pools import Holding, Pool
+from twin.sim.queues import JobQueue, make_queue
+from twin.sim.sampling import Sampler
+from twin.sim.scaling import efficiency
+
+if TYPE_CHECKING:
+    from twin.sim.cluster import ClusterModel
+
+
+class Scheduler:
+    """Every tenant's queue and running jobs."""
+
+    def __init__(self, model: ClusterModel, placement: CounterPlacement) -> None:
+        cfg = model.cfg
+        self.model = model
+        self.env = model.env
+        self._emit = model.emit
+        self.placement = placement
+        self.queues: list[JobQueue] = [make_queue(cfg.queue.policy) for _ in cfg.tenants]
+        self.queued_milli = [0] * len(cfg.tenants)
+        self.efficiency = efficiency(cfg.scaling)
+        self._backfill = cfg.queue.backfill
+        self._manual = cfg.queue.policy == "manual"
+        divergence = model.streams.get("divergence")
+        self._divergence = Sampler(divergence, lambda g, n: g.uniform(0.2, 0.9, n))
+        self.jobs_in_system = 0
+        self.running_jobs = 0
+        self._seq = 0
+
+    # -- admission ------------------------------------------------------------------------
+
+    def admit(
+        self,
+        tenant: int,
+        job_id: str | None,
+        *,
+        gpus: float,
+        work: float,
+        priority: float,
+        gpu_type: str | None,
+        option: PlanOption | None = None,
+    ) -> Job:
+        """A job enters its tenant's queue; a kernel job whose plan runs nowhere is rejected.
+
+        `work` is reference-GPU-seconds, or tokens for a kernel job (`option` set).
+        """
+        now = self.env.now
+        self._seq += 1
+        seq = self._seq
+        if option is None:
+            work_gpu_s, nominal = work, gpus if gpus > 0 else 1.0
+        else:
+            nominal = option.best_rate
+            work_gpu_s = gpus * work / nominal if nominal > 0 else 0.0
+        job = Job(job_id or f"j{seq}", tenant, gpus, round(gpus * 1000), work_gpu_s, priority,
+                  gpu_type, now, seq, work, work, nominal, now, option)  # fmt: skip
+        model = self.model
+        name = model.tenant_names[tenant]
+        self._emit(
+            ("job_arrived", now, name, job.job_id, gpus, work_gpu_s, priority, gpu_type)
+        )  # fmt: skip
+        if option is not None and nominal <= 0:
+            self._emit(
+                ("job_failed", now, name, job.job_id, f"infeasible_plan: {option.why_not()}")
+            )
+            return job
+        self.jobs_in_system += 1
+        self.enqueue(job)
+        self.schedule(tenant)
+        if model.decisions.on_arrival:
+            model.decisions.want(tenant, "arrival")
+        return job
+
+    def enqueue(self, job: Job, *, requeue: bool = False) -> None:
+        job.queued = True
+        job.queued_since_s = self.env.now
+        self.queues[job.tenant].push(job, requeue=requeue)
+        self.queued_milli[job.tenant] += job.milli
+
+    # -- queue order, fit and backfill ----------------------------------------------------
+
+    def schedule(self, tenant: int) -> None:
+        """Start queued jobs of `tenant` in queue order while they fit; then backfill.
+        (With a manual queue, jobs start only when placed.)"""
+        if self._manual:
+            return
+        q = self.queues[tenant]
+        fit = self.placement.fit
+        while True:
+            job = q.head()
+            if job is None:
+                return
+            h = fit(job)
+            if h is None:
+                break
+            q.pop()
+            self.run(job, h)
+        if self._backfill and len(q) > 1:
+            self._backfill_behind(job)
+
+    def _backfill_behind(self, head: Job) -> None:
+        """EASY backfill: a later job may start now if it cannot delay the blocked head.
+
+        The head reserves the earliest time its GPUs free up in its best pool (the shadow time);
+        a candidate may run there if it ends by then or uses only GPUs the head will not need.
+        """
+        now = self.env.now
+        shadow_s, spare_milli, reserved = self._shadow(head)
+        q = self.queues[head.tenant]
+        for job in q.first(self.model.cfg.queue.backfill_depth)[1:]:
+            fit = self.placement.fit(job)
+            if fit is None:
+                continue
+            if fit is not reserved or now + job.remaining / self.rate(job, fit.pool) <= shadow_s:
+                pass
+            elif job.milli <= spare_milli:
+                spare_milli -= job.milli
+            else:
+                continue
+            q.remove(job)
+            self.run(job, fit)
+
+    def _shadow(self, head: Job) -> tuple[float, int, Holding | None]:
+        """When the head could start at the earliest, the GPUs it leaves spare then, and where."""
+        shadow_s, spare_milli = math.inf, 0
+        reserved: Holding | None = None
+        for h in self.placement.candidates(head):
+            free = h.ready * 1000 - h.busy_milli
+            ends = sorted((j.start_s + j.remaining / j.rate, j.milli) for j in h.running)
+            for end_s, milli in ends:
+                free += milli
+                if free >= head.milli:
+                    if end_s < shadow_s:
+                        shadow_s, spare_milli, reserved = end_s, free - head.milli, h
+                    break
+        return shadow_s, spare_milli, reserved
+
+    # -- runs -----------------------------------------------------------------------------
+
+    def rate(self, job: Job, pool: Pool) -> float:
+        """Work per second on `pool`: the kernel's tokens/s for a kernel job, else
+        reference-GPU-seconds per second (a GPU-less job runs at the pool's speed)."""
+        if job.option is not None:
+            rate: float = job.option.rates[pool.index]
+            return rate
+        gpus = job.gpus
+        return gpus * pool.cfg.speed * self.efficiency(gpus) if gpus > 0 else pool.cfg.speed
+
+    def run(self, job: Job, h: Holding) -> None:
+        """Start a queued job (already out of its queue) on holding `h`."""
+        job.queued = False
+        self.queued_milli[job.tenant] -= job.milli
+        now = self.env.now
+        pool = h.pool
+        job.pool = pool.index
+        job.start_s = now
+        h.busy_milli += job.milli
+        h.running[job] = None
+        self.running_jobs += 1
+        job.rate = rate = self.rate(job, pool)
+        run_s = job.remaining / rate
+        ev = self.env.timeout(run_s, job)
+        ev.callbacks.append(self._finished)
+        job.run = ev
+        if job.option is not None and not job.option.stable[pool.index]:
+            # An unstable plan starts, then diverges part-way through.
+            fraction = self._divergence()
+            self.env.timeout(run_s * fraction).callbacks.append(lambda _: self._diverged(job, ev))
+        wait_s = now - job.queued_since_s
+        tenant = self.model.tenant_names[job.tenant]
+        self._emit(("job_started", now, tenant, job.job_id, pool.cfg.name, job.gpus, run_s, wait_s))
+        self.model.billing.charge_wait(job, wait_s)
+
+    def start_placed(self, job: Job, pool: int, option: PlanOption) -> bool:
+        """Start a queued job on `pool` with a placed plan, if its tenant has the GPUs idle."""
+        h = self.model.holdings[job.tenant][pool]
+        if h.idle_milli < job.milli:
+            return False
+        job.option = option
+        job.nominal_rate = option.best_rate
+        self.queues[job.tenant].remove(job)
+        self.run(job, h)
+        return True
+
+    def _stop(self, job: Job) -> Holding:
+        h = self.model.holdings[job.tenant][job.pool]
+        h.busy_milli -= job.milli
+        del h.running[job]
+        job.run = None
+        self.running_jobs -= 1
+        return h
+
+    def _finished(self, ev: simpy.Event) -> None:
+        job: Job = ev._value
+        model = self.model
+        if job.run is not ev or model.ended:
+            return
+        now = self.env.now
+        h = self._stop(job)
+        tenant = job.tenant
+        self._emit(
+            ("job_finished", now, model.tenant_names[tenant], job.job_id, h.pool.cfg.name,
+             job.gpus, now - job.start_s)
+        )  # fmt: skip
+        model.billing.earn(tenant, job.work_gpu_s)
+        self._left(tenant)
+
+    def _diverged(self, job: Job, run: simpy.Event) -> None:
+        """An unstable run's loss blew up: the job fails for good (the same plan would again)."""
+        model = self.model
+        if job.run is not run or model.ended:
+            return
+        self._stop(job)
+        self._emit(("job_failed", self.env.now, model.tenant_names[job.tenant], job.job_id,
+                    "diverged"))  # fmt: skip
+        self._left(job.tenant)
+
+    def _left(self, tenant: int) -> None:
+        """A job left the system after a run: its GPUs go to the next in line."""
+        model = self.model
+        self.jobs_in_system -= 1
+        self.schedule(tenant)
+        if model.decisions.on_completion:
+            model.decisions.want(tenant, "completion")
+        model.check_drained()
+
+    def interrupt(self, job: Job, reason: str) -> None:
+        """Stop a running job; it resumes from its last checkpoint or fails for good."""
+        now = self.env.now
+        model = self.model
+        h = self._stop(job)
+        elapsed_s = now - job.start_s
+        ckpt_s = model.cfg.checkpoint_interval_s
+        kept_s = math.floor(elapsed_s / ckpt_s) * ckpt_s if ckpt_s else 0.0
+        job.remaining = max(job.remaining - kept_s * job.rate, 0.0)
+        job.restarts += 1
+        tenant = model.tenant_names[job.tenant]
+        self._emit(
+            ("job_interrupted", now, tenant, job.job_id, h.pool.cfg.name, reason,
+             (elapsed_s - kept_s) * job.gpus, job.restarts)
+        )  # fmt: skip
+        if job.restarts > model.cfg.max_restarts:
+            self._emit(("job_failed", now, tenant, job.job_id, "too_many_restarts"))
+            self.jobs_in_system -= 1
+            model.check_drained()
+        else:
+            self.enqueue(job, requeue=True)
