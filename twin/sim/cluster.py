@@ -11,10 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-import simpy
-
 from twin.errors import ActionError
-from twin.eventlog.log import EventLog
 from twin.schema.actions import ProvisionAction, TenantObservation
 from twin.schema.scenario import ClusterScenario
 from twin.sim.arrivals import job_arrivals, record_arrivals
@@ -24,7 +21,7 @@ from twin.sim.failures import node_failures
 from twin.sim.jobrecord import JobRecord
 from twin.sim.ledger import Billing, Ledger
 from twin.sim.market import mediator
-from twin.sim.model import RoundInputs, TenantOutcome
+from twin.sim.model import RoundInputs, TenantOutcome, World
 from twin.sim.observe import observe
 from twin.sim.placement import CounterPlacement
 from twin.sim.pools import Holding, Pool
@@ -38,17 +35,12 @@ class ClusterModel:
     """One cluster's state, composed of the parts that change it."""
 
     def __init__(
-        self,
-        env: simpy.Environment,
-        cfg: ClusterScenario,
-        streams: Streams,
-        log: EventLog,
-        sources: Iterable[Iterable[JobRecord]] = (),
+        self, world: World, cfg: ClusterScenario, sources: Iterable[Iterable[JobRecord]] = ()
     ) -> None:
-        self.env = env
+        self.env = env = world.env
         self.cfg = cfg
-        self.streams = streams
-        self.emit = log.append
+        self.streams = streams = world.streams
+        self.emit = world.log.append
         self.tenant_names = [t.name for t in cfg.tenants]
         self.tenant_index = {name: i for i, name in enumerate(self.tenant_names)}
         self.pools = [_pool(i, p.name, cfg, streams) for i, p in enumerate(cfg.pools)]

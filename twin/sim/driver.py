@@ -25,7 +25,7 @@ from twin.schema.scenario import Scenario
 from twin.schema.vocabulary import Mechanism
 from twin.sim.jobrecord import JobRecord
 from twin.sim.kinds import Kind, kind_of
-from twin.sim.model import Model, Offer, RoundInputs, TenantOutcome
+from twin.sim.model import Model, Offer, RoundInputs, TenantOutcome, World
 from twin.sim.rng import Streams
 from twin.sim.tenant_policies import TenantPolicy
 
@@ -73,7 +73,7 @@ class Driver(Generic[Obs, Act]):
         self.log.append(("episode_started", 0.0, None, scenario.name, seed, config))
         self.kind: Kind[Obs, Act] = kind_of(scenario)
         self.model: Model[Obs, Act] = self.kind.model(
-            self.env, scenario, Streams(seed), self.log, sources
+            World(self.env, Streams(seed), self.log), scenario, sources
         )
         self.tenants = list(self.model.tenant_names)
         self._tenants = {name: i for i, name in enumerate(self.tenants)}

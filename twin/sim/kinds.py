@@ -7,27 +7,18 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-import simpy
-
-from twin.eventlog.log import EventLog
-from twin.schema.actions import (
-    GpuClusterAction,
-    GpuClusterObservation,
-    ProvisionAction,
-    TenantObservation,
-)
+from twin.schema import actions
 from twin.schema.base import Frozen
 from twin.schema.scenario import ClusterScenario, GpuClusterScenario, Scenario
 from twin.sim.cluster import ClusterModel
 from twin.sim.jobrecord import JobRecord
-from twin.sim.model import Model
-from twin.sim.rng import Streams
+from twin.sim.model import Model, World
 from twin.sim.stepmodel import TENANT, StepModel
 from twin.sim.tenant_policies import CLUSTER_POLICIES, STEP_POLICIES, TenantPolicy, by_name
 
 Obs = TypeVar("Obs", bound=Frozen)
 Act = TypeVar("Act", bound=Frozen)
-Build = Callable[[simpy.Environment, Any, Streams, EventLog, Iterable[Iterable[JobRecord]]], Any]
+Build = Callable[[World, Any, Iterable[Iterable[JobRecord]]], Any]
 
 
 @dataclass(frozen=True)
@@ -45,14 +36,9 @@ class Kind(Generic[Obs, Act]):
     """Whether negotiation sessions (offers, bids, placements) can run on it."""
 
     def model(
-        self,
-        env: simpy.Environment,
-        scenario: Scenario,
-        streams: Streams,
-        log: EventLog,
-        sources: Iterable[Iterable[JobRecord]],
+        self, world: World, scenario: Scenario, sources: Iterable[Iterable[JobRecord]]
     ) -> Model[Obs, Act]:
-        built: Model[Obs, Act] = self.build(env, scenario, streams, log, sources)
+        built: Model[Obs, Act] = self.build(world, scenario, sources)
         return built
 
     def default_policies(
@@ -73,12 +59,12 @@ def _step_policies(scenario: GpuClusterScenario) -> dict[str, str]:
     return {TENANT: scenario.policy}
 
 
-CLUSTER: Kind[TenantObservation, ProvisionAction] = Kind(
-    "cluster", ClusterModel, ProvisionAction, TenantObservation, CLUSTER_POLICIES,
+CLUSTER: Kind[actions.TenantObservation, actions.ProvisionAction] = Kind(
+    "cluster", ClusterModel, actions.ProvisionAction, actions.TenantObservation, CLUSTER_POLICIES,
     _cluster_policies, negotiable=True,
 )  # fmt: skip
-GPUCLUSTER: Kind[GpuClusterObservation, GpuClusterAction] = Kind(
-    "gpucluster", StepModel, GpuClusterAction, GpuClusterObservation, STEP_POLICIES,
+GPUCLUSTER: Kind[actions.GpuClusterObservation, actions.GpuClusterAction] = Kind(
+    "gpucluster", StepModel, actions.GpuClusterAction, actions.GpuClusterObservation, STEP_POLICIES,
     _step_policies, negotiable=False,
 )  # fmt: skip
 KINDS: Mapping[str, Kind[Any, Any]] = {k.name: k for k in (CLUSTER, GPUCLUSTER)}

@@ -11,12 +11,25 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Literal, Protocol, TypeVar
 
+import simpy
+
+from twin.eventlog.log import EventLog
 from twin.schema.actions import Bundle
 from twin.schema.vocabulary import Mechanism
+from twin.sim.rng import Streams
 
 A = TypeVar("A")
 O_co = TypeVar("O_co", covariant=True)
 TradeStatus = Literal["applied", "failed", "rejected"]
+
+
+@dataclass(frozen=True, slots=True)
+class World:
+    """What every model is built in: its SimPy environment, random streams and event log."""
+
+    env: simpy.Environment
+    streams: Streams
+    log: EventLog
 
 
 @dataclass(frozen=True, slots=True)

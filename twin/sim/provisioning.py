@@ -24,11 +24,9 @@ class Provisioning:
 
     def provision(self, tenant: int, pool_index: int, gpus: int) -> None:
         """Request `gpus` more GPUs of a pool for `tenant`, within the pool's free capacity."""
-        model = self.model
-        now = self.env.now
-        h = model.holdings[tenant][pool_index]
+        model, now = self.model, self.env.now
+        h, name = model.holdings[tenant][pool_index], model.tenant_names[tenant]
         pool = h.pool
-        name = model.tenant_names[tenant]
         if model.ledgers[tenant].exhausted:
             self._emit(("action_clamped", now, name, pool.cfg.name, gpus, 0, "budget_exhausted"))
             return
@@ -74,12 +72,9 @@ class Provisioning:
 
     def release(self, tenant: int, pool_index: int, gpus: int) -> None:
         """Give back up to `gpus`: pending requests first (newest first), then idle GPUs."""
-        model = self.model
-        now = self.env.now
-        h = model.holdings[tenant][pool_index]
-        pool = h.pool
-        name = model.tenant_names[tenant]
-        left = gpus
+        model, now = self.model, self.env.now
+        h, name = model.holdings[tenant][pool_index], model.tenant_names[tenant]
+        pool, left = h.pool, gpus
         while left and h.pending:
             req = h.pending[-1]
             k = min(left, req.gpus)

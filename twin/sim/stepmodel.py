@@ -13,12 +13,10 @@ from collections.abc import Iterable, Mapping
 
 import simpy
 
-from twin.eventlog.log import EventLog
 from twin.schema.actions import GpuClusterAction, GpuClusterObservation
 from twin.schema.scenario import GpuClusterScenario
 from twin.sim.jobrecord import JobRecord
-from twin.sim.model import RoundInputs, TenantOutcome
-from twin.sim.rng import Streams
+from twin.sim.model import RoundInputs, TenantOutcome, World
 from twin.sim.sampling import Sampler
 
 TENANT = "default"
@@ -47,17 +45,13 @@ class StepModel:
     )
 
     def __init__(
-        self,
-        env: simpy.Environment,
-        cfg: GpuClusterScenario,
-        streams: Streams,
-        log: EventLog,
-        sources: Iterable[Iterable[JobRecord]] = (),
+        self, world: World, cfg: GpuClusterScenario, sources: Iterable[Iterable[JobRecord]] = ()
     ) -> None:
         """A step model takes no job sources: its arrivals are counts drawn each step."""
-        self.env = env
+        self.env = env = world.env
         self.cfg = cfg
-        self._emit = log.append
+        self._emit = world.log.append
+        streams = world.streams
         lam = cfg.arrival_rate
         self._arrivals = Sampler(streams.get("arrivals"), lambda g, n: g.poisson(lam, n))
         self.tenant_names = [TENANT]

@@ -1,0 +1,1 @@
+"""Pydantic models: scenarios, actions, observations, events, wire messages and summaries."""
