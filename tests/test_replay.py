@@ -20,9 +20,10 @@ from twin.errors import ConfigError, TraceError
 from twin.eventlog.log import read_jsonl
 from twin.replay import run as tracerun
 from twin.replay import tenant_delays as tracegroups
-from twin.replay.detect import JOB_FORMATS, NODE_FORMATS, detect
+from twin.replay.detect import detect
 from twin.replay.load import TraceOptions, inventory, job_format, records
 from twin.replay.reader import ReadLog
+from twin.replay.registry import JOB_FORMATS, NODE_FORMATS
 from twin.replay.run import ReplayOptions, replay
 from twin.replay.window import BEFORE, Window
 from twin.sim.jobrecord import JobRecord

@@ -16,8 +16,7 @@ TARGET_JOBS_PER_S = 60_000
 
 def _mmc(jobs: int, span_factor: float = 1.0) -> ClusterScenario:
     """The M/M/c scenario with `jobs` jobs; span_factor stretches time (same load)."""
-    base = scenarios.load("mmc")
-    assert isinstance(base, ClusterScenario)
+    base = scenarios.load_cluster("mmc")
     raw = base.model_dump()
     w = raw["tenants"][0]["workloads"][0]
     w["max_jobs"] = jobs

@@ -11,6 +11,7 @@ from rich.console import Console
 
 from twin import __version__
 from twin.errors import TwinError
+from twin.schema.vocabulary import EVENTS_FILE, SUMMARY_FILE
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -24,7 +25,7 @@ def _run(args: argparse.Namespace) -> int:
     console = Console()
     print_summary(summary, console)
     if out is not None:
-        console.print(f"wrote {out / 'events.jsonl'} and {out / 'summary.json'}")
+        console.print(f"wrote {out / EVENTS_FILE} and {out / SUMMARY_FILE}")
     return 0
 
 
@@ -72,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--scenario", default="default", help="built-in name or YAML/JSON file")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--policy", help="policy for every tenant (default: each tenant's own)")
-    run.add_argument("--out", help="directory for events.jsonl and summary.json")
+    run.add_argument("--out", help=f"directory for {EVENTS_FILE} and {SUMMARY_FILE}")
     run.add_argument(
         "--set", action="append", metavar="PATH=VALUE", help="override a scenario field"
     )

@@ -11,8 +11,9 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from twin.replay.detect import JOB_FORMATS, NODE_FORMATS
+from twin.replay.registry import JOB_FORMATS, NODE_FORMATS
 from twin.schema.summary import Quantiles, ReplayReport
+from twin.schema.vocabulary import EVENTS_FILE, QUEUE_POLICIES, REPLAY_FILE, SUMMARY_FILE
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -27,7 +28,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     where.add_argument("--gpus", type=int, help="one pool of this many GPUs")
     rp.add_argument("--cluster-format", choices=NODE_FORMATS, help="override inventory detection")
     rp.add_argument(
-        "--policy", choices=("fifo", "priority", "sjf"), default="fifo", help="queue order"
+        "--policy",
+        choices=[p for p in QUEUE_POLICIES if p != "manual"],  # a replay has no agent to place
+        default="fifo",
+        help="queue order",
     )
     rp.add_argument("--backfill", action="store_true", help="EASY backfill behind a blocked head")
     rp.add_argument("--skip-bad", action="store_true", help="skip and count corrupt lines")
@@ -40,7 +44,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     rp.add_argument("--end-h", type=float, help="... and before this hour (from the first job)")
     rp.add_argument("--max-jobs", type=int, help="replay at most this many jobs of the window")
     rp.add_argument("--seed", type=int, default=0)
-    rp.add_argument("--out", help="directory for events.jsonl, summary.json and replay.json")
+    rp.add_argument("--out", help=f"directory for {EVENTS_FILE}, {SUMMARY_FILE} and {REPLAY_FILE}")
     rp.set_defaults(func=replay_command)
 
     tr = sub.add_parser("trace", help="synthetic traces")
@@ -92,9 +96,7 @@ def replay_command(args: argparse.Namespace) -> int:
     print_summary(summary, console)
     print_report(report, console)
     if out is not None:
-        console.print(
-            f"wrote {out / 'events.jsonl'}, {out / 'summary.json'} and {out / 'replay.json'}"
-        )
+        console.print(f"wrote {out / EVENTS_FILE}, {out / SUMMARY_FILE} and {out / REPLAY_FILE}")
     return 0
 
 
@@ -137,7 +139,7 @@ SHOWN_TENANTS = 10
 def print_tenants(r: ReplayReport, console: Console) -> None:
     """Queueing delay of the trace's own tenants, the busiest first."""
     rest = len(r.tenants) - SHOWN_TENANTS
-    more = f" (top {SHOWN_TENANTS}; {rest:,} more in replay.json)" if rest > 0 else ""
+    more = f" (top {SHOWN_TENANTS}; {rest:,} more in {REPLAY_FILE})" if rest > 0 else ""
     table = Table(title=f"queueing delay by the trace's tenants{more}")
     for name in ("tenant", "jobs", "simulated p50 · p99", "observed p50 · p99"):
         table.add_column(name, justify="left" if name == "tenant" else "right")

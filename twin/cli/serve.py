@@ -12,6 +12,7 @@ from twin.gateway.app import create_app
 from twin.gateway.config import GatewayConfig, SessionRequest
 from twin.gateway.keys import REGISTRY
 from twin.logs import configure_logging
+from twin.schema.vocabulary import CLOCKS, MECHANISMS
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -21,7 +22,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     sv.add_argument("--scenario", default="default", help="default scenario (built-in or file)")
     sv.add_argument("--max-sessions", type=int, default=16)
     sv.add_argument("--round-timeout-ms", type=int, default=2000)
-    sv.add_argument("--log-dir", help="write each session's events.jsonl here")
+    sv.add_argument("--log-dir", help="write each session's event log (<session>.jsonl) here")
     sv.add_argument(
         "--session",
         action="store_true",
@@ -30,10 +31,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     sv.add_argument(
         "--agents", default="", help="with --session: tenants to wait for, comma-separated"
     )
-    sv.add_argument(
-        "--mechanism", choices=("proportional", "priority", "auction"), default="proportional"
-    )
-    sv.add_argument("--clock", choices=("lockstep", "realtime"), default="lockstep")
+    sv.add_argument("--mechanism", choices=MECHANISMS, default="proportional")
+    sv.add_argument("--clock", choices=CLOCKS, default="lockstep")
     sv.add_argument("--seed", type=int, default=0)
     sv.set_defaults(func=serve_command)
 

@@ -6,9 +6,7 @@ import re
 from pathlib import Path
 
 from twin.errors import TraceError
-
-JOB_FORMATS = ("itp", "csv", "slurm", "philly", "openb", "dlrm", "azure", "mooncake")
-NODE_FORMATS = ("openb-nodes", "pai-machines", "spot-nodes", "philly-machines")
+from twin.replay.registry import JOB_FORMATS, NODE_FORMATS
 
 SIGNATURES: tuple[tuple[frozenset[str], str], ...] = (
     (frozenset({"job_id", "submission_time", "duration", "num_gpu"}), "itp"),

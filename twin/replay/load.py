@@ -3,26 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from twin.errors import TraceError
-from twin.replay.detect import JOB_FORMATS, NODE_FORMATS, detect
-from twin.replay.formats import alibaba, flat, philly, requests, slurm
-from twin.replay.formats.flat import ColumnMap
+from twin.replay.detect import detect
 from twin.replay.formats.nodes import Inventory, read_inventory
-from twin.replay.formats.requests import DEFAULT_MODEL, RequestModel
 from twin.replay.reader import ReadLog
+from twin.replay.registry import (
+    DEFAULT_OPTIONS,
+    JOB_FORMATS,
+    JOB_READERS,
+    NODE_FORMATS,
+    TraceOptions,
+)
 from twin.sim.jobrecord import JobRecord
-
-
-@dataclass(frozen=True)
-class TraceOptions:
-    """Per-format knobs: a column map for flat CSVs, the LLM request model, CPU instances."""
-
-    columns: ColumnMap | None = None
-    requests: RequestModel = DEFAULT_MODEL
-    include_cpu: bool = False
 
 
 def job_format(path: Path, fmt: str | None, options: TraceOptions) -> str:
@@ -38,32 +32,14 @@ def job_format(path: Path, fmt: str | None, options: TraceOptions) -> str:
     return fmt
 
 
-DEFAULT_OPTIONS = TraceOptions()
-
-
 def records(
     path: Path, fmt: str, log: ReadLog, options: TraceOptions = DEFAULT_OPTIONS
 ) -> Iterator[JobRecord]:
     """The trace's jobs in submission order, submit times from the first submission."""
-    match fmt:
-        case "itp":
-            return flat.read(path, log)
-        case "csv":
-            assert options.columns is not None
-            return flat.read(path, log, options.columns)
-        case "slurm":
-            return slurm.read(path, log)
-        case "philly":
-            return philly.read(path, log)
-        case "openb":
-            return alibaba.read_openb(path, log)
-        case "dlrm":
-            return alibaba.read_dlrm(path, log, include_cpu=options.include_cpu)
-        case "azure":
-            return requests.read_azure(path, log, options.requests)
-        case "mooncake":
-            return requests.read_mooncake(path, log, options.requests)
-    raise TraceError(f"unknown trace format {fmt!r}")
+    reader = JOB_READERS.get(fmt)
+    if reader is None:
+        raise TraceError(f"unknown trace format {fmt!r}; allowed: {', '.join(JOB_FORMATS)}")
+    return reader(path, log, options)
 
 
 def inventory(path: Path, fmt: str | None, log: ReadLog) -> Inventory:
@@ -74,3 +50,6 @@ def inventory(path: Path, fmt: str | None, log: ReadLog) -> Inventory:
             f"{path}: is a {fmt} trace, not a node inventory ({', '.join(NODE_FORMATS)})"
         )
     return read_inventory(path, log, fmt)
+
+
+__all__ = ["DEFAULT_OPTIONS", "TraceOptions", "inventory", "job_format", "records"]

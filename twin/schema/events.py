@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, TypeAdapter
 
 from twin.schema.base import Frozen
+from twin.schema.vocabulary import Mechanism
 
 
 class Event(Frozen):
@@ -147,7 +148,7 @@ class AuctionCleared(Event):
 class RoundCommitted(Event):
     kind: Literal["round_committed"] = "round_committed"
     round: int
-    mechanism: str
+    mechanism: Mechanism
     defaulted: list[str]
 
 

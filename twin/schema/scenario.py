@@ -21,6 +21,7 @@ from pydantic import (
 
 from twin.schema.base import Frozen
 from twin.schema.distributions import Choice, Constant, Distribution, upper_bound
+from twin.schema.vocabulary import QueuePolicy
 
 Name = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$", max_length=64)]
 
@@ -175,7 +176,7 @@ class QueueConfig(Frozen):
     """How each tenant's queue is ordered, and whether later jobs may jump a blocked head.
     `manual`: jobs wait in arrival order until an agent places them."""
 
-    policy: Literal["fifo", "priority", "sjf", "manual"] = "fifo"
+    policy: QueuePolicy = "fifo"
     backfill: bool = False
     backfill_depth: PositiveInt = 64
 

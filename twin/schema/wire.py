@@ -15,6 +15,7 @@ from pydantic import Field, NonNegativeFloat, NonNegativeInt, TypeAdapter
 from twin.schema.actions import Bundle, Placement, TenantObservation
 from twin.schema.base import Frozen
 from twin.schema.codes import ErrorCode
+from twin.schema.vocabulary import Mechanism
 
 SCHEMA_VERSION = "1.0"
 
@@ -102,7 +103,7 @@ class Welcomed(Frozen):
     tenant: str
     tenants: list[str]
     pools: list[str]
-    mechanism: str
+    mechanism: Mechanism
     round: int | None = Field(description="The open round, if one is waiting for this tenant.")
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from itertools import islice
 
+from twin.schema.vocabulary import QueuePolicy
 from twin.sim.jobs import Job
 
 
@@ -94,13 +95,14 @@ def _live(entry: tuple[float, int, int, Job]) -> bool:
 
 JobQueue = FifoQueue | KeyedQueue
 
+QUEUES: Mapping[QueuePolicy, Callable[[], JobQueue]] = {
+    "fifo": FifoQueue,
+    "priority": lambda: KeyedQueue(lambda j: -j.priority),  # highest first
+    "sjf": lambda: KeyedQueue(lambda j: j.remaining / j.nominal_rate),  # shortest run first
+    "manual": FifoQueue,  # jobs start only when a placement names them
+}
 
-def make_queue(policy: str) -> JobQueue:
-    """The queue for a policy name: fifo, priority (highest first) or sjf (shortest run first)."""
-    if policy in ("fifo", "manual"):
-        return FifoQueue()
-    if policy == "priority":
-        return KeyedQueue(lambda j: -j.priority)
-    if policy == "sjf":
-        return KeyedQueue(lambda j: j.remaining / j.nominal_rate)
-    raise ValueError(f"unknown queue policy {policy!r}; expected fifo, priority or sjf")
+
+def make_queue(policy: QueuePolicy) -> JobQueue:
+    """A tenant's queue under `policy`."""
+    return QUEUES[policy]()

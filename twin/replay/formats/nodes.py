@@ -13,6 +13,14 @@ from pathlib import Path
 from twin.errors import TraceError
 from twin.replay.reader import BadFieldError, ReadLog, csv_rows, required
 
+INVENTORY_COLUMNS: dict[str, tuple[str, str]] = {
+    "openb-nodes": ("model", "gpu"),
+    "pai-machines": ("gpu_type", "cap_gpu"),
+    "spot-nodes": ("gpu_model", "gpu_capacity_num"),
+    "philly-machines": ("", "number of GPUs"),
+}
+"""Each inventory format's (GPU model column, GPU count column); Philly names no model."""
+
 
 @dataclass
 class Inventory:
@@ -41,12 +49,7 @@ def read_inventory(path: Path, log: ReadLog, fmt: str) -> Inventory:
                 f"{path}: headerless PAI machine list needs its sidecar {sidecar.name}"
             )
         header = sidecar.read_text().strip().split(",")
-    columns = {
-        "openb-nodes": ("model", "gpu"),
-        "pai-machines": ("gpu_type", "cap_gpu"),
-        "spot-nodes": ("gpu_model", "gpu_capacity_num"),
-        "philly-machines": ("", "number of GPUs"),
-    }[fmt]
+    columns = INVENTORY_COLUMNS[fmt]
     for line, row in csv_rows(path, log, header=header):
         try:
             count = required(row, columns[1])

@@ -59,15 +59,24 @@ def _in_order(r: Requests, free: int, order: list[str]) -> dict[str, int]:
     return grants
 
 
-MECHANISM: Mapping[Mechanism, Callable[[Requests, int], Share]] = {
-    "proportional": proportional,
-    "priority": priority,
-    "auction": auction,
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A mechanism: how it shares a scarce pool, and whether winners pay a price."""
+
+    scarce: Callable[[Requests, int], Share]
+    priced: bool = False
+
+
+MECHANISM: Mapping[Mechanism, Rule] = {
+    "proportional": Rule(proportional),
+    "priority": Rule(priority),
+    "auction": Rule(auction, priced=True),
 }
 
 
 def share(mechanism: Mechanism, r: Requests, free: int) -> Share:
-    """How many of `free` GPUs each tenant gets, and the auction's clearing price."""
+    """How many of `free` GPUs each tenant gets, and the price per GPU (None if unpriced)."""
+    rule = MECHANISM[mechanism]
     if sum(r.wants.values()) <= free:
-        return dict(r.wants), (0.0 if mechanism == "auction" else None)
-    return MECHANISM[mechanism](r, free)
+        return dict(r.wants), (0.0 if rule.priced else None)
+    return rule.scarce(r, free)
