@@ -51,6 +51,18 @@ class Kind(Generic[Obs, Act]):
         }
 
 
+def _cluster(
+    world: World, scenario: ClusterScenario, sources: Iterable[Iterable[JobRecord]]
+) -> Model[actions.TenantObservation, actions.ProvisionAction]:
+    return ClusterModel(world, scenario, sources)
+
+
+def _step(
+    world: World, scenario: GpuClusterScenario, sources: Iterable[Iterable[JobRecord]]
+) -> Model[actions.GpuClusterObservation, actions.GpuClusterAction]:
+    return StepModel(world, scenario, sources)
+
+
 def _cluster_policies(scenario: ClusterScenario) -> dict[str, str]:
     return {t.name: t.policy for t in scenario.tenants}
 
@@ -60,11 +72,11 @@ def _step_policies(scenario: GpuClusterScenario) -> dict[str, str]:
 
 
 CLUSTER: Kind[actions.TenantObservation, actions.ProvisionAction] = Kind(
-    "cluster", ClusterModel, actions.ProvisionAction, actions.TenantObservation, CLUSTER_POLICIES,
+    "cluster", _cluster, actions.ProvisionAction, actions.TenantObservation, CLUSTER_POLICIES,
     _cluster_policies, negotiable=True,
 )  # fmt: skip
 GPUCLUSTER: Kind[actions.GpuClusterObservation, actions.GpuClusterAction] = Kind(
-    "gpucluster", StepModel, actions.GpuClusterAction, actions.GpuClusterObservation, STEP_POLICIES,
+    "gpucluster", _step, actions.GpuClusterAction, actions.GpuClusterObservation, STEP_POLICIES,
     _step_policies, negotiable=False,
 )  # fmt: skip
 KINDS: Mapping[str, Kind[Any, Any]] = {k.name: k for k in (CLUSTER, GPUCLUSTER)}
