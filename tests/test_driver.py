@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -76,3 +77,27 @@ def test_every_builtin_scenario_plays_to_its_end_through_the_one_model_interface
         outcomes = driver.commit_round({}, driver.default_policies())
         assert set(outcomes) <= set(driver.tenants)
     assert driver.ended in ("horizon", "drained", "budget_exhausted", "max_steps")
+
+
+def flat_of(view: Any) -> tuple[float, ...]:
+    """The documented flat layout, computed from the observation record."""
+    if hasattr(view, "time_step"):
+        return (view.time_step, view.active_gpus, view.queue_size, view.current_budget,
+                view.incoming_jobs)  # fmt: skip
+    left = math.inf if view.budget_usd is None else view.budget_usd
+    head = (view.t_s, left, view.spent_usd, view.queue_length, view.queued_gpus,
+            view.running_jobs)  # fmt: skip
+    pools = [(p.ready, p.busy_gpus, p.pending, p.down, p.free_capacity) for p in view.pools]
+    return head + tuple(x for pool in pools for x in pool)
+
+
+@pytest.mark.parametrize("name", ["default", "market", "gpucluster-easy"])
+def test_the_flat_observation_holds_the_numbers_of_the_observation_record(name: str) -> None:
+    driver: Driver[Any, Any] = Driver(scenarios.load(name), seed=2, log=EventLog("f", keep=False))
+    rounds = 0
+    while (batch := driver.advance()) is not None and rounds < 40:
+        for tenant in batch.reasons:
+            assert driver.observe_flat(tenant) == pytest.approx(flat_of(driver.observe(tenant)))
+        driver.commit_round({}, driver.default_policies())
+        rounds += 1
+    assert rounds > 0

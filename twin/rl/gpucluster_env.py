@@ -15,11 +15,12 @@ from gymnasium import spaces
 
 from twin.schema.actions import GpuClusterAction, GpuClusterObservation
 from twin.sim import scenarios
-from twin.sim.driver import Driver
+from twin.sim.driver import AGENT, Driver
 
 TASKS = ("easy", "medium", "hard")
 BOUND = 1e12  # finite stand-in for "unbounded" counts and dollars
 TENANT = "default"
+AGENT_LABELS = {TENANT: AGENT}
 
 
 class GpuClusterEnv(gym.Env[np.ndarray, np.int64]):
@@ -39,6 +40,10 @@ class GpuClusterEnv(gym.Env[np.ndarray, np.int64]):
             high=np.array([scenario.max_steps, BOUND, BOUND, BOUND, BOUND], dtype=np.float64),
             dtype=np.float64,
         )
+        # Actions are frozen records: one per possible move, built once.
+        self._moves = {
+            n: GpuClusterAction(gpus_to_provision=n) for n in range(-max_delta, max_delta + 1)
+        }
         self._driver: Driver[GpuClusterObservation, GpuClusterAction] | None = None
         self._last_reward: float | None = None
         self._total_reward = 0.0
@@ -55,8 +60,9 @@ class GpuClusterEnv(gym.Env[np.ndarray, np.int64]):
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         driver = self.driver
-        played = GpuClusterAction(gpus_to_provision=int(action))
-        reward = driver.commit_round({TENANT: played}, {})[TENANT].reward
+        n = int(action)
+        played = self._moves.get(n) or GpuClusterAction(gpus_to_provision=n)
+        reward = driver.act({TENANT: played}, AGENT_LABELS)[TENANT].reward
         driver.advance()
         self._last_reward = reward
         self._total_reward += reward
@@ -82,8 +88,4 @@ class GpuClusterEnv(gym.Env[np.ndarray, np.int64]):
         return self._driver
 
     def _obs(self) -> np.ndarray:
-        o = self.driver.observe(TENANT)
-        return np.array(
-            [o.time_step, o.active_gpus, o.queue_size, o.current_budget, o.incoming_jobs],
-            dtype=np.float64,
-        )
+        return np.array(self.driver.observe_flat(TENANT), dtype=np.float64)

@@ -22,7 +22,7 @@ from twin.sim.jobrecord import JobRecord
 from twin.sim.ledger import Billing, Ledger
 from twin.sim.market import mediator
 from twin.sim.model import RoundInputs, TenantOutcome, World
-from twin.sim.observe import observe
+from twin.sim.observe import observe, observe_flat
 from twin.sim.placement import CounterPlacement
 from twin.sim.pools import Holding, Pool
 from twin.sim.provisioning import Provisioning
@@ -88,6 +88,9 @@ class ClusterModel:
 
     def observe(self, tenant: int, reasons: list[str]) -> TenantObservation:
         return observe(self, tenant, reasons)
+
+    def observe_flat(self, tenant: int) -> tuple[float, ...]:
+        return observe_flat(self, tenant)
 
     def commit(self, inputs: RoundInputs[ProvisionAction]) -> Mapping[str, TenantOutcome]:
         for tenant, action in inputs.actions:

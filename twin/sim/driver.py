@@ -34,6 +34,7 @@ Observation = TenantObservation | GpuClusterObservation
 Obs = TypeVar("Obs", bound=Frozen)
 Act = TypeVar("Act", bound=Frozen)
 AGENT = "agent"  # the policy label of an action an agent sent
+NONE_ACCEPTED: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +136,10 @@ class Driver(Generic[Obs, Act]):
         reasons = self.batch.reasons.get(tenant, []) if self.batch else []
         return self.model.observe(self._tenant(tenant), reasons)
 
+    def observe_flat(self, tenant: str) -> tuple[float, ...]:
+        """The tenant's view now as one vector of numbers (the model kind documents its layout)."""
+        return self.model.observe_flat(self._tenant(tenant))
+
     def parse_action(self, raw: Any) -> Act:
         """An action for this model kind from its JSON form (pydantic's ValidationError if not)."""
         return self.kind.action.model_validate(raw)
@@ -199,7 +204,11 @@ class Driver(Generic[Obs, Act]):
             raise SessionEndedError(f"session {self.session!r} ended ({self.model.ended})")
         now = self.env.now
         self.round += 1
-        items = sorted(actions.items(), key=lambda item: self._tenant(item[0]))
+        items = list(actions.items())
+        if len(items) > 1:
+            items.sort(key=lambda item: self._tenant(item[0]))
+        elif items:
+            self._tenant(items[0][0])  # an unknown tenant is refused all the same
         for tenant, action in items:
             # The action model itself is recorded; the log serialises it as JSON.
             self.log.append(
@@ -217,9 +226,10 @@ class Driver(Generic[Obs, Act]):
                     ("offer_answered", now, offer.to_tenant, offer.offer_id,
                      answers[offer.offer_id])
                 )  # fmt: skip
-        accepted = frozenset(o for o, yes in answers.items() if yes)
-        outcomes = self.model.commit(RoundInputs(items, tuple(offers), accepted, mechanism))
-        self.log.append(("round_committed", now, None, self.round, mechanism, sorted(defaulted)))
+        accepted = frozenset(o for o, yes in answers.items() if yes) if answers else NONE_ACCEPTED
+        outcomes = self.model.commit(RoundInputs(items, offers, accepted, mechanism))
+        done = sorted(defaulted) if defaulted else []
+        self.log.append(("round_committed", now, None, self.round, mechanism, done))
         self.model.pending.clear()
         self.batch = None
         self.log.maybe_flush()

@@ -1,4 +1,4 @@
-"""The canonical job record every trace adapter produces."""
+"""The canonical job record: what the sim takes from a job source (trace adapters make it)."""
 
 from __future__ import annotations
 

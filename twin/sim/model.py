@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, Literal, Protocol, TypeVar
+from typing import Generic, Literal, NamedTuple, Protocol, TypeVar
 
 import simpy
 
@@ -78,10 +78,10 @@ class TenantOutcome:
     reward: float = 0.0
 
 
-@dataclass(frozen=True, slots=True)
-class RoundInputs(Generic[A]):
+class RoundInputs(NamedTuple, Generic[A]):
     """One round's inputs in canonical order: actions by tenant (scenario order), offers as made,
-    the ids of accepted offers, and the mechanism that shares scarce pools."""
+    the ids of accepted offers, and the mechanism that shares scarce pools. (A NamedTuple: one is
+    built per round, and RL steps are rounds.)"""
 
     actions: Sequence[tuple[str, A]]
     offers: Sequence[Offer] = ()
@@ -99,6 +99,10 @@ class Model(Protocol[O_co, A]):
 
     def observe(self, tenant: int, reasons: list[str]) -> O_co:
         """The tenant's view now."""
+        ...
+
+    def observe_flat(self, tenant: int) -> tuple[float, ...]:
+        """The numbers of the tenant's view as one vector (for RL), cheaper than `observe`."""
         ...
 
     def commit(self, inputs: RoundInputs[A]) -> Mapping[str, TenantOutcome]:

@@ -1,7 +1,8 @@
-"""What a tenant's policy sees of the cluster model at a decision point."""
+"""What a tenant's policy sees of the cluster model at a decision point, as a record or flat."""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from twin.schema.actions import PoolView, QueuedJob, TenantObservation
@@ -59,3 +60,20 @@ def observe(model: ClusterModel, tenant: int, reasons: list[str]) -> TenantObser
             for h in model.holdings[tenant]
         ],
     )
+
+
+def observe_flat(model: ClusterModel, tenant: int) -> tuple[float, ...]:
+    """The numbers of `observe` as one vector, for RL: virtual time, budget left (inf when
+    unlimited), spent, queue length, queued GPUs, running jobs, then per pool (scenario order)
+    ready, busy, pending, down and free GPUs."""
+    now = model.env.now
+    ledger = model.ledgers[tenant]
+    spent = ledger.spent_at(now)
+    left = math.inf if ledger.budget_usd is None else ledger.budget_usd - spent
+    head = (now, left, spent, len(model.queues[tenant]), model.queued_milli[tenant] / 1000,
+            sum(len(h.running) for h in model.holdings[tenant]))  # fmt: skip
+    pools = (
+        (h.ready, h.busy_milli / 1000, h.pending_gpus, h.pool.down, max(h.pool.free, 0))
+        for h in model.holdings[tenant]
+    )
+    return head + tuple(x for pool in pools for x in pool)

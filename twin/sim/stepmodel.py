@@ -77,12 +77,18 @@ class StepModel:
             incoming_jobs=self.incoming_jobs,
         )
 
+    def observe_flat(self, tenant: int = 0) -> tuple[float, ...]:
+        """The observation as [time_step, active_gpus, queue_size, current_budget,
+        incoming_jobs]."""
+        return (self.time_step, self.active_gpus, self.queue_size, self.budget_usd,
+                self.incoming_jobs)  # fmt: skip
+
     def commit(self, inputs: RoundInputs[GpuClusterAction]) -> Mapping[str, TenantOutcome]:
         """Play one step per action (the task has one tenant); its reward is the step's."""
         out = {}
         for tenant, action in inputs.actions:
             self.play(action.gpus_to_provision)
-            out[tenant] = TenantOutcome(reward=self.last_reward)
+            out[tenant] = TenantOutcome({}, {}, [], [], 0.0, self.last_reward)
         return out
 
     def settle_reward(self, tenant: int) -> float:
