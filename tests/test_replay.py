@@ -207,6 +207,24 @@ class TestBadInput:
         assert log.first_bad is not None
         assert "line 3" in log.first_bad
 
+    def test_an_over_long_field_is_a_bad_line_that_skip_bad_skips(self, tmp_path: Path) -> None:
+        path = tmp_path / "cluster99.csv"
+        path.write_text(
+            f'job_id,submission_time,duration,num_gpu\na,0,700,1\n"{"x" * 1_000_000}",5,1,1\n'
+            "c,20,700,1\n"
+        )
+        with pytest.raises(TraceError, match=r"line 3: malformed CSV: field larger than"):
+            read_all(path)
+        jobs, log = read_all(path, skip_bad=True)
+        assert ([j.job_id for j in jobs], log.bad_lines) == (["a", "c"], 1)
+
+    @pytest.mark.parametrize("rows", ["", "b,10,seven hundred,1\n"])
+    def test_a_trace_with_no_readable_job_is_a_clear_error(self, tmp_path: Path, rows: str) -> None:
+        path = tmp_path / "cluster99.csv"
+        path.write_text("job_id,submission_time,duration,num_gpu\n" + rows)
+        with pytest.raises(TraceError, match=r"cluster99\.csv: no jobs to replay"):
+            replay(path, ReplayOptions(skip_bad=True))
+
     def test_replay_reports_skipped_lines(self, tmp_path: Path) -> None:
         _, report = replay(self.corrupt(tmp_path), ReplayOptions(skip_bad=True, gpus=4))
         assert (report.jobs_read, report.jobs_replayed, report.bad_lines) == (2, 2, 2)

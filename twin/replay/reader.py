@@ -83,20 +83,25 @@ def csv_rows(
         return
     current = [0]
 
-    def texts() -> Iterator[str]:
+    def nonblank() -> Iterator[str]:
         for n, text in numbered:
             if text.strip():
                 current[0] = n
                 yield text
 
-    try:
-        for fields in csv.reader(texts()):
-            if len(fields) != width:
-                log.bad(path, current[0], f"{len(fields)} fields, the header has {width}")
-                continue
-            yield current[0], dict(zip(header, fields, strict=True))
-    except csv.Error as exc:
-        raise TraceError(f"{path}: line {current[0]}: malformed CSV: {exc}") from None
+    texts = nonblank()
+    while True:
+        try:
+            for fields in csv.reader(texts):
+                if len(fields) != width:
+                    log.bad(path, current[0], f"{len(fields)} fields, the header has {width}")
+                    continue
+                yield current[0], dict(zip(header, fields, strict=True))
+            return
+        except csv.Error as exc:
+            # A bad line (an over-long field, a stray quote) is skipped or named; reading
+            # resumes with a new reader at the next line.
+            log.bad(path, current[0], f"malformed CSV: {exc}")
 
 
 def number(row: dict[str, str], column: str, *, optional: bool = False) -> float | None:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from twin.errors import ConfigError
+from twin.errors import ConfigError, TraceError
 from twin.replay import load, validate
 from twin.replay.formats.nodes import Inventory
 from twin.replay.reader import ReadLog
@@ -103,6 +103,11 @@ def replay(
     summary, _ = run_episode(
         scenario, seed=options.seed, out_dir=out_dir, sources=[jobs()], metrics=metrics
     )
+    if counts["replayed"] == 0:
+        raise TraceError(
+            f"{path}: no jobs to replay ({counts['read']} read, {log.bad_lines} bad lines, "
+            f"skipped: {dict(log.skipped) or 'none'})"
+        )
     comparison = None
     simulated = metrics.queueing_delays_s
     if observed:

@@ -72,6 +72,8 @@ class Groups:
 
 def _split(values: np.ndarray, codes: array[int], groups: int) -> list[np.ndarray]:
     """`values` by group code, in one sort (not one pass over all values per group)."""
+    if groups == 0:
+        return []
     keys = np.frombuffer(codes, dtype=np.uint16)
     order = np.argsort(keys, kind="stable")
     bounds = np.searchsorted(keys[order], np.arange(1, groups))
