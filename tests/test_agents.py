@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
@@ -18,7 +17,7 @@ from agents.llm import BOUND, LLMPolicy, render
 from agents.policies import BUILT_IN, Baseline, builtin
 from tests.fake_llm import REQUESTS, fake_llm_app
 from twin.gateway.app import create_app
-from twin.gateway.config import GatewayConfig
+from twin.gateway.config import GatewayConfig, SessionRequest
 from twin.gateway.keys import REGISTRY
 from twin.schema.actions import PoolView, QueuedJob, TenantObservation
 from twin.schema.wire import DecisionRequested
@@ -63,13 +62,9 @@ TENANTS = [t["name"] for t in SHARED["tenants"]]  # type: ignore[index]
 async def gateway(
     aiohttp_server: MakeServer, tmp_path: Any, **session: Any
 ) -> tuple[TestServer, dict[str, Any]]:
-    path = tmp_path / "shared.json"
-    path.write_text(json.dumps(SHARED))
     server = await aiohttp_server(create_app(GatewayConfig()))
     registry = server.app[REGISTRY]
-    from twin.gateway.config import SessionRequest
-
-    created = registry.create(SessionRequest(scenario=str(path), **session))
+    created = registry.create(SessionRequest(scenario=SHARED, **session))
     return server, {"session_id": created.id, "tokens": created.tokens, "session": created}
 
 
@@ -101,9 +96,10 @@ async def test_built_in_agents_negotiate_a_session_to_its_end(
 async def _events(server: TestServer, session_id: str) -> bytes:
     from aiohttp import ClientSession
 
+    reader = {"Authorization": f"Bearer {server.app[REGISTRY].sessions[session_id].read_token}"}
     async with (
         ClientSession() as http,
-        http.get(server.make_url(f"/v1/sessions/{session_id}/events")) as resp,
+        http.get(server.make_url(f"/v1/sessions/{session_id}/events"), headers=reader) as resp,
     ):
         return await resp.read()
 

@@ -54,15 +54,20 @@ MARKET = {
 }
 
 
+ADMIN = "operator-token-for-the-tests"
+OPERATOR = {"Authorization": f"Bearer {ADMIN}"}
+
+
 @pytest.fixture
-def market_file(tmp_path: Any) -> str:
-    path = tmp_path / "market.json"
-    path.write_text(json.dumps(MARKET))
-    return str(path)
+def market() -> dict[str, Any]:
+    """The scenario, sent inline (clients cannot name files outside the scenario directory)."""
+    return MARKET
 
 
 async def serve(aiohttp_client: MakeClient, **config: Any) -> Client:
-    return await aiohttp_client(create_app(GatewayConfig(**config)))
+    """A real gateway on loopback; the client sends the operator token unless told otherwise."""
+    app = create_app(GatewayConfig(admin_token=ADMIN, **config))
+    return await aiohttp_client(app, headers=OPERATOR)
 
 
 async def new_session(client: Client, **body: Any) -> dict[str, Any]:
@@ -149,11 +154,11 @@ async def trader(ws: ClientWebSocketResponse, tenant: str, log: list[dict[str, A
 
 
 async def test_four_agents_trade_and_conflict_and_the_log_replays(
-    aiohttp_client: MakeClient, market_file: str
+    aiohttp_client: MakeClient, market: dict[str, Any]
 ) -> None:
     client = await serve(aiohttp_client)
     session = await new_session(
-        client, scenario=market_file, seed=3, mechanism="auction", agents=["t0", "t1", "t2", "t3"]
+        client, scenario=market, seed=3, mechanism="auction", agents=["t0", "t1", "t2", "t3"]
     )
     sockets = [await hello(client, session, f"t{i}") for i in range(4)]
     logs: list[list[dict[str, Any]]] = [[] for _ in sockets]
@@ -190,10 +195,10 @@ async def test_four_agents_trade_and_conflict_and_the_log_replays(
 
 
 async def test_a_late_agent_gets_its_default_policy(
-    aiohttp_client: MakeClient, market_file: str
+    aiohttp_client: MakeClient, market: dict[str, Any]
 ) -> None:
     client = await serve(aiohttp_client)
-    session = await new_session(client, scenario=market_file, agents=["t0"], round_timeout_ms=50)
+    session = await new_session(client, scenario=market, agents=["t0"], round_timeout_ms=50)
     ws = await hello(client, session, "t0")
     request = await next_of(ws, "decision_requested")  # and never answer
     committed = await next_of(ws, "round_committed")
@@ -203,10 +208,10 @@ async def test_a_late_agent_gets_its_default_policy(
 
 
 async def test_an_agent_can_reconnect_and_resume(
-    aiohttp_client: MakeClient, market_file: str
+    aiohttp_client: MakeClient, market: dict[str, Any]
 ) -> None:
     client = await serve(aiohttp_client)
-    session = await new_session(client, scenario=market_file, agents=["t0"], round_timeout_ms=5000)
+    session = await new_session(client, scenario=market, agents=["t0"], round_timeout_ms=5000)
     ws = await hello(client, session, "t0")
     first = await next_of(ws, "decision_requested")
     await ws.close()
@@ -229,10 +234,10 @@ async def test_an_agent_can_reconnect_and_resume(
     ],
 )
 async def test_the_handshake_refuses_with_a_code(
-    aiohttp_client: MakeClient, market_file: str, patch: dict[str, str], code: str
+    aiohttp_client: MakeClient, market: dict[str, Any], patch: dict[str, str], code: str
 ) -> None:
     client = await serve(aiohttp_client)
-    session = await new_session(client, scenario=market_file, agents=["t1"])  # waits, so it lives
+    session = await new_session(client, scenario=market, agents=["t1"])  # waits, so it lives
     ws = await client.ws_connect("/v1/agents")
     frame = {
         "type": "hello",
@@ -256,12 +261,10 @@ async def test_the_first_frame_must_be_hello(aiohttp_client: MakeClient) -> None
 
 
 async def test_bad_frames_get_coded_errors_and_the_connection_survives(
-    aiohttp_client: MakeClient, market_file: str
+    aiohttp_client: MakeClient, market: dict[str, Any]
 ) -> None:
     client = await serve(aiohttp_client, max_frame_bytes=2048)
-    session = await new_session(
-        client, scenario=market_file, agents=["t0", "t1"], round_timeout_ms=5000
-    )
+    session = await new_session(client, scenario=market, agents=["t0", "t1"], round_timeout_ms=5000)
     ws = await hello(client, session, "t0")
     other = await hello(client, session, "t1")
     rnd = (await next_of(ws, "decision_requested"))["round"]
@@ -326,9 +329,9 @@ async def test_bad_frames_get_coded_errors_and_the_connection_survives(
     assert (await next_of(ws, "error"))["code"] == "OUT_OF_ROUND"
 
 
-async def test_floods_are_rate_limited(aiohttp_client: MakeClient, market_file: str) -> None:
+async def test_floods_are_rate_limited(aiohttp_client: MakeClient, market: dict[str, Any]) -> None:
     client = await serve(aiohttp_client, rate_per_s=1.0, burst=5)
-    session = await new_session(client, scenario=market_file, agents=["t0", "t1"])
+    session = await new_session(client, scenario=market, agents=["t0", "t1"])
     ws = await hello(client, session, "t0")
     for _ in range(20):
         await ws.send_str("{}")
@@ -337,22 +340,25 @@ async def test_floods_are_rate_limited(aiohttp_client: MakeClient, market_file: 
 
 
 async def test_sessions_beyond_the_cap_get_capacity_reached(
-    aiohttp_client: MakeClient, market_file: str
+    aiohttp_client: MakeClient, market: dict[str, Any]
 ) -> None:
-    client = await serve(aiohttp_client, max_sessions=1)
-    await new_session(client, scenario=market_file, agents=["t0"])
-    resp = await client.post("/v1/sessions", json={"scenario": market_file})
+    client = await serve(aiohttp_client, max_sessions=1, max_envs=1)
+    await new_session(client, scenario=market, agents=["t0"])
+    resp = await client.post("/v1/sessions", json={"scenario": market})
     assert resp.status == 503
     assert (await resp.json())["code"] == "CAPACITY_REACHED"
+    first = await client.ws_connect("/ws")
+    await first.send_json({"type": "state"})
+    assert (await first.receive_json(timeout=5))["data"]["code"] == "NOT_READY"
     ws = await client.ws_connect("/ws")
     assert (await ws.receive_json(timeout=5))["data"]["code"] == "CAPACITY_REACHED"
 
 
 async def test_an_ended_session_refuses_new_agents(
-    aiohttp_client: MakeClient, market_file: str
+    aiohttp_client: MakeClient, market: dict[str, Any]
 ) -> None:
     client = await serve(aiohttp_client)
-    session = await new_session(client, scenario=market_file)
+    session = await new_session(client, scenario=market)
     for _ in range(100):
         status = await (await client.get(f"/v1/sessions/{session['session_id']}")).json()
         if status["ended"]:
@@ -374,7 +380,7 @@ async def test_an_ended_session_refuses_new_agents(
 async def test_session_requests_are_validated(aiohttp_client: MakeClient) -> None:
     client = await serve(aiohttp_client)
     for body, needle in [
-        ({"scenario": "nope"}, "no scenario named 'nope'"),
+        ({"scenario": "nope"}, "scenario 'nope' is not a built-in name"),
         ({"scenario": "gpucluster-easy"}, "need a cluster scenario"),
         ({"mechanism": "lottery"}, "field mechanism"),
         ({"agents": ["ghost"]}, "unknown tenant 'ghost'"),
@@ -458,12 +464,12 @@ async def test_openenv_http_plane_drives_the_cluster_as_one_tenant(
 
 
 async def test_the_realtime_clock_paces_virtual_time_to_the_wall(
-    aiohttp_client: MakeClient, market_file: str
+    aiohttp_client: MakeClient, market: dict[str, Any]
 ) -> None:
     client = await serve(aiohttp_client)
     # 6000 virtual seconds per wall second: the 600 s ticks come every 0.1 s.
     session = await new_session(
-        client, scenario=market_file, agents=["t0"], clock="realtime", speed=6000
+        client, scenario=market, agents=["t0"], clock="realtime", speed=6000
     )
     ws = await hello(client, session, "t0")
     loop = asyncio.get_running_loop()
@@ -478,9 +484,9 @@ async def test_the_realtime_clock_paces_virtual_time_to_the_wall(
     await ws.close()
 
 
-async def test_idle_sessions_are_reaped(aiohttp_client: MakeClient, market_file: str) -> None:
+async def test_idle_sessions_are_reaped(aiohttp_client: MakeClient, market: dict[str, Any]) -> None:
     client = await serve(aiohttp_client, idle_timeout_s=0.2, reap_every_s=0.05)
-    session = await new_session(client, scenario=market_file, agents=["t0"])  # nobody comes
+    session = await new_session(client, scenario=market, agents=["t0"])  # nobody comes
     url = f"/v1/sessions/{session['session_id']}"
     assert (await client.get(url)).status == 200
     for _ in range(40):
@@ -491,13 +497,13 @@ async def test_idle_sessions_are_reaped(aiohttp_client: MakeClient, market_file:
 
 
 async def test_the_synchronous_facade_runs_an_agent(
-    aiohttp_client: MakeClient, market_file: str
+    aiohttp_client: MakeClient, market: dict[str, Any]
 ) -> None:
     from agents.client import AgentClient, run_sync
     from agents.policies import Baseline
 
     client = await serve(aiohttp_client)
-    session = await new_session(client, scenario=market_file, agents=["t0"])
+    session = await new_session(client, scenario=market, agents=["t0"])
     url = str(client.make_url("/v1/agents")).replace("http://", "ws://")
     agent = AgentClient(url, session["session_id"], "t0", session["tokens"]["t0"], Baseline())
     stats = await asyncio.to_thread(run_sync, agent)

@@ -158,12 +158,10 @@ async def test_an_llm_agent_negotiates_against_built_in_agents(
 ) -> None:
     bridge = await aiohttp_server(schema_bridge(llama_server))
     gateway = await aiohttp_server(create_app(GatewayConfig()))
-    path = tmp_path / "scenario.json"
-    path.write_text(json.dumps(SCENARIO))
     tenants = ["llm", "alpha", "beta"]
     session = gateway.app[REGISTRY].create(
         SessionRequest(
-            scenario=str(path), agents=tenants, round_timeout_ms=60_000, mechanism="proportional"
+            scenario=SCENARIO, agents=tenants, round_timeout_ms=60_000, mechanism="proportional"
         )
     )
     url = str(gateway.make_url("/v1/agents")).replace("http://", "ws://")

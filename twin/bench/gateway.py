@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import os
 import socket
 import statistics
 import subprocess
@@ -17,18 +18,19 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 import numpy as np
 
 from twin.bench.harness import Result
+from twin.gateway.access import ADMIN_TOKEN_ENV, new_token
 from twin.schema.wire import SCHEMA_VERSION
 
 AGENTS = 64
 TARGET_MSGS_PER_S = 20_000
 TARGET_P99_MS = 10.0
+TOKEN = new_token()  # the operator token of the benchmark's own server
 
 
 def scenario(agents: int, rounds: int) -> dict[str, Any]:
@@ -90,9 +92,10 @@ async def _agent(
 
 async def _drive(url: str, agents: int, rounds: int) -> tuple[float, int, list[float]]:
     async with aiohttp.ClientSession() as http:
-        resp = await http.post(f"{url}/v1/sessions", json={
-            "scenario": str(Path(tempfile.gettempdir()) / "twin-gateway-bench.json"),
-            "agents": [f"t{i:02d}" for i in range(agents)], "round_timeout_ms": 5000})  # fmt: skip
+        resp = await http.post(f"{url}/v1/sessions", headers={"Authorization": f"Bearer {TOKEN}"},
+                               json={"scenario": scenario(agents, rounds),
+                                     "agents": [f"t{i:02d}" for i in range(agents)],
+                                     "round_timeout_ms": 5000})  # fmt: skip
         created = await resp.json()
         tally = Tally()
         start = time.perf_counter()
@@ -111,14 +114,12 @@ async def _drive(url: str, agents: int, rounds: int) -> tuple[float, int, list[f
 
 def bench_gateway(quick: bool) -> Result:
     rounds = 50 if quick else 300
-    path = Path(tempfile.gettempdir()) / "twin-gateway-bench.json"
-    path.write_text(json.dumps(scenario(AGENTS, rounds)))
     port = _port()
     url = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryFile() as sink:
         server = subprocess.Popen(
             [sys.executable, "-m", "twin", "serve", "--port", str(port), "--max-sessions", "4"],
-            stdout=sink, stderr=subprocess.STDOUT,
+            stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, ADMIN_TOKEN_ENV: TOKEN},
         )  # fmt: skip
         try:
             for _ in range(300):

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import argparse
 import gc
+import ipaddress
+import os
+import sys
+from pathlib import Path
 
 import structlog
 from aiohttp import web
 
+from twin.errors import ConfigError
+from twin.gateway.access import ADMIN_TOKEN_ENV, new_token
 from twin.gateway.app import create_app
-from twin.gateway.config import GatewayConfig, SessionRequest
+from twin.gateway.config import MIN_TOKEN_CHARS, GatewayConfig, SessionRequest
 from twin.gateway.keys import REGISTRY
 from twin.logs import configure_logging
 from twin.schema.vocabulary import CLOCKS, MECHANISMS
@@ -23,6 +29,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     sv.add_argument("--max-sessions", type=int, default=16)
     sv.add_argument("--round-timeout-ms", type=int, default=2000)
     sv.add_argument("--log-dir", help="write each session's event log (<session>.jsonl) here")
+    sv.add_argument(
+        "--admin-token-file",
+        help=f"the operator token (else ${ADMIN_TOKEN_ENV}; on loopback, generated and printed)",
+    )
+    sv.add_argument("--scenario-dir", help="clients may name scenario files in this directory")
+    sv.add_argument(
+        "--open-env-plane",
+        action="store_true",
+        help="serve the OpenEnv plane without a token on a non-loopback address too",
+    )
     sv.add_argument(
         "--session",
         action="store_true",
@@ -42,12 +58,26 @@ def serve_command(args: argparse.Namespace) -> int:
 
     configure_logging()
     scenarios.load(args.scenario)  # a bad scenario is an error before the server starts
+    token = operator_token(args.admin_token_file)
+    loopback = is_loopback(args.host)
+    if token is None and not loopback:
+        raise ConfigError(
+            f"serving on {args.host} (not loopback) needs an operator token: "
+            f"--admin-token-file FILE or ${ADMIN_TOKEN_ENV}"
+        )
+    if args.scenario_dir is not None and not Path(args.scenario_dir).is_dir():
+        raise ConfigError(f"--scenario-dir {args.scenario_dir}: not a directory")
     config = GatewayConfig(
         scenario=args.scenario,
+        scenario_dir=args.scenario_dir,
+        admin_token=token or new_token(),
+        open_env_plane=loopback or args.open_env_plane,
         max_sessions=args.max_sessions,
         round_timeout_ms=args.round_timeout_ms,
         log_dir=args.log_dir,
     )
+    if token is None:
+        print(f"operator token (generated): {config.admin_token}", file=sys.stderr, flush=True)
     app = create_app(config)
     if args.session:
         request = SessionRequest(
@@ -55,13 +85,16 @@ def serve_command(args: argparse.Namespace) -> int:
             mechanism=args.mechanism,
             clock=args.clock,
             agents=[a for a in args.agents.split(",") if a],
-            start_timeout_s=3600.0,
+            start_timeout_s=config.max_start_timeout_s,
         )
 
         async def open_session(app: web.Application) -> None:
             session = app[REGISTRY].create(request)
             structlog.get_logger().info(
-                "session_open", session_id=session.id, tokens=session.tokens
+                "session_open",
+                session_id=session.id,
+                tokens=session.tokens,
+                read_token=session.read_token,
             )
 
         app.on_startup.append(open_session)
@@ -73,3 +106,31 @@ def serve_command(args: argparse.Namespace) -> int:
     web.run_app(app, host=args.host, port=args.port, print=None, handle_signals=True)
     log.info("gateway_stopped")
     return 0
+
+
+def operator_token(path: str | None) -> str | None:
+    """The operator token from `path`, else from the environment; None if neither is set."""
+    if path is not None:
+        try:
+            token = Path(path).read_text().strip()
+        except OSError as exc:
+            raise ConfigError(f"--admin-token-file {path}: cannot read: {exc.strerror}") from None
+        where = f"--admin-token-file {path}"
+    else:
+        token = os.environ.get(ADMIN_TOKEN_ENV, "").strip()
+        where = f"${ADMIN_TOKEN_ENV}"
+        if not token:
+            return None
+    if len(token) < MIN_TOKEN_CHARS:
+        raise ConfigError(f"{where}: the operator token needs {MIN_TOKEN_CHARS}+ characters")
+    return token
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is a loopback address (or `localhost`)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

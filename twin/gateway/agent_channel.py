@@ -7,49 +7,66 @@ Every refusal is an `error` frame with a code; the connection and the session go
 from __future__ import annotations
 
 import asyncio
-import hmac
+import contextlib
 
 import structlog
 from aiohttp import WSMsgType, web
 
-from twin.errors import FrameError, RoundError
+from twin.errors import CapacityReachedError, FrameError, RoundError
+from twin.gateway.access import client_of, same_token
+from twin.gateway.config import GatewayConfig
 from twin.gateway.frames import TokenBucket, parse
 from twin.gateway.keys import CONFIG, REGISTRY
 from twin.gateway.session import AgentLink, Session, error
+from twin.gateway.socket_reader import frames, socket
 from twin.schema.codes import ErrorCode
 from twin.schema.wire import AGENT_MESSAGE, AGENT_TYPES, SCHEMA_VERSION, Hello, Welcomed
 
 log = structlog.get_logger()
-HARD_LIMIT = 16  # frames beyond max_frame_bytes x this are cut by aiohttp itself
 
 
 async def agent_socket(request: web.Request) -> web.WebSocketResponse:
     config = request.app[CONFIG]
-    ws = web.WebSocketResponse(max_msg_size=config.max_frame_bytes * HARD_LIMIT, heartbeat=30.0)
+    ws = socket(config.max_frame_bytes)
     await ws.prepare(request)
+    limits, client = request.app[REGISTRY].limits, client_of(request)
+    try:
+        limits.claim("connections", client)
+    except CapacityReachedError as exc:
+        await _refuse(ws, exc.code, str(exc))
+        return ws
+    try:
+        await _connect(request, ws)
+    finally:
+        limits.release("connections", client)
+    return ws
+
+
+async def _connect(request: web.Request, ws: web.WebSocketResponse) -> None:
+    config = request.app[CONFIG]
     try:
         first = await ws.receive(timeout=config.hello_timeout_s)
     except TimeoutError:
         await _refuse(ws, ErrorCode.HANDSHAKE_REQUIRED, "no hello within the handshake timeout")
-        return ws
+        return
     if first.type != WSMsgType.TEXT:
         await _refuse(ws, ErrorCode.HANDSHAKE_REQUIRED, "the first frame must be a hello")
-        return ws
+        return
     try:
         hello = parse(first.data, AGENT_MESSAGE, AGENT_TYPES, config.max_frame_bytes)
     except FrameError as exc:
         await _refuse(ws, exc.code, str(exc))
-        return ws
+        return
     if not isinstance(hello, Hello):
         await _refuse(
             ws, ErrorCode.HANDSHAKE_REQUIRED, f"the first frame must be a hello, not {hello.type}"
         )
-        return ws
+        return
     session = request.app[REGISTRY].get(hello.session_id)
     problem = _check(hello, session)
     if problem is not None:
         await _refuse(ws, *problem)
-        return ws
+        return
     assert session is not None
     link = AgentLink(ws, hello.tenant)
     replaced = session.attach(link)
@@ -69,13 +86,10 @@ async def agent_socket(request: web.Request) -> web.WebSocketResponse:
     )
     await session.resend(link)
     try:
-        await _serve(
-            ws, link, session, config.max_frame_bytes, TokenBucket(config.rate_per_s, config.burst)
-        )
+        await _serve(ws, link, session, config)
     finally:
         session.detach(link)
         bound.info("agent_disconnected")
-    return ws
 
 
 def _check(hello: Hello, session: Session | None) -> tuple[ErrorCode, str] | None:
@@ -88,29 +102,24 @@ def _check(hello: Hello, session: Session | None) -> tuple[ErrorCode, str] | Non
         return ErrorCode.NOT_FOUND, f"no session {hello.session_id!r}"
     if session.ended is not None:
         return ErrorCode.SESSION_ENDED, f"session {session.id!r} ended ({session.ended})"
-    token = session.tokens.get(hello.tenant)
-    if token is None or not hmac.compare_digest(token, hello.token):
+    if not same_token(hello.token, session.tokens.get(hello.tenant)):
         return ErrorCode.UNAUTHORIZED, f"no such tenant, or a wrong token for {hello.tenant!r}"
     return None
 
 
 async def _serve(
-    ws: web.WebSocketResponse,
-    link: AgentLink,
-    session: Session,
-    max_bytes: int,
-    bucket: TokenBucket,
+    ws: web.WebSocketResponse, link: AgentLink, session: Session, config: GatewayConfig
 ) -> None:
-    async for msg in ws:
-        if msg.type == WSMsgType.ERROR:
-            break
-        if msg.type not in (WSMsgType.TEXT, WSMsgType.BINARY):
-            continue
+    bucket = TokenBucket(config.rate_per_s, config.burst)
+    max_bytes = config.max_frame_bytes
+    async for data in frames(ws, max_bytes, config.oversize_strikes):
         if not bucket.take():
             await link.send(error(ErrorCode.RATE_LIMITED, "too many frames; slow down"))
             continue
         try:
-            message = parse(msg.data, AGENT_MESSAGE, AGENT_TYPES, max_bytes)
+            if isinstance(data, FrameError):
+                raise data
+            message = parse(data, AGENT_MESSAGE, AGENT_TYPES, max_bytes)
             if isinstance(message, Hello):
                 raise FrameError(
                     ErrorCode.VALIDATION_ERROR, "already welcomed; hello only opens a connection"
@@ -128,7 +137,10 @@ async def _serve(
 
 
 async def _refuse(ws: web.WebSocketResponse, code: ErrorCode, detail: str) -> None:
-    await ws.send_str(error(code, detail).model_dump_json())
+    if ws.closed:
+        return
+    with contextlib.suppress(ConnectionResetError):
+        await ws.send_str(error(code, detail).model_dump_json())
     await ws.close(
         code=4001 if code == ErrorCode.UNAUTHORIZED else 4002, message=code.value.encode()
     )

@@ -6,7 +6,8 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from twin.gateway import http
+from twin.gateway import openenv_api, sessions_api
+from twin.gateway.access import new_token
 from twin.gateway.agent_channel import agent_socket
 from twin.gateway.config import GatewayConfig
 from twin.gateway.control_plane import ControlPlane
@@ -16,18 +17,22 @@ from twin.gateway.registry import SessionRegistry, reaper
 
 
 def create_app(config: GatewayConfig | None = None) -> web.Application:
+    """The gateway; without an operator token in `config`, one is generated (read it from
+    `app[CONFIG].admin_token`)."""
     config = config or GatewayConfig()
+    if config.admin_token is None:
+        config = config.model_copy(update={"admin_token": new_token()})
     app = web.Application(client_max_size=config.max_frame_bytes * 16)
     app[CONFIG] = config
     app[REGISTRY] = SessionRegistry(config)
-    app[CONTROL] = ControlPlane(config.scenario)
+    app[CONTROL] = ControlPlane(config)
     openapi = document(app[CONTROL])
 
     async def openapi_json(request: web.Request) -> web.Response:
         return web.json_response(openapi)
 
     async def sessions_ctx(app: web.Application) -> AsyncIterator[None]:
-        async for _ in reaper(app[REGISTRY]):
+        async for _ in reaper(app[REGISTRY], app[CONTROL]):
             yield
 
     app.cleanup_ctx.append(sessions_ctx)
@@ -35,20 +40,9 @@ def create_app(config: GatewayConfig | None = None) -> web.Application:
     app.router.add_routes(
         [
             web.get("/v1/agents", agent_socket),
-            web.post("/v1/sessions", http.create_session),
-            web.get("/v1/sessions", http.list_sessions),
-            web.get("/v1/sessions/{session_id}", http.get_session),
-            web.delete("/v1/sessions/{session_id}", http.delete_session),
-            web.get("/v1/sessions/{session_id}/events", http.session_events),
-            web.get("/ws", http.env_socket),
-            web.post("/reset", http.http_reset),
-            web.post("/step", http.http_step),
-            web.get("/state", http.http_state),
-            web.get("/health", http.health),
-            web.get("/metadata", http.metadata),
-            web.get("/schema", http.schema),
             web.get("/openapi.json", openapi_json),
-            web.post("/mcp", http.mcp),
+            *sessions_api.ROUTES,
+            *openenv_api.ROUTES,
         ]
     )
     return app

@@ -1,22 +1,52 @@
-"""Gateway settings."""
+"""Gateway settings, and what a client may ask for when it opens a session."""
 
 from __future__ import annotations
 
-from pydantic import Field, PositiveFloat, PositiveInt
+from typing import Annotated, Any
+
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, StringConstraints
 
 from twin.schema.base import Frozen
 from twin.schema.vocabulary import Clock, Mechanism
 
+MIN_TOKEN_CHARS = 16
+Token = Annotated[str, StringConstraints(min_length=MIN_TOKEN_CHARS, max_length=512)]
+
 
 class GatewayConfig(Frozen):
+    """What the operator sets; every resource a client can claim has a cap here."""
+
     scenario: str = "default"
+    scenario_dir: str | None = Field(
+        None, description="Clients may name scenario files in this directory, and only here."
+    )
+    admin_token: str | None = Field(
+        None, description="The operator token; generated when the app is created if not set."
+    )
+    open_env_plane: bool = Field(
+        True, description="The OpenEnv plane needs no token (loopback); else the operator's."
+    )
     max_sessions: PositiveInt = 16
-    max_frame_bytes: PositiveInt = 64 * 1024
+    max_sessions_per_client: PositiveInt = 8
+    max_envs: PositiveInt = 64
+    max_connections_per_client: PositiveInt = 256
+    max_frame_bytes: PositiveInt = Field(64 * 1024, le=1 << 20)
+    oversize_strikes: PositiveInt = Field(
+        3, description="Oversize frames a connection may send before it is closed."
+    )
     rate_per_s: PositiveFloat = Field(500.0, description="Frames a connection may send per second.")
     burst: PositiveInt = 1000
     round_timeout_ms: PositiveInt = 2000
+    max_round_timeout_ms: PositiveInt = 60_000
+    max_start_timeout_s: PositiveFloat = 300.0
+    max_rounds: PositiveInt = 100_000
+    max_tenants: PositiveInt = 64
     hello_timeout_s: PositiveFloat = 10.0
     idle_timeout_s: PositiveFloat = 600.0
+    finished_ttl_s: PositiveFloat = Field(
+        60.0, description="How long ended sessions stay readable."
+    )
+    env_idle_timeout_s: PositiveFloat = 300.0
     reap_every_s: PositiveFloat = 5.0
     log_dir: str | None = None
 
@@ -24,16 +54,23 @@ class GatewayConfig(Frozen):
 class SessionRequest(Frozen):
     """POST /v1/sessions: what to simulate and how agents take part."""
 
-    scenario: str | None = None
-    seed: int = 0
+    scenario: str | dict[str, Any] | None = Field(
+        None, description="A built-in name, a file in the scenario directory, or a scenario."
+    )
+    seed: NonNegativeInt = Field(0, le=2**63 - 1)
     mechanism: Mechanism = "proportional"
     clock: Clock = "lockstep"
     speed: PositiveFloat = Field(60.0, description="Realtime clock: virtual seconds per second.")
     round_timeout_ms: PositiveInt | None = None
     agents: list[str] = Field(
-        default_factory=list, description="Tenants whose agents the session waits for to start."
+        default_factory=list,
+        max_length=256,
+        description="Tenants whose agents the session waits for to start.",
     )
     start_timeout_s: PositiveFloat = 30.0
-    tokens: dict[str, str] = Field(
-        default_factory=dict, description="Per-tenant tokens; generated when not given."
+    tokens: dict[str, Token] = Field(
+        default_factory=dict,
+        max_length=256,
+        description=f"Per-tenant tokens (at least {MIN_TOKEN_CHARS} characters); generated "
+        "when not given.",
     )

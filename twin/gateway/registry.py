@@ -1,4 +1,5 @@
-"""The sessions a gateway runs: created over HTTP or at start-up, capped, reaped when idle."""
+"""The sessions a gateway runs: created over HTTP or at start-up, capped, reaped when idle or
+long finished."""
 
 from __future__ import annotations
 
@@ -6,47 +7,87 @@ import asyncio
 import contextlib
 import secrets
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import structlog
 
 from twin.errors import CapacityReachedError, ConfigError
+from twin.gateway.access import ClientLimits
 from twin.gateway.config import GatewayConfig, SessionRequest
+from twin.gateway.control_plane import ControlPlane
 from twin.gateway.session import Session
+from twin.schema.scenario import ClusterScenario
 from twin.sim import scenarios
+from twin.sim.scenario_access import ScenarioAccess
 
 log = structlog.get_logger()
+OPERATOR = "operator"  # the owner of sessions opened at start-up or restored
 
 
 class SessionRegistry:
     def __init__(self, config: GatewayConfig) -> None:
         self.config = config
         self.sessions: dict[str, Session] = {}
+        self.access = ScenarioAccess(Path(config.scenario_dir) if config.scenario_dir else None)
+        self.limits = ClientLimits(
+            config.max_sessions_per_client, config.max_connections_per_client
+        )
 
-    def create(self, request: SessionRequest) -> Session:
-        """Build and start a session; ConfigError for a bad scenario, CapacityReachedError."""
-        live = [s for s in self.sessions.values() if s.ended is None]
-        if len(live) >= self.config.max_sessions:
+    def live(self) -> int:
+        return sum(1 for s in self.sessions.values() if s.ended is None)
+
+    def create(self, request: SessionRequest, client: str = OPERATOR) -> Session:
+        """Build and start a session; ConfigError for a request beyond the caps or a bad
+        scenario, CapacityReachedError when the gateway or this client holds too many."""
+        if self.live() >= self.config.max_sessions:
             raise CapacityReachedError(
-                f"{len(live)} sessions running; the cap is {self.config.max_sessions}"
+                f"{self.live()} sessions running; the cap is {self.config.max_sessions}"
             )
-        scenario = scenarios.load_cluster(request.scenario or self.config.scenario)
-        unknown = sorted(set(request.agents) - {t.name for t in scenario.tenants})
-        if unknown:
-            tenants = [t.name for t in scenario.tenants]
-            raise ConfigError(f"agents names unknown tenant {unknown[0]!r}; tenants: {tenants}")
-        session_id = secrets.token_hex(6)
-        session = Session(session_id, scenario, request, self.config)
-        self.sessions[session_id] = session
+        self._check_caps(request)
+        spec = request.scenario if request.scenario is not None else self.config.scenario
+        scenario = self._scenario(spec, request)
+        self.limits.claim("sessions", client)
+        session = Session(secrets.token_hex(8), scenario, request, self.config, owner=client)
+        self.sessions[session.id] = session
         session.start()
         log.info(
             "session_created",
-            session_id=session_id,
+            session_id=session.id,
             scenario=scenario.name,
             seed=request.seed,
             mechanism=request.mechanism,
             clock=request.clock,
         )
         return session
+
+    def _check_caps(self, request: SessionRequest) -> None:
+        cfg = self.config
+        if request.start_timeout_s > cfg.max_start_timeout_s:
+            raise ConfigError(
+                f"start_timeout_s {request.start_timeout_s} is over the cap "
+                f"{cfg.max_start_timeout_s}"
+            )
+        if (request.round_timeout_ms or 0) > cfg.max_round_timeout_ms:
+            raise ConfigError(
+                f"round_timeout_ms {request.round_timeout_ms} is over the cap "
+                f"{cfg.max_round_timeout_ms}"
+            )
+
+    def _scenario(self, spec: str | dict[str, object], request: SessionRequest) -> ClusterScenario:
+        if isinstance(spec, str) and spec == self.config.scenario:
+            # The operator's own default may be any file it named at start-up.
+            scenario = scenarios.load_cluster(spec)
+        else:
+            scenario = self.access.load_cluster(spec)
+        tenants = [t.name for t in scenario.tenants]
+        if len(tenants) > self.config.max_tenants:
+            raise ConfigError(
+                f"the scenario has {len(tenants)} tenants; the cap is {self.config.max_tenants}"
+            )
+        unknown = sorted((set(request.agents) | set(request.tokens)) - set(tenants))
+        if unknown:
+            raise ConfigError(f"unknown tenant {unknown[0]!r}; tenants: {tenants}")
+        return scenario
 
     def get(self, session_id: str) -> Session | None:
         return self.sessions.get(session_id)
@@ -55,6 +96,7 @@ class SessionRegistry:
         session = self.sessions.pop(session_id, None)
         if session is None:
             return False
+        self.limits.release("sessions", session.owner)
         await session.close()
         return True
 
@@ -63,22 +105,29 @@ class SessionRegistry:
             await self.remove(session_id)
 
     async def reap(self) -> None:
-        """Close sessions no agent has touched for `idle_timeout_s`."""
-        loop = asyncio.get_running_loop()
+        """Close sessions no agent has touched for `idle_timeout_s`, and forget sessions that
+        ended more than `finished_ttl_s` ago."""
+        now = asyncio.get_running_loop().time()
+        cfg = self.config
         for session_id, session in list(self.sessions.items()):
-            idle = loop.time() - session.last_active
-            if not session.agents and idle > self.config.idle_timeout_s:
+            idle = now - session.last_active
+            if session.ended_at is not None and now - session.ended_at > cfg.finished_ttl_s:
+                log.info("session_forgotten", session_id=session_id, reason=session.ended)
+                await self.remove(session_id)
+            elif not session.agents and idle > cfg.idle_timeout_s:
                 log.info("session_reaped", session_id=session_id, idle_s=round(idle, 1))
                 await self.remove(session_id)
 
 
-async def reaper(registry: SessionRegistry) -> AsyncIterator[None]:
-    """Background task for `app.cleanup_ctx`: reap idle sessions until the app stops."""
+async def reaper(registry: SessionRegistry, control: ControlPlane) -> AsyncIterator[None]:
+    """Background task for `app.cleanup_ctx`: reap sessions and idle HTTP environments until
+    the app stops."""
 
     async def loop() -> None:
         while True:
             await asyncio.sleep(registry.config.reap_every_s)
             await registry.reap()
+            control.reap(asyncio.get_running_loop().time())
 
     task = asyncio.create_task(loop(), name="session-reaper")
     yield

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
-import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from aiohttp import web
 
 from twin.errors import RoundError
 from twin.eventlog.log import EventLog, JsonlWriter
+from twin.gateway.access import new_token
 from twin.gateway.config import GatewayConfig, SessionRequest
 from twin.schema.actions import ProvisionAction, TenantObservation
 from twin.schema.base import Frozen
@@ -110,11 +110,16 @@ class Session:
         scenario: ClusterScenario,
         request: SessionRequest,
         config: GatewayConfig,
+        *,
+        owner: str = "",
+        read_token: str | None = None,
     ) -> None:
         self.id = session_id
         self.scenario = scenario
         self.request = request
         self.config = config
+        self.owner = owner
+        self.read_token = read_token or new_token()
         # The log is kept as JSONL bytes, not as record tuples: bytes are invisible to the garbage
         # collector, so its full collections stay short however long the session runs.
         self.log = EventLog(session_id, keep=False)
@@ -130,7 +135,7 @@ class Session:
             scenario, seed=request.seed, session=session_id, log=self.log
         )
         self.tenants = self.driver.tenants
-        self.tokens = {t: request.tokens.get(t) or secrets.token_urlsafe(16) for t in self.tenants}
+        self.tokens = {t: request.tokens.get(t) or new_token() for t in self.tenants}
         self.defaults = self.driver.default_policies()
         self.agents: dict[str, AgentLink] = {}
         self.expected = set(request.agents)
@@ -140,6 +145,7 @@ class Session:
         self.round_wall_ms: list[float] = []
         self.loop = asyncio.get_running_loop()
         self.last_active = self.loop.time()
+        self.ended_at: float | None = None
         self.connected = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
 
@@ -161,6 +167,9 @@ class Session:
                     continue
                 if batch is None:
                     break
+                if self.driver.round >= self.config.max_rounds:
+                    self.driver.stop("round_limit")
+                    break
                 if self.request.clock == "realtime":
                     delay = wall_start + batch.t_s / self.request.speed - self.loop.time()
                     if delay > 0:
@@ -171,6 +180,7 @@ class Session:
             self.ended = self.ended or "closed"
             raise
         finally:
+            self.ended_at = self.loop.time()
             self.log.flush()
             if self._file is not None:
                 self._file.close()

@@ -8,7 +8,7 @@ job-level model. Results follow OpenEnv's shape: observation, reward, done, meta
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import ConfigDict, Field, StrictInt, ValidationError
@@ -16,9 +16,12 @@ from pydantic import ConfigDict, Field, StrictInt, ValidationError
 from twin.errors import ActionError, ConfigError, EnvNotReadyError, SessionEndedError
 from twin.schema.actions import GpuClusterObservation, TenantObservation
 from twin.schema.base import Frozen
+from twin.schema.scenario import Scenario
 from twin.sim import scenarios
 from twin.sim.driver import Driver
 from twin.sim.tenant_policies import TenantPolicy
+
+Loader = Callable[[Any, Sequence[str]], Scenario]
 
 
 class EgoOptions(Frozen):
@@ -28,9 +31,9 @@ class EgoOptions(Frozen):
 
     seed: StrictInt | None = Field(default=None, ge=0)
     episode_id: str | None = None
-    scenario: str | None = None
+    scenario: str | dict[str, Any] | None = None
     tenant: str | None = None
-    overrides: list[str] = Field(default_factory=list)
+    overrides: list[str] = Field(default_factory=list, max_length=64)
 
 
 class EgoMetadata(Frozen):
@@ -66,8 +69,11 @@ class EgoState(Frozen):
 class EgoEnv:
     """One isolated environment over the driver. Errors are TwinErrors naming the problem."""
 
-    def __init__(self, default_scenario: str) -> None:
+    def __init__(self, default_scenario: str, *, loader: Loader = scenarios.load) -> None:
+        """`loader` loads the scenarios a reset names (the default one is always the
+        operator's own)."""
         self.default_scenario = default_scenario
+        self.loader = loader
         self.driver: Driver[Any, Any] | None = None
         self.tenant = ""
         self.episode_id = ""
@@ -78,7 +84,10 @@ class EgoEnv:
     def reset(self, options: EgoOptions) -> EgoResult:
         """A new episode; the ego tenant's first observation."""
         seed = options.seed or 0
-        scenario = scenarios.load(options.scenario or self.default_scenario, options.overrides)
+        if options.scenario:
+            scenario = self.loader(options.scenario, options.overrides)
+        else:
+            scenario = scenarios.load(self.default_scenario, options.overrides)
         self.episode_id = options.episode_id or secrets.token_hex(6)
         driver: Driver[Any, Any] = Driver(scenario, seed=seed, session=self.episode_id)
         self.tenant = options.tenant or driver.tenants[0]

@@ -33,7 +33,7 @@ class EpisodeStarted(Event):
 
 class EpisodeEnded(Event):
     kind: Literal["episode_ended"] = "episode_ended"
-    reason: Literal["horizon", "drained", "budget_exhausted", "max_steps"]
+    reason: Literal["horizon", "drained", "budget_exhausted", "max_steps", "round_limit"]
 
 
 class DecisionRequested(Event):

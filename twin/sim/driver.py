@@ -95,6 +95,11 @@ class Driver(Generic[Obs, Act]):
         """Whether negotiation sessions can run on this model kind."""
         return self.kind.negotiable
 
+    def stop(self, reason: str) -> None:
+        """End the episode now (a session's round limit, say); its log is flushed."""
+        self.model.end(reason)
+        self.log.flush()
+
     def advance(self, limit: int | None = None) -> DecisionBatch | None:
         """Run to the next decision point (all events of its instant done); None at the end.
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -78,21 +79,22 @@ def override(raw: dict[str, Any], assignment: str) -> None:
             raise ConfigError(f"override {key!r}: {'.'.join(parts[:i])!r} is not a mapping or list")
 
 
-def validate(raw: dict[str, Any], where: str) -> Scenario:
-    """The validated scenario; the error names the first bad field and what it allows."""
+def validate(raw: dict[str, Any], where: str, *, quote: bool = True) -> Scenario:
+    """The validated scenario; the error names the first bad field and what it allows (and,
+    with `quote`, the value given)."""
     try:
         return SCENARIO_ADAPTER.validate_python(raw)
     except ValidationError as exc:
-        raise ConfigError(f"{where}: {describe(exc)}") from None
+        raise ConfigError(f"{where}: {describe(exc, quote=quote)}") from None
 
 
-def describe(exc: ValidationError) -> str:
-    """One line per problem: the field path, what is wrong, and the value given."""
+def describe(exc: ValidationError, *, quote: bool = True) -> str:
+    """One line per problem: the field path, what is wrong, and (with `quote`) the value given."""
     lines = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"] if not _is_union_tag(p))
         given = err.get("input")
-        shown = "" if isinstance(given, dict | list) else f" (got {given!r})"
+        shown = "" if not quote or isinstance(given, dict | list) else f" (got {given!r})"
         lines.append(f"field {loc or '<root>'}: {err['msg']}{shown}")
     return "; ".join(lines)
 
@@ -115,7 +117,7 @@ def _is_union_tag(part: object) -> bool:
     )
 
 
-def load(name_or_path: str, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
+def load(name_or_path: str, overrides: Sequence[str] = ()) -> Scenario:
     """A validated scenario by built-in name or file path, with `path=value` overrides."""
     raw, where = load_raw(name_or_path)
     for assignment in overrides:
@@ -125,7 +127,11 @@ def load(name_or_path: str, overrides: list[str] | tuple[str, ...] = ()) -> Scen
 
 def load_cluster(name_or_path: str) -> ClusterScenario:
     """A job-level (cluster) scenario, the kind negotiation sessions run on."""
-    scenario = load(name_or_path)
+    return as_cluster(load(name_or_path))
+
+
+def as_cluster(scenario: Scenario) -> ClusterScenario:
+    """`scenario` if it is a job-level one; else a ConfigError saying what it is."""
     if not isinstance(scenario, ClusterScenario):
         raise ConfigError(
             f"negotiation sessions need a cluster scenario; {scenario.name!r} is a "

@@ -1,0 +1,248 @@
+"""The gateway facing a network: each attack gets a coded refusal and the server stays up.
+
+A real aiohttp server on loopback, real HTTP and websocket clients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import WSMsgType
+
+from tests.test_gateway import ADMIN, MARKET, OPERATOR, Client, MakeClient, hello, new_session
+from twin.gateway.app import create_app
+from twin.gateway.config import GatewayConfig
+
+STRANGER = {"Authorization": "Bearer not-the-operator-token-at-all"}
+
+
+async def serve(aiohttp_client: MakeClient, **config: Any) -> Client:
+    return await aiohttp_client(
+        create_app(GatewayConfig(admin_token=ADMIN, **config)), headers=OPERATOR
+    )
+
+
+async def alive(client: Client) -> None:
+    assert (await (await client.get("/health")).json())["status"] == "healthy"
+
+
+# -- access control -------------------------------------------------------------------------
+
+
+async def test_the_sessions_api_needs_the_operator_token(aiohttp_client: MakeClient) -> None:
+    client = await serve(aiohttp_client)
+    session = await new_session(client, scenario=MARKET, agents=["t0"])
+    sid = session["session_id"]
+    for method, url in [
+        ("POST", "/v1/sessions"),
+        ("GET", "/v1/sessions"),
+        ("DELETE", f"/v1/sessions/{sid}"),
+        ("GET", f"/v1/sessions/{sid}"),
+        ("GET", f"/v1/sessions/{sid}/events"),
+    ]:
+        for headers in (STRANGER, {"Authorization": ""}):
+            resp = await client.request(method, url, headers=headers, json={"scenario": MARKET})
+            assert resp.status == 401, (method, url)
+            assert (await resp.json())["code"] == "UNAUTHORIZED"
+    assert (await client.get(f"/v1/sessions/{sid}")).status == 200  # still there
+
+
+async def test_a_read_token_reads_its_own_session_only(aiohttp_client: MakeClient) -> None:
+    client = await serve(aiohttp_client)
+    mine = await new_session(client, scenario=MARKET, agents=["t0"])
+    other = await new_session(client, scenario=MARKET, agents=["t0"])
+    reader = {"Authorization": f"Bearer {mine['read_token']}"}
+    assert (await client.get(f"/v1/sessions/{mine['session_id']}/events", headers=reader)).ok
+    assert (await client.get(f"/v1/sessions/{mine['session_id']}", headers=reader)).ok
+    for url in (f"/v1/sessions/{other['session_id']}/events", "/v1/sessions/no-such-session"):
+        resp = await client.get(url, headers=reader)
+        assert resp.status == 401  # an unknown id answers like a foreign one: no probing
+    assert (await client.delete(f"/v1/sessions/{mine['session_id']}", headers=reader)).status == 401
+
+
+async def test_supplied_tenant_tokens_must_be_long_and_any_token_text_is_refused_cleanly(
+    aiohttp_client: MakeClient,
+) -> None:
+    client = await serve(aiohttp_client)
+    resp = await client.post("/v1/sessions", json={"scenario": MARKET, "tokens": {"t0": "k"}})
+    assert (resp.status, (await resp.json())["code"]) == (400, "VALIDATION_ERROR")
+    session = await new_session(client, scenario=MARKET, agents=["t0"])
+    ws = await client.ws_connect("/v1/agents")
+    await ws.send_json({"type": "hello", "schema_version": "1.0",
+                        "session_id": session["session_id"], "tenant": "t0",
+                        "token": "ключ-🔑-" + "é" * 20})  # fmt: skip
+    assert (await ws.receive_json(timeout=5))["code"] == "UNAUTHORIZED"
+    await alive(client)
+
+
+# -- the file system ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def scenario_dir(tmp_path: Path) -> Path:
+    inside = tmp_path / "scenarios"
+    inside.mkdir()
+    (inside / "market.json").write_text(json.dumps(MARKET))
+    (inside / "broken.yaml").write_text("secret: [unclosed\n")
+    (inside / "wrong.yaml").write_text("kind: cluster\nname: top-secret-value\npools: 7\n")
+    (tmp_path / "outside.yaml").write_text("kind: cluster\n")
+    return inside
+
+
+async def test_no_file_outside_the_scenario_directory_is_opened_or_probed(
+    aiohttp_client: MakeClient, scenario_dir: Path
+) -> None:
+    client = await serve(aiohttp_client, scenario_dir=str(scenario_dir))
+    assert (await client.post("/v1/sessions", json={"scenario": "market.json"})).status == 201
+    answers = set()
+    for name in ["/etc/passwd", "/no/such/file.yaml", "../outside.yaml",
+                 str(scenario_dir.parent / "outside.yaml"), "nope.yaml"]:  # fmt: skip
+        resp = await client.post("/v1/sessions", json={"scenario": name})
+        body = await resp.json()
+        assert (resp.status, body["code"]) == (400, "VALIDATION_ERROR")
+        answers.add(body["detail"].replace(repr(name[:80]), "NAME"))
+    assert len(answers) == 1  # existing and missing files answer alike
+
+
+async def test_errors_about_a_scenario_file_never_quote_its_content(
+    aiohttp_client: MakeClient, scenario_dir: Path
+) -> None:
+    client = await serve(aiohttp_client, scenario_dir=str(scenario_dir))
+    for name, secret in [("broken.yaml", "unclosed"), ("wrong.yaml", "top-secret-value")]:
+        resp = await client.post("/v1/sessions", json={"scenario": name})
+        detail = (await resp.json())["detail"]
+        assert resp.status == 400
+        assert secret not in detail, detail
+
+
+async def test_the_openenv_reset_cannot_open_files_either(aiohttp_client: MakeClient) -> None:
+    client = await serve(aiohttp_client)
+    resp = await client.post("/reset", json={"scenario": "/etc/passwd"})
+    assert (resp.status, (await resp.json())["code"]) == (400, "VALIDATION_ERROR")
+    resp = await client.post("/reset", json={"scenario": MARKET, "tenant": "t1"})
+    assert resp.status == 200
+
+
+# -- bounded resources ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("start_timeout_s", 1e9), ("round_timeout_ms", 10**9), ("seed", -1)]
+)
+async def test_claims_beyond_the_caps_are_refused(
+    aiohttp_client: MakeClient, field: str, value: float
+) -> None:
+    client = await serve(aiohttp_client)
+    resp = await client.post("/v1/sessions", json={"scenario": MARKET, field: value})
+    body = await resp.json()
+    assert (resp.status, body["code"]) == (400, "VALIDATION_ERROR")
+    assert field in body["detail"]
+
+
+async def test_one_client_cannot_hold_every_session(aiohttp_client: MakeClient) -> None:
+    client = await serve(aiohttp_client, max_sessions_per_client=2)
+    for _ in range(2):
+        await new_session(client, scenario=MARKET, agents=["t0"])
+    resp = await client.post("/v1/sessions", json={"scenario": MARKET, "agents": ["t0"]})
+    assert (resp.status, (await resp.json())["code"]) == (503, "CAPACITY_REACHED")
+
+
+async def test_idle_environments_are_closed(aiohttp_client: MakeClient) -> None:
+    client = await serve(aiohttp_client, env_idle_timeout_s=0.2)
+    ws = await client.ws_connect("/ws")
+    msg = await ws.receive(timeout=5)
+    assert msg.type == WSMsgType.CLOSE
+    assert msg.data == 4008
+    assert (await (await client.get("/health")).json())["environments"] == 0
+
+
+async def test_finished_sessions_are_forgotten(aiohttp_client: MakeClient) -> None:
+    client = await serve(aiohttp_client, finished_ttl_s=0.2, reap_every_s=0.05)
+    short = {**MARKET, "horizon_s": 60}
+    session = await new_session(client, scenario=short)
+    url = f"/v1/sessions/{session['session_id']}"
+    for _ in range(100):
+        await asyncio.sleep(0.05)
+        if (await client.get(url)).status == 404:
+            break
+    assert (await client.get(url)).status == 404
+
+
+async def test_http_environments_belong_to_their_episode(aiohttp_client: MakeClient) -> None:
+    client = await serve(aiohttp_client)
+    a = await (await client.post("/reset", json={"episode_id": "a", "seed": 1})).json()
+    b = await (await client.post("/reset", json={"episode_id": "b", "seed": 2})).json()
+    assert (a["metadata"]["episode_id"], b["metadata"]["episode_id"]) == ("a", "b")
+    step = {"action": {"provision": {"a100": 1}}, "episode_id": "a"}
+    assert (await client.post("/step", json=step)).status == 200
+    states = [await (await client.get(f"/state?episode_id={e}")).json() for e in "ab"]
+    assert [s["step_count"] for s in states] == [1, 0]
+
+
+# -- no crash -------------------------------------------------------------------------------
+
+
+async def test_malformed_reset_options_are_refused_with_a_code(aiohttp_client: MakeClient) -> None:
+    client = await serve(aiohttp_client)
+    resp = await client.post("/reset", json={"overrides": 5})
+    assert (resp.status, (await resp.json())["code"]) == (400, "VALIDATION_ERROR")
+    ws = await client.ws_connect("/ws")
+    await ws.send_json({"type": "reset", "data": {"overrides": 5, "seed": "x"}})
+    assert (await ws.receive_json(timeout=5))["data"]["code"] == "VALIDATION_ERROR"
+    await ws.send_json({"type": "reset", "data": {"seed": 3}})
+    assert (await ws.receive_json(timeout=5))["type"] == "observation"
+
+
+@pytest.mark.parametrize("path", ["/v1/agents", "/ws"])
+async def test_an_oversize_frame_is_answered_and_the_connection_goes_on(
+    aiohttp_client: MakeClient, path: str
+) -> None:
+    client = await serve(aiohttp_client, max_frame_bytes=1024, oversize_strikes=3)
+    ws = await client.ws_connect(path)
+    if path == "/ws":
+        for _ in range(2):
+            await ws.send_str("x" * 4096)
+            assert (await ws.receive_json(timeout=5))["data"]["code"] == "FRAME_TOO_LARGE"
+        await ws.send_json({"type": "reset", "data": {"seed": 1}})
+        assert (await ws.receive_json(timeout=5))["type"] == "observation"
+    else:
+        await ws.send_str("x" * 4096)  # the hello itself is too large: refused with a code
+        assert (await ws.receive_json(timeout=5))["code"] == "FRAME_TOO_LARGE"
+    await alive(client)
+
+
+async def test_a_client_that_keeps_sending_oversize_frames_is_cut_off(
+    aiohttp_client: MakeClient,
+) -> None:
+    client = await serve(aiohttp_client, max_frame_bytes=1024, oversize_strikes=2)
+    session = await new_session(client, scenario=MARKET, agents=["t0"])
+    ws = await hello(client, session, "t0")
+    codes = []
+    for _ in range(3):
+        await ws.send_str("y" * 4096)
+        msg = await ws.receive(timeout=5)
+        while msg.type == WSMsgType.TEXT and json.loads(msg.data)["type"] != "error":
+            msg = await ws.receive(timeout=5)
+        if msg.type != WSMsgType.TEXT:
+            break
+        codes.append(json.loads(msg.data)["code"])
+    assert codes == ["FRAME_TOO_LARGE", "FRAME_TOO_LARGE"]
+    assert msg.type == WSMsgType.CLOSE
+    assert msg.data == 1009
+    await alive(client)
+
+
+def test_serving_beyond_loopback_without_an_operator_token_is_refused() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "twin", "serve", "--host", "0.0.0.0", "--port", "1"],
+        capture_output=True, text=True, timeout=60, check=False,
+        env={"PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "needs an operator token" in result.stderr

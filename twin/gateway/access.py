@@ -1,0 +1,84 @@
+"""Who may do what: the operator token, per-session read tokens, tenant tokens, and per-client
+limits on what a client holds open.
+
+- operator (`Authorization: Bearer <admin token>`): create, list, read and delete sessions;
+  the OpenEnv plane when it is not open;
+- a session's read token: that session's status and event log;
+- a tenant token: act as that tenant in that session (the agent channel's hello).
+
+Tokens are compared as bytes in constant time; generated ones carry 192 bits.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from aiohttp import web
+
+from twin.errors import CapacityReachedError, RefusedError
+from twin.schema.codes import ErrorCode
+
+ADMIN_TOKEN_ENV = "TWIN_ADMIN_TOKEN"
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(24)
+
+
+def same_token(given: str | None, expected: str | None) -> bool:
+    """Constant-time equality of two tokens as UTF-8 bytes (any text, never an exception)."""
+    if given is None or expected is None:
+        return False
+    return hmac.compare_digest(
+        given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass")
+    )
+
+
+def bearer(request: web.Request) -> str | None:
+    """The token of an `Authorization: Bearer ...` header, if any."""
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+def unauthorized(what: str) -> RefusedError:
+    return RefusedError(ErrorCode.UNAUTHORIZED, f"{what} needs a valid bearer token")
+
+
+class ClientLimits:
+    """What each client (by address) holds open: sessions it created, connections."""
+
+    def __init__(self, max_sessions: int, max_connections: int) -> None:
+        self.max = {"sessions": max_sessions, "connections": max_connections}
+        self.held: dict[str, Counter[str]] = {"sessions": Counter(), "connections": Counter()}
+
+    def claim(self, kind: str, client: str) -> None:
+        """Take one `kind` for `client`; CapacityReachedError past its limit."""
+        held = self.held[kind]
+        if held[client] >= self.max[kind]:
+            raise CapacityReachedError(
+                f"{client} holds {held[client]} {kind}; the limit per client is {self.max[kind]}"
+            )
+        held[client] += 1
+
+    def release(self, kind: str, client: str) -> None:
+        held = self.held[kind]
+        held[client] -= 1
+        if held[client] <= 0:
+            del held[client]
+
+    @contextmanager
+    def holding(self, kind: str, client: str) -> Iterator[None]:
+        self.claim(kind, client)
+        try:
+            yield
+        finally:
+            self.release(kind, client)
+
+
+def client_of(request: web.Request) -> str:
+    """The client's address (the peer of the connection)."""
+    return request.remote or "unknown"

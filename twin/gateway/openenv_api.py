@@ -1,0 +1,231 @@
+"""The OpenEnv control plane's routes: WS `/ws`, HTTP `/reset`, `/step`, `/state`, and the
+discovery endpoints (`/health`, `/metadata`, `/schema`, `/mcp`).
+
+The plane is open (no token) when the operator allows it, as on loopback by default;
+otherwise it takes the operator's bearer token. Environment calls run in a worker thread, so a
+long stretch of virtual time never blocks the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from aiohttp import web
+from pydantic import BaseModel
+
+from twin import __version__
+from twin.errors import ControlError, FrameError, TwinError
+from twin.gateway.access import bearer, client_of, same_token, unauthorized
+from twin.gateway.config import GatewayConfig
+from twin.gateway.control_plane import HttpEnv
+from twin.gateway.frames import decode
+from twin.gateway.http import code_of, dumps, json_of, read_body, refusal
+from twin.gateway.keys import CONFIG, CONTROL, REGISTRY
+from twin.gateway.socket_reader import frames, socket
+from twin.rl.ego_env import EgoEnv, reset_options
+from twin.schema.codes import ErrorCode
+
+OPENENV_TYPES = ("reset", "step", "state", "close")
+
+
+def _allowed(request: web.Request) -> None:
+    config = request.app[CONFIG]
+    if not config.open_env_plane and not same_token(bearer(request), config.admin_token):
+        raise unauthorized("the OpenEnv plane")
+
+
+async def health(request: web.Request) -> web.Response:
+    control = request.app[CONTROL]
+    body = {
+        "status": "healthy",
+        "sessions": request.app[REGISTRY].live(),
+        "environments": control.environments(),
+    }
+    return web.json_response(body)
+
+
+async def metadata(request: web.Request) -> web.Response:
+    return web.json_response(request.app[CONTROL].metadata(), dumps=dumps)
+
+
+async def schema(request: web.Request) -> web.Response:
+    return web.json_response(request.app[CONTROL].schema(), dumps=dumps)
+
+
+async def http_reset(request: web.Request) -> web.Response:
+    async def call(now: float) -> BaseModel:
+        options = reset_options(await read_body(request, optional=True))
+        held, options = request.app[CONTROL].for_reset(client_of(request), options, now)
+        return await _in_turn(held, held.env.reset, options)
+
+    return await _answer(request, call)
+
+
+async def http_step(request: web.Request) -> web.Response:
+    async def call(now: float) -> BaseModel:
+        body = await read_body(request)
+        action = body.get("action")
+        if not isinstance(action, dict):
+            raise ControlError(ErrorCode.VALIDATION_ERROR, 'the body must be {"action": {...}}')
+        episode = _episode(body.get("episode_id"))
+        held = request.app[CONTROL].find(client_of(request), episode, now)
+        return await _in_turn(held, held.env.step, action)
+
+    return await _answer(request, call)
+
+
+async def http_state(request: web.Request) -> web.Response:
+    async def call(now: float) -> BaseModel:
+        episode = _episode(request.query.get("episode_id"))
+        held = request.app[CONTROL].find(client_of(request), episode, now)
+        return await _in_turn(held, held.env.state)
+
+    return await _answer(request, call)
+
+
+async def _answer(
+    request: web.Request, call: Callable[[float], Awaitable[BaseModel]]
+) -> web.Response:
+    """Run an HTTP environment call if the caller may; its record, or a coded problem."""
+    try:
+        _allowed(request)
+        return json_of(await call(asyncio.get_running_loop().time()))
+    except TwinError as exc:
+        return refusal(exc)
+
+
+async def _in_turn(held: HttpEnv, fn: Callable[..., BaseModel], *args: Any) -> BaseModel:
+    """Calls on one environment take turns, each in a worker thread."""
+    async with held.lock:
+        return await asyncio.to_thread(fn, *args)
+
+
+def _episode(value: object) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise ControlError(ErrorCode.VALIDATION_ERROR, "episode_id must be a string")
+
+
+async def env_socket(request: web.Request) -> web.WebSocketResponse:
+    """WS `/ws`: one isolated environment per connection (OpenEnv frames)."""
+    config, control = request.app[CONFIG], request.app[CONTROL]
+    registry, client = request.app[REGISTRY], client_of(request)
+    ws = socket(config.max_frame_bytes)
+    await ws.prepare(request)
+    try:
+        _allowed(request)
+        registry.limits.claim("connections", client)
+    except TwinError as exc:
+        await _close(ws, code_of(exc), str(exc))
+        return ws
+    try:
+        control.claim_socket_env()
+    except TwinError as exc:
+        registry.limits.release("connections", client)
+        await _close(ws, code_of(exc), str(exc))
+        return ws
+    try:
+        await _serve(ws, control.new_env(), config.max_frame_bytes, config)
+    finally:
+        control.open_envs -= 1
+        registry.limits.release("connections", client)
+    return ws
+
+
+async def _serve(
+    ws: web.WebSocketResponse, env: EgoEnv, max_bytes: int, config: GatewayConfig
+) -> None:
+    strikes, idle_s = config.oversize_strikes, config.env_idle_timeout_s
+    async for data in frames(ws, max_bytes, strikes, idle_s):
+        if isinstance(data, FrameError):
+            reply: str | None = _error(data.code, str(data))
+        else:
+            reply = await asyncio.to_thread(_handle, env, data, max_bytes)
+        if reply is None:
+            break
+        await ws.send_str(reply)
+    await ws.close()
+
+
+async def _close(ws: web.WebSocketResponse, code: ErrorCode, detail: str) -> None:
+    with contextlib.suppress(ConnectionResetError):
+        await ws.send_str(_error(code, detail))
+    await ws.close(code=4001 if code == ErrorCode.UNAUTHORIZED else 4003, message=code.encode())
+
+
+def _handle(env: EgoEnv, raw: str, max_bytes: int) -> str | None:
+    """The reply to one OpenEnv frame; None for `close`."""
+    try:
+        message = decode(raw, OPENENV_TYPES, max_bytes)
+    except FrameError as exc:
+        return _error(exc.code, str(exc))
+    data = message.get("data", {})
+    if not isinstance(data, dict):
+        return _error(ErrorCode.VALIDATION_ERROR, "data must be a JSON object")
+    try:
+        match message["type"]:
+            case "reset":
+                result = env.reset(reset_options(data))
+                return dumps({"type": "observation", "data": result.model_dump(mode="json")})
+            case "step":
+                result = env.step(data)
+                return dumps({"type": "observation", "data": result.model_dump(mode="json")})
+            case "state":
+                return dumps({"type": "state", "data": env.state().model_dump(mode="json")})
+    except TwinError as exc:
+        return _error(code_of(exc), str(exc))
+    return None  # close
+
+
+def _error(code: ErrorCode, message: str) -> str:
+    return dumps({"type": "error", "data": {"code": code.value, "message": message}})
+
+
+async def mcp(request: web.Request) -> web.Response:
+    """A JSON-RPC 2.0 stub: it answers `initialize` and `tools/list` (no tools yet)."""
+    try:
+        call = orjson.loads(await request.read() or b"{}")
+    except orjson.JSONDecodeError:
+        return _rpc(None, error=(-32700, "Parse error"))
+    if not isinstance(call, dict) or "method" not in call:
+        return _rpc(None, error=(-32600, "Invalid Request"))
+    ident = call.get("id")
+    if call["method"] == "initialize":
+        return _rpc(
+            ident,
+            result={
+                "protocolVersion": "2025-06-18",
+                "serverInfo": {"name": "cluster-twin", "version": __version__},
+                "capabilities": {"tools": {}},
+            },
+        )
+    if call["method"] == "tools/list":
+        return _rpc(ident, result={"tools": []})
+    return _rpc(ident, error=(-32601, f"Method not found: {str(call['method'])[:80]}"))
+
+
+def _rpc(
+    ident: Any, *, result: dict[str, Any] | None = None, error: tuple[int, str] | None = None
+) -> web.Response:
+    body: dict[str, Any] = {"jsonrpc": "2.0", "id": ident}
+    if error is not None:
+        body["error"] = {"code": error[0], "message": error[1]}
+    else:
+        body["result"] = result
+    return web.json_response(body, dumps=dumps)
+
+
+ROUTES = [
+    web.get("/ws", env_socket),
+    web.post("/reset", http_reset),
+    web.post("/step", http_step),
+    web.get("/state", http_state),
+    web.get("/health", health),
+    web.get("/metadata", metadata),
+    web.get("/schema", schema),
+    web.post("/mcp", mcp),
+]

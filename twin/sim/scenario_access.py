@@ -1,0 +1,77 @@
+"""Where a network client's scenario may come from: a built-in name, an inline scenario object,
+or a file in the one directory the operator named. Nothing else on the file system is opened,
+and errors about a file never quote its content."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from twin.errors import ConfigError, ScenarioNotFoundError
+from twin.schema.scenario import ClusterScenario, Scenario
+from twin.sim.scenarios import as_cluster, builtin_names, load_raw, override, validate
+
+MAX_FILE_BYTES = 1 << 20
+SUFFIXES = (".yaml", ".yml", ".json")
+ScenarioSpec = str | dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ScenarioAccess:
+    """The scenarios a client may ask for; `directory` (if any) is the operator's choice."""
+
+    directory: Path | None = None
+
+    def load(self, spec: ScenarioSpec, overrides: Sequence[str] = ()) -> Scenario:
+        """The validated scenario named or given by `spec`, with `path=value` overrides."""
+        raw, where, quote = self._raw(spec)
+        for assignment in overrides:
+            override(raw, assignment)
+        return validate(raw, where, quote=quote)
+
+    def load_cluster(self, spec: ScenarioSpec) -> ClusterScenario:
+        """A job-level scenario, the kind negotiation sessions run on."""
+        return as_cluster(self.load(spec))
+
+    def _raw(self, spec: ScenarioSpec) -> tuple[dict[str, Any], str, bool]:
+        if isinstance(spec, dict):
+            return copy.deepcopy(spec), "inline scenario", True
+        if spec in builtin_names():
+            raw, where = load_raw(spec)
+            return raw, where, True
+        path = self._file(spec)
+        return _parse(path), f"scenario file {path.name!r}", False
+
+    def _file(self, name: str) -> Path:
+        """The file `name` inside the directory, or the same refusal whatever else it is."""
+        if self.directory is not None and name.endswith(SUFFIXES):
+            root = self.directory.resolve()
+            path = (root / name).resolve()
+            if path.is_relative_to(root) and path.is_file():
+                return path
+        where = " or a file in the scenario directory" if self.directory else ""
+        raise ScenarioNotFoundError(
+            f"scenario {name[:80]!r} is not a built-in name{where}; "
+            f"built-in scenarios: {', '.join(builtin_names())}"
+        )
+
+
+def _parse(path: Path) -> dict[str, Any]:
+    """The mapping in a scenario file; errors say where, never what the file holds."""
+    with path.open("rb") as f:
+        data = f.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise ConfigError(f"scenario file {path.name!r} is over {MAX_FILE_BYTES} bytes")
+    try:
+        raw = json.loads(data) if path.suffix == ".json" else yaml.safe_load(data)
+    except (yaml.YAMLError, json.JSONDecodeError, UnicodeDecodeError):
+        raise ConfigError(f"scenario file {path.name!r} is not valid YAML/JSON") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"scenario file {path.name!r} does not hold a mapping")
+    return raw
