@@ -17,7 +17,8 @@ from twin.gateway.access import client_of, same_token
 from twin.gateway.config import GatewayConfig
 from twin.gateway.frames import TokenBucket, parse
 from twin.gateway.keys import CONFIG, REGISTRY
-from twin.gateway.session import AgentLink, Session, error
+from twin.gateway.links import AgentLink, error
+from twin.gateway.session import Session
 from twin.gateway.socket_reader import frames, socket
 from twin.schema.codes import ErrorCode
 from twin.schema.wire import AGENT_MESSAGE, AGENT_TYPES, SCHEMA_VERSION, Hello, Welcomed

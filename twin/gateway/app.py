@@ -35,6 +35,10 @@ def create_app(config: GatewayConfig | None = None) -> web.Application:
         async for _ in reaper(app[REGISTRY], app[CONTROL]):
             yield
 
+    async def restore(app: web.Application) -> None:
+        app[REGISTRY].restore()
+
+    app.on_startup.append(restore)
     app.cleanup_ctx.append(sessions_ctx)
     app.on_shutdown.append(_shutdown)
     app.router.add_routes(

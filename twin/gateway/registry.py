@@ -12,6 +12,7 @@ from pathlib import Path
 import structlog
 
 from twin.errors import CapacityReachedError, ConfigError
+from twin.gateway import recovery
 from twin.gateway.access import ClientLimits
 from twin.gateway.config import GatewayConfig, SessionRequest
 from twin.gateway.control_plane import ControlPlane
@@ -89,20 +90,41 @@ class SessionRegistry:
             raise ConfigError(f"unknown tenant {unknown[0]!r}; tenants: {tenants}")
         return scenario
 
+    def restore(self) -> list[Session]:
+        """Restart the sessions whose logs in `log_dir` have not ended (after a crash)."""
+        if self.config.log_dir is None:
+            return []
+        restored = []
+        for found in recovery.restorable(self.config.log_dir):
+            car = found.sidecar
+            request = SessionRequest.model_validate(car.request)
+            session = Session(car.session_id, car.scenario, request, self.config, owner=car.owner,
+                              read_token=car.read_token, recorded=found.recorded)  # fmt: skip
+            self.sessions[session.id] = session
+            with contextlib.suppress(CapacityReachedError):
+                self.limits.claim("sessions", car.owner)
+            session.start()
+            log.info("session_restored", session_id=session.id, rounds=len(found.recorded))
+            restored.append(session)
+        return restored
+
     def get(self, session_id: str) -> Session | None:
         return self.sessions.get(session_id)
 
-    async def remove(self, session_id: str) -> bool:
+    async def remove(self, session_id: str, *, forget: bool = True) -> bool:
+        """Close a session; unless `forget` is False (shutdown), a restart will not restore it."""
         session = self.sessions.pop(session_id, None)
         if session is None:
             return False
         self.limits.release("sessions", session.owner)
+        if forget and self.config.log_dir is not None:
+            recovery.forget(self.config.log_dir, session_id)
         await session.close()
         return True
 
     async def close_all(self) -> None:
         for session_id in list(self.sessions):
-            await self.remove(session_id)
+            await self.remove(session_id, forget=False)
 
     async def reap(self) -> None:
         """Close sessions no agent has touched for `idle_timeout_s`, and forget sessions that

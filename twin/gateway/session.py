@@ -13,17 +13,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import structlog
-from aiohttp import web
 
 from twin.errors import RoundError
 from twin.eventlog.log import EventLog, JsonlWriter
+from twin.gateway import recovery
 from twin.gateway.access import new_token
 from twin.gateway.config import GatewayConfig, SessionRequest
+from twin.gateway.links import AgentLink
 from twin.schema.actions import ProvisionAction, TenantObservation
 from twin.schema.base import Frozen
 from twin.schema.codes import ErrorCode
@@ -33,7 +34,6 @@ from twin.schema.wire import (
     AcceptOffer,
     DecisionRequested,
     EndTurn,
-    Error,
     MakeOffer,
     OfferReceived,
     OfferView,
@@ -46,30 +46,11 @@ from twin.schema.wire import (
 )
 from twin.sim.driver import PAUSED, Driver
 from twin.sim.model import Offer, TenantOutcome
+from twin.sim.reproduce import RecordedRound, play_round
 
 log = structlog.get_logger()
 
 ADVANCE_CHUNK = 20_000  # SimPy events between yields to the event loop
-
-
-class AgentLink:
-    """One connected agent. Only its handler reads the socket; anyone may send, one at a time."""
-
-    def __init__(self, ws: web.WebSocketResponse, tenant: str) -> None:
-        self.ws = ws
-        self.tenant = tenant
-        self._lock = asyncio.Lock()
-        self.sent = 0
-
-    async def send(self, message: Frozen) -> None:
-        data = message.model_dump_json()
-        async with self._lock:
-            if not self.ws.closed:
-                try:
-                    await self.ws.send_str(data)
-                    self.sent += 1
-                except ConnectionResetError:
-                    pass
 
 
 @dataclass
@@ -113,7 +94,9 @@ class Session:
         *,
         owner: str = "",
         read_token: str | None = None,
+        recorded: Sequence[RecordedRound] = (),
     ) -> None:
+        """A new session, or (with `recorded` rounds from its log) one restored after a crash."""
         self.id = session_id
         self.scenario = scenario
         self.request = request
@@ -127,9 +110,9 @@ class Session:
         self.log.subscribe(JsonlWriter(self.jsonl, session_id))
         self._file = None
         if config.log_dir:
-            path = Path(config.log_dir) / f"{session_id}.jsonl"
+            path = recovery.log_path(config.log_dir, session_id)
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = path.open("wb")
+            self._file = path.open("wb")  # a restored session writes its log again
             self.log.subscribe(JsonlWriter(self._file, session_id))
         self.driver: Driver[TenantObservation, ProvisionAction] = Driver(
             scenario, seed=request.seed, session=session_id, log=self.log
@@ -148,6 +131,29 @@ class Session:
         self.ended_at: float | None = None
         self.connected = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
+        for rnd in recorded:
+            self.driver.advance()
+            play_round(self.driver, rnd)
+        self.rounds = len(recorded)
+        self._persist()
+
+    def _persist(self) -> None:
+        """Flush the log and keep what a restart needs beside it."""
+        self.log.flush()
+        if self._file is None or self.config.log_dir is None:
+            return
+        self._file.flush()
+        request = self.request.model_copy(update={"tokens": self.tokens})
+        recovery.save(
+            self.config.log_dir,
+            recovery.Sidecar(
+                session_id=self.id,
+                request=request.model_dump(mode="json"),
+                read_token=self.read_token,
+                scenario=self.scenario,
+                owner=self.owner,
+            ),
+        )
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -272,8 +278,11 @@ class Session:
                     break
         outcomes = self._commit(r, opened)
         await asyncio.gather(*(link.send(m) for link, m in outcomes))
-        # Encode the round's records now: a little each round, never a long pause at once.
+        # Encode the round's records now: a little each round, never a long pause at once;
+        # and write them through, so that a crash loses at most the open round.
         self.log.flush()
+        if self._file is not None:
+            self._file.flush()
         self.round_wall_ms.append((self.loop.time() - opened) * 1000)
 
     def _commit(self, r: Round, opened: float) -> list[tuple[AgentLink, RoundCommitted]]:
@@ -433,7 +442,3 @@ class Session:
             mechanism=self.request.mechanism,
             clock=self.request.clock,
         )
-
-
-def error(code: ErrorCode, detail: str, round_: int | None = None) -> Error:
-    return Error(code=code, detail=detail, round=round_)

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from pydantic import TypeAdapter
 
 from twin.errors import TwinError
@@ -62,14 +63,15 @@ def reproduce_log(records: Iterable[dict[str, Any]]) -> bytes:
     for rnd in recorded:
         if driver.advance() is None:
             raise TwinError(f"the session ended before round {rnd.commit['round']}")
-        _play(driver, rnd)
+        play_round(driver, rnd)
     if driver.advance() is not None:  # the tail after the last recorded round
         raise TwinError("the session asked for more decisions than were recorded")
     log.flush()
     return b"".join(encode(r, session) for r in log)
 
 
-def _play(driver: Driver[Any, Any], rnd: RecordedRound) -> None:
+def play_round(driver: Driver[Any, Any], rnd: RecordedRound) -> None:
+    """Commit one recorded round's inputs at the driver's current decision point."""
     actions = {rec["tenant"]: driver.parse_action(rec["action"]) for rec in rnd.actions}
     policies = {rec["tenant"]: rec["policy"] for rec in rnd.actions}
     offers = [
@@ -80,3 +82,18 @@ def _play(driver: Driver[Any, Any], rnd: RecordedRound) -> None:
     answers = {a["offer_id"]: a["accepted"] for a in rnd.answers}
     driver.act(actions, policies, offers=offers, answers=answers,
                mechanism=rnd.commit["mechanism"], defaulted=rnd.commit["defaulted"])  # fmt: skip
+
+
+def complete_records(data: bytes) -> list[dict[str, Any]]:
+    """The records of a JSONL log's clean prefix: whole lines that decode, up to the first that
+    does not (a log cut off by a crash ends in a partial line)."""
+    out = []
+    for line in data.split(b"\n")[:-1]:  # the last piece has no newline: partial or empty
+        try:
+            rec = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            break
+        if not isinstance(rec, dict) or "kind" not in rec:
+            break
+        out.append(rec)
+    return out

@@ -1,0 +1,153 @@
+"""A session survives SIGKILL: a real `twin serve` with --log-dir is killed mid-session and
+restarted; the agents reconnect with their hello, and the session ends with the very log an
+uninterrupted run with the same seed and actions writes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from twin.schema.wire import SCHEMA_VERSION
+
+ADMIN = "operator-token-for-recovery"
+TOKENS = {"t0": "tenant-token-zero-0123456789", "t1": "tenant-token-one-0123456789"}
+SCENARIO: dict[str, Any] = {
+    "kind": "cluster",
+    "name": "recovery",
+    "horizon_s": 3600,
+    "pools": [{"name": "h100", "gpu_type": "h100", "max_gpus": 6, "price_usd_per_gpu_h": 4.0,
+               "provision_delay_s": {"dist": "lognormal", "median": 60, "sigma": 0.5}}],
+    "tenants": [
+        {"name": t, "budget_usd": 400, "policy": "static",
+         "workloads": [{"arrivals": {"process": "poisson", "rate_per_h": 6},
+                        "service_s": {"dist": "exponential", "mean": 600}}]}
+        for t in TOKENS
+    ],
+    "decisions": {"interval_s": 300, "triggers": []},
+}  # fmt: skip
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def serve(port: int, log_dir: Path, output: Path) -> subprocess.Popen[bytes]:
+    with output.open("wb") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "twin", "serve", "--port", str(port), "--log-dir",
+             str(log_dir)],
+            env={**os.environ, "TWIN_ADMIN_TOKEN": ADMIN}, stdout=sink, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return proc
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    pytest.fail("twin serve did not start")
+
+
+async def agent(url: str, session_id: str, tenant: str, committed: list[int]) -> None:
+    """Answers every decision request the same way (a function of the round); reconnects
+    with its hello whenever the connection drops, until the session ends."""
+    async with aiohttp.ClientSession() as http:
+        while True:
+            try:
+                async with http.ws_connect(f"{url}/v1/agents") as ws:
+                    await ws.send_json({"type": "hello", "schema_version": SCHEMA_VERSION,
+                                        "session_id": session_id, "tenant": tenant,
+                                        "token": TOKENS[tenant]})  # fmt: skip
+                    if await play(ws, tenant, committed):
+                        return
+            except (aiohttp.ClientError, ConnectionError):
+                pass
+            await asyncio.sleep(0.1)
+
+
+async def play(ws: aiohttp.ClientWebSocketResponse, tenant: str, committed: list[int]) -> bool:
+    """True when the session ended; False when the connection dropped."""
+    seq = 0
+    async for msg in ws:
+        if msg.type != aiohttp.WSMsgType.TEXT:
+            break
+        frame = msg.json()
+        if frame["type"] == "session_ended":
+            return True
+        if frame["type"] == "round_committed":
+            committed.append(frame["round"])
+        if frame["type"] == "decision_requested":
+            rnd, seq = frame["round"], seq + 1
+            await asyncio.sleep(0.1)  # think: the session lasts long enough to be killed
+            gpus = (rnd + len(tenant)) % 3 - (1 if rnd % 4 == 0 else 0)
+            await ws.send_json({"type": "propose", "round": rnd, "seq": seq,
+                                "provision": {"h100": gpus}, "final": True})  # fmt: skip
+    return False
+
+
+async def run_session(url: str, crash: Callable[[], None] | None) -> str:
+    async with aiohttp.ClientSession() as http:
+        resp = await http.post(
+            f"{url}/v1/sessions",
+            headers={"Authorization": f"Bearer {ADMIN}"},
+            json={"scenario": SCENARIO, "seed": 3, "agents": list(TOKENS), "tokens": TOKENS,
+                  "round_timeout_ms": 30_000, "start_timeout_s": 60},
+        )  # fmt: skip
+        assert resp.status == 201, await resp.text()
+        session_id: str = (await resp.json())["session_id"]
+    committed: list[int] = []
+    agents = [asyncio.create_task(agent(url, session_id, t, committed)) for t in TOKENS]
+    if crash is not None:
+        while len(set(committed)) < 4:
+            await asyncio.sleep(0.01)
+        await asyncio.to_thread(crash)
+    await asyncio.wait_for(asyncio.gather(*agents), timeout=120)
+    return session_id
+
+
+def test_a_session_killed_mid_way_is_restored_and_ends_as_if_never_interrupted(
+    tmp_path: Path,
+) -> None:
+    port, calm_port = free_port(), free_port()
+    crashed_dir, calm_dir = tmp_path / "crashed", tmp_path / "calm"
+    outputs = [tmp_path / f"server{i}.log" for i in range(3)]
+    servers = [serve(port, crashed_dir, outputs[0])]
+
+    def crash() -> None:
+        servers[0].send_signal(signal.SIGKILL)
+        servers[0].wait(timeout=10)
+        servers.append(serve(port, crashed_dir, outputs[1]))
+
+    try:
+        crashed = asyncio.run(run_session(f"http://127.0.0.1:{port}", crash))
+        servers.append(serve(calm_port, calm_dir, outputs[2]))
+        calm = asyncio.run(run_session(f"http://127.0.0.1:{calm_port}", None))
+    finally:
+        for proc in servers:
+            proc.terminate()
+            proc.wait(timeout=15)
+    assert servers[0].returncode == -signal.SIGKILL
+    restart = outputs[1].read_text()
+    assert "session_restored" in restart, restart  # from its log, with its rounds so far
+    assert int(re.search(r"rounds\W+(\d+)", restart)[1]) >= 4
+    restored = (crashed_dir / f"{crashed}.jsonl").read_bytes()
+    uninterrupted = (calm_dir / f"{calm}.jsonl").read_bytes()
+    assert b'"kind":"episode_ended"' in restored
+    assert restored.count(b'"kind":"round_committed"') == 11
+    assert restored.replace(crashed.encode(), b"S") == uninterrupted.replace(calm.encode(), b"S")

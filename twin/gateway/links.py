@@ -1,0 +1,35 @@
+"""A connected agent's socket, and the error frames the agent channel sends."""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+from twin.schema.base import Frozen
+from twin.schema.codes import ErrorCode
+from twin.schema.wire import Error
+
+
+class AgentLink:
+    """One connected agent. Only its handler reads the socket; anyone may send, one at a time."""
+
+    def __init__(self, ws: web.WebSocketResponse, tenant: str) -> None:
+        self.ws = ws
+        self.tenant = tenant
+        self._lock = asyncio.Lock()
+        self.sent = 0
+
+    async def send(self, message: Frozen) -> None:
+        data = message.model_dump_json()
+        async with self._lock:
+            if not self.ws.closed:
+                try:
+                    await self.ws.send_str(data)
+                    self.sent += 1
+                except ConnectionResetError:
+                    pass
+
+
+def error(code: ErrorCode, detail: str, round_: int | None = None) -> Error:
+    return Error(code=code, detail=detail, round=round_)
