@@ -46,12 +46,12 @@ def free_port() -> int:
         return port
 
 
-def serve(port: int, log_dir: Path, output: Path) -> subprocess.Popen[bytes]:
+def serve(port: int, log_dir: Path, output: Path, admin: str = ADMIN) -> subprocess.Popen[bytes]:
     with output.open("wb") as sink:
         proc = subprocess.Popen(
             [sys.executable, "-m", "twin", "serve", "--port", str(port), "--log-dir",
              str(log_dir)],
-            env={**os.environ, "TWIN_ADMIN_TOKEN": ADMIN}, stdout=sink, stderr=subprocess.STDOUT,
+            env={**os.environ, "TWIN_ADMIN_TOKEN": admin}, stdout=sink, stderr=subprocess.STDOUT,
         )  # fmt: skip
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -145,7 +145,8 @@ def test_a_session_killed_mid_way_is_restored_and_ends_as_if_never_interrupted(
     assert servers[0].returncode == -signal.SIGKILL
     restart = outputs[1].read_text()
     assert "session_restored" in restart, restart  # from its log, with its rounds so far
-    assert int(re.search(r"rounds\W+(\d+)", restart)[1]) >= 4
+    # Every round an agent heard committed was in the log before it heard: none is lost.
+    assert int(re.search(r"rounds\W+(\d+)", restart)[1]) >= 4, restart
     restored = (crashed_dir / f"{crashed}.jsonl").read_bytes()
     uninterrupted = (calm_dir / f"{calm}.jsonl").read_bytes()
     assert b'"kind":"episode_ended"' in restored

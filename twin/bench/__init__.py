@@ -16,6 +16,7 @@ import orjson
 
 from twin.bench.gateway import bench_gateway
 from twin.bench.harness import Result
+from twin.bench.hostile import bench_hostile
 from twin.bench.kernel import bench_kernel
 from twin.bench.replay import bench_replay
 from twin.bench.rl import bench_rl
@@ -27,6 +28,7 @@ BENCHMARKS: dict[str, Callable[[bool], Result]] = {
     "kernel": bench_kernel,
     "replay": bench_replay,
     "gateway": bench_gateway,
+    "hostile": bench_hostile,
 }
 
 

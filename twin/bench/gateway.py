@@ -10,12 +10,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
-import os
-import socket
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,13 +19,12 @@ import aiohttp
 import numpy as np
 
 from twin.bench.harness import Result
-from twin.gateway.access import ADMIN_TOKEN_ENV, new_token
+from twin.bench.server import Served, twin_serve
 from twin.schema.wire import SCHEMA_VERSION
 
 AGENTS = 64
 TARGET_MSGS_PER_S = 20_000
 TARGET_P99_MS = 10.0
-TOKEN = new_token()  # the operator token of the benchmark's own server
 
 
 def scenario(agents: int, rounds: int) -> dict[str, Any]:
@@ -44,13 +38,6 @@ def scenario(agents: int, rounds: int) -> dict[str, Any]:
         "tenants": [{"name": f"t{i:02d}", "policy": "static"} for i in range(agents)],
         "decisions": {"interval_s": 60.0, "triggers": []},
     }
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @dataclass
@@ -90,9 +77,11 @@ async def _agent(
                 return
 
 
-async def _drive(url: str, agents: int, rounds: int) -> tuple[float, int, list[float]]:
+async def _drive(served: Served, agents: int, rounds: int) -> tuple[float, int, list[float]]:
+    url = served.url
     async with aiohttp.ClientSession() as http:
-        resp = await http.post(f"{url}/v1/sessions", headers={"Authorization": f"Bearer {TOKEN}"},
+        resp = await http.post(f"{url}/v1/sessions",
+                               headers={"Authorization": f"Bearer {served.token}"},
                                json={"scenario": scenario(agents, rounds),
                                      "agents": [f"t{i:02d}" for i in range(agents)],
                                      "round_timeout_ms": 5000})  # fmt: skip
@@ -114,29 +103,13 @@ async def _drive(url: str, agents: int, rounds: int) -> tuple[float, int, list[f
 
 def bench_gateway(quick: bool) -> Result:
     rounds = 50 if quick else 300
-    port = _port()
-    url = f"http://127.0.0.1:{port}"
-    with tempfile.TemporaryFile() as sink:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "twin", "serve", "--port", str(port), "--max-sessions", "4"],
-            stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, ADMIN_TOKEN_ENV: TOKEN},
-        )  # fmt: skip
-        try:
-            for _ in range(300):
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-                    break
-                except OSError:
-                    time.sleep(0.05)
-            # The agents share this process: keep what it has made so far out of the
-            # collector's full passes, or their pauses would be measured as round latency.
-            gc.collect()
-            gc.freeze()
-            wall_s, messages, latencies = asyncio.run(_drive(url, AGENTS, rounds))
-            gc.unfreeze()
-        finally:
-            server.terminate()
-            server.wait(timeout=15)
+    with twin_serve("--max-sessions", "4") as served:
+        # The agents share this process: keep what it has made so far out of the
+        # collector's full passes, or their pauses would be measured as round latency.
+        gc.collect()
+        gc.freeze()
+        wall_s, messages, latencies = asyncio.run(_drive(served, AGENTS, rounds))
+        gc.unfreeze()
     rate = messages / wall_s
     p50, p99 = (float(np.percentile(latencies, q)) for q in (50, 99))
     r = Result()

@@ -95,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="measure the twin's speed")
     bench.add_argument(
-        "which", nargs="?", default="all", help="sim, rl, kernel, replay, gateway or all"
+        "which", nargs="?", default="all", help="sim, rl, kernel, replay, gateway, hostile or all"
     )
     bench.add_argument("--json", action="store_true", help="print only the JSON figures")
     bench.add_argument("--quick", action="store_true", help="fewer repetitions (smoke test)")

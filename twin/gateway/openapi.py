@@ -1,116 +1,115 @@
-"""The OpenAPI document of the gateway's HTTP API (schemas from the pydantic models)."""
+"""The OpenAPI document of the gateway's HTTP API (schemas from the pydantic models).
+
+Nested model schemas are hoisted into `components.schemas`, so every `$ref` resolves within the
+document; operations that need a token declare the bearer scheme.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
+
 from twin import __version__
 from twin.gateway.config import SessionRequest
-from twin.gateway.control_plane import STATE_SCHEMA, ControlPlane
+from twin.gateway.control_plane import ControlPlane
+from twin.rl.ego_env import EgoOptions, EgoState
+
+REF = "#/components/schemas/{model}"
+ERROR = {
+    "type": "object",
+    "properties": {"code": {"type": "string"}, "detail": {"type": "string"}},
+    "required": ["code", "detail"],
+}
+SESSION_ID = {"name": "session_id", "in": "path", "required": True, "schema": {"type": "string"}}
+EPISODE_ID = {"name": "episode_id", "in": "query", "required": False, "schema": {"type": "string"}}
+
+
+class _Components:
+    """Collects the `$defs` of every model schema into one place."""
+
+    def __init__(self) -> None:
+        self.schemas: dict[str, Any] = {}
+
+    def of(self, model: type[BaseModel]) -> dict[str, Any]:
+        schema = model.model_json_schema(ref_template=REF)
+        self.schemas.update(schema.pop("$defs", {}))
+        return schema
 
 
 def _json(schema: dict[str, Any]) -> dict[str, Any]:
     return {"content": {"application/json": {"schema": schema}}}
 
 
+def _errors(*statuses: int) -> dict[str, Any]:
+    return {str(s): {"description": "a coded refusal", **_json(ERROR)} for s in statuses}
+
+
+def _op(summary: str, ok: dict[str, Any], *refusals: int, **extra: Any) -> dict[str, Any]:
+    return {"summary": summary, "responses": {**ok, **_errors(*refusals)}, **extra}
+
+
 def document(control: ControlPlane) -> dict[str, Any]:
+    parts = _Components()
     result = {
         "type": "object",
         "properties": {
-            "observation": control.kind.observation.model_json_schema(),
+            "observation": parts.of(control.kind.observation),
             "reward": {"type": ["number", "null"]},
             "done": {"type": "boolean"},
             "metadata": {"type": "object"},
         },
         "required": ["observation", "done"],
     }
-    reset = {
-        "type": "object",
-        "properties": {
-            "seed": {"type": "integer", "minimum": 0},
-            "episode_id": {"type": "string"},
-            "scenario": {"type": "string"},
-            "tenant": {"type": "string"},
-        },
-    }
     step = {
         "type": "object",
-        "properties": {"action": control.kind.action.model_json_schema()},
+        "properties": {"action": parts.of(control.kind.action), "episode_id": {"type": "string"}},
         "required": ["action"],
     }
-    error = {
-        "type": "object",
-        "properties": {"code": {"type": "string"}, "detail": {"type": "string"}},
-    }
+    state = parts.of(EgoState)
+    reset = parts.of(EgoOptions)
+    session_request = parts.of(SessionRequest)
+    operator: list[dict[str, list[str]]] = [{"bearer": []}]
+    env_security = [] if control.config.open_env_plane else operator
+    ok = {"200": {"description": "ok", **_json({"type": "object"})}}
+    paths = {
+        "/reset": {"post": _op("Start an episode", {"200": {"description": "ok", **_json(result)}},
+                               400, 401, 503, requestBody=_json(reset), security=env_security)},
+        "/step": {"post": _op("Act for the ego tenant",
+                              {"200": {"description": "ok", **_json(result)}}, 400, 401, 409,
+                              requestBody={"required": True, **_json(step)},
+                              security=env_security)},
+        "/state": {"get": _op("The episode's state", {"200": {"description": "ok", **_json(state)}},
+                              401, 409, parameters=[EPISODE_ID], security=env_security)},
+        "/health": {"get": _op("Liveness", ok)},
+        "/metadata": {"get": _op("What this environment is", ok)},
+        "/schema": {"get": _op("Action, observation and state schemas", ok)},
+        "/mcp": {"post": _op("JSON-RPC 2.0 (MCP) stub", ok)},
+        "/v1/sessions": {
+            "post": _op("Create a negotiation session",
+                        {"201": {"description": "created", **_json({"type": "object"})}},
+                        400, 401, 503, requestBody=_json(session_request), security=operator),
+            "get": _op("List sessions", {"200": {"description": "ok", **_json({"type": "array"})}},
+                       401, security=operator),
+        },
+        "/v1/sessions/{session_id}": {
+            "get": _op("A session's status (operator or the session's read token)", ok, 401, 404,
+                       parameters=[SESSION_ID], security=operator),
+            "delete": _op("Close a session", {"204": {"description": "closed"}}, 401, 404,
+                          parameters=[SESSION_ID], security=operator),
+        },
+        "/v1/sessions/{session_id}/events": {
+            "get": _op("The session's event log, JSONL (operator or the session's read token)",
+                       {"200": {"description": "JSONL", "content": {"application/x-ndjson": {}}}},
+                       401, 404, parameters=[SESSION_ID], security=operator),
+        },
+    }  # fmt: skip
     return {
         "openapi": "3.1.0",
         "info": {"title": "cluster twin gateway", "version": __version__},
-        "paths": {
-            "/reset": {
-                "post": {
-                    "summary": "Start an episode",
-                    "requestBody": _json(reset),
-                    "responses": {"200": _json(result), "400": _json(error)},
-                }
-            },
-            "/step": {
-                "post": {
-                    "summary": "Act for the ego tenant",
-                    "requestBody": _json(step),
-                    "responses": {"200": _json(result), "400": _json(error), "409": _json(error)},
-                }
-            },
-            "/state": {
-                "get": {"summary": "The episode's state", "responses": {"200": _json(STATE_SCHEMA)}}
-            },
-            "/health": {
-                "get": {"summary": "Liveness", "responses": {"200": _json({"type": "object"})}}
-            },
-            "/metadata": {
-                "get": {
-                    "summary": "What this environment is",
-                    "responses": {"200": _json({"type": "object"})},
-                }
-            },
-            "/schema": {
-                "get": {
-                    "summary": "Action, observation and state schemas",
-                    "responses": {"200": _json({"type": "object"})},
-                }
-            },
-            "/mcp": {
-                "post": {
-                    "summary": "JSON-RPC 2.0 (MCP) stub",
-                    "responses": {"200": _json({"type": "object"})},
-                }
-            },
-            "/v1/sessions": {
-                "post": {
-                    "summary": "Create a negotiation session",
-                    "requestBody": _json(SessionRequest.model_json_schema()),
-                    "responses": {
-                        "201": _json({"type": "object"}),
-                        "400": _json(error),
-                        "503": _json(error),
-                    },
-                },
-                "get": {"summary": "List sessions", "responses": {"200": _json({"type": "array"})}},
-            },
-            "/v1/sessions/{session_id}": {
-                "get": {
-                    "summary": "A session's status",
-                    "responses": {"200": _json({"type": "object"}), "404": _json(error)},
-                },
-                "delete": {
-                    "summary": "Close a session",
-                    "responses": {"204": {"description": "closed"}, "404": _json(error)},
-                },
-            },
-            "/v1/sessions/{session_id}/events": {
-                "get": {
-                    "summary": "The session's event log (JSONL)",
-                    "responses": {"200": {"description": "JSONL"}},
-                },
-            },
+        "paths": paths,
+        "components": {
+            "schemas": parts.schemas,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
     }

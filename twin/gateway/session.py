@@ -277,12 +277,12 @@ class Session:
                 except TimeoutError:
                     break
         outcomes = self._commit(r, opened)
-        await asyncio.gather(*(link.send(m) for link, m in outcomes))
-        # Encode the round's records now: a little each round, never a long pause at once;
-        # and write them through, so that a crash loses at most the open round.
+        # Encode the round's records now (a little each round, never a long pause at once) and
+        # write them through before anyone hears of the commit: a crash loses only open rounds.
         self.log.flush()
         if self._file is not None:
             self._file.flush()
+        await asyncio.gather(*(link.send(m) for link, m in outcomes))
         self.round_wall_ms.append((self.loop.time() - opened) * 1000)
 
     def _commit(self, r: Round, opened: float) -> list[tuple[AgentLink, RoundCommitted]]:

@@ -1,0 +1,152 @@
+"""Hostile soak: 10^5 malformed frames at both websocket channels of a real `twin serve`.
+
+Agents (each with a valid hello) and OpenEnv clients send frames drawn from a seeded corpus of
+broken input: not JSON, not objects, unknown types, wrong field types, out-of-round messages,
+huge numbers, deep nesting, binary garbage. Every frame must get a coded error; the server's
+log must hold no traceback; its memory before and after is reported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import orjson
+
+from twin.bench.harness import Result
+from twin.bench.server import Served, twin_serve
+from twin.schema.codes import ErrorCode
+from twin.schema.wire import SCHEMA_VERSION
+
+AGENTS = 16
+ENVS = 16
+BATCH = 50  # frames in flight per connection before their answers are awaited
+CODES = {c.value for c in ErrorCode}
+
+
+def corpus(rng: random.Random, n: int) -> list[str | bytes]:
+    """`n` hostile frames, each of which the gateway must refuse with a code."""
+    makers: list[Callable[[], str | bytes]] = [
+        lambda: "{" * rng.randint(1, 50),
+        lambda: rng.randbytes(rng.randint(1, 64)),
+        lambda: orjson.dumps(rng.choice([[1, 2], "text", 7, None, 1e308])).decode(),
+        lambda: orjson.dumps({"type": f"x{rng.randint(0, 99)}"}).decode(),
+        lambda: orjson.dumps({"type": "propose", "round": "r", "seq": -1}).decode(),
+        lambda: orjson.dumps({"type": "propose", "round": 10**9, "seq": 1}).decode(),
+        lambda: '{"type": "accept_offer", "round": 1' + "0" * 40 + ', "seq": 1}',
+        lambda: orjson.dumps({"type": "step", "data": {"provision": {"gpu": "many"}}}).decode(),
+        lambda: orjson.dumps({"type": "reset", "data": {"overrides": 5, "seed": -3}}).decode(),
+        lambda: '{"type": "state", "data": ' + "[" * 200 + "]" * 200 + "}",
+        lambda: "\ud800".encode("utf-8", "surrogatepass").decode("latin-1"),
+    ]
+    return [rng.choice(makers)() for _ in range(n)]
+
+
+@dataclass
+class Tally:
+    sent: int = 0
+    codes: Counter[str] = field(default_factory=Counter)
+    uncoded: int = 0
+    dropped: int = 0
+
+
+async def _connection(
+    http: aiohttp.ClientSession, served: Served, hello: dict[str, Any] | None,
+    frames: list[str | bytes], tally: Tally,
+) -> None:  # fmt: skip
+    path = "/v1/agents" if hello else "/ws"
+    async with http.ws_connect(f"{served.url}{path}", max_msg_size=0) as ws:
+        if hello:
+            await ws.send_json(hello)
+            await ws.receive(timeout=10)  # welcomed
+        for start in range(0, len(frames), BATCH):
+            batch = frames[start : start + BATCH]
+            for frame in batch:
+                await (ws.send_bytes(frame) if isinstance(frame, bytes) else ws.send_str(frame))
+            tally.sent += len(batch)
+            answered = 0
+            while answered < len(batch):
+                msg = await ws.receive(timeout=30)
+                if msg.type != aiohttp.WSMsgType.TEXT:
+                    tally.dropped += 1
+                    return
+                reply = orjson.loads(msg.data)
+                if reply.get("type") != "error":
+                    continue  # a decision request or the like: not an answer
+                code = reply.get("code") or reply.get("data", {}).get("code")
+                tally.codes[code] += 1
+                tally.uncoded += code not in CODES
+                answered += 1
+
+
+async def _soak(served: Served, frames: int) -> Tally:
+    tally = Tally()
+    rng = random.Random(7)
+    tenants = [f"t{i:02d}" for i in range(AGENTS)]
+    per = frames // (AGENTS + ENVS)
+    async with aiohttp.ClientSession() as http:
+        resp = await http.post(
+            f"{served.url}/v1/sessions", headers={"Authorization": f"Bearer {served.token}"},
+            json={"scenario": _scenario(tenants), "agents": tenants, "round_timeout_ms": 60_000},
+        )  # fmt: skip
+        created = await resp.json()
+        hellos: list[dict[str, Any] | None] = [
+            {"type": "hello", "schema_version": SCHEMA_VERSION, "session_id": created["session_id"],
+             "tenant": t, "token": created["tokens"][t]}
+            for t in tenants
+        ]  # fmt: skip
+        hellos += [None] * ENVS
+        await asyncio.gather(
+            *(_connection(http, served, h, corpus(rng, per), tally) for h in hellos)
+        )
+    return tally
+
+
+def _scenario(tenants: list[str]) -> dict[str, Any]:
+    return {
+        "kind": "cluster",
+        "name": "hostile",
+        "horizon_s": 10**7,
+        "pools": [{"name": "gpu", "gpu_type": "h100", "max_gpus": 64, "price_usd_per_gpu_h": 4.0}],
+        "tenants": [{"name": t, "policy": "static"} for t in tenants],
+        "decisions": {"interval_s": 3600, "triggers": []},
+    }
+
+
+def bench_hostile(quick: bool) -> Result:
+    frames = 10_000 if quick else 100_000
+    with twin_serve("--max-sessions", "4") as served:
+        time.sleep(0.5)
+        rss_before, cpu_before = served.rss_kib(), served.cpu_s()
+        start = time.perf_counter()
+        tally = asyncio.run(_soak(served, frames))
+        wall_s = time.perf_counter() - start
+        rss_after, cpu_s = served.rss_kib(), served.cpu_s() - cpu_before
+        tracebacks = served.output.read_text(errors="replace").count("Traceback")
+    r = Result()
+    by_code = ", ".join(f"{c} {n:,}" for c, n in tally.codes.most_common())
+    r.lines += [
+        f"hostile: {tally.sent:,} malformed frames from {AGENTS} agents and {ENVS} OpenEnv clients",
+        f"  {sum(tally.codes.values()):,} coded errors ({by_code}); uncoded {tally.uncoded}",
+        f"  tracebacks {tracebacks}, dropped connections {tally.dropped}",
+        f"  server RSS {rss_before / 1024:.1f} -> {rss_after / 1024:.1f} MiB; "
+        f"{tally.sent / cpu_s:,.0f} frames per server CPU-second; {wall_s:.1f} s wall",
+    ]
+    r.figures = {
+        "frames": tally.sent,
+        "coded_errors": sum(tally.codes.values()),
+        "uncoded": tally.uncoded,
+        "tracebacks": tracebacks,
+        "dropped_connections": tally.dropped,
+        "rss_before_mib": round(rss_before / 1024, 1),
+        "rss_after_mib": round(rss_after / 1024, 1),
+        "frames_per_server_cpu_s": round(tally.sent / cpu_s),
+        "wall_s": round(wall_s, 2),
+    }
+    return r

@@ -1,0 +1,67 @@
+"""A `twin serve` process for the benchmarks: on a free loopback port, its output in a file."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from twin.gateway.access import ADMIN_TOKEN_ENV, new_token
+
+
+@dataclass(frozen=True)
+class Served:
+    url: str
+    pid: int
+    output: Path
+    token: str
+
+    def rss_kib(self) -> int:
+        """The server's resident memory now (VmRSS), in KiB."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        return 0
+
+    def cpu_s(self) -> float:
+        """CPU seconds the server has used (user + system)."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@contextmanager
+def twin_serve(*args: str) -> Iterator[Served]:
+    """Run `twin serve` with an operator token until the block ends."""
+    port, token = free_port(), new_token()
+    with tempfile.TemporaryDirectory() as tmp:
+        output = Path(tmp) / "serve.log"
+        with output.open("wb") as sink:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "twin", "serve", "--port", str(port), *args],
+                stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, ADMIN_TOKEN_ENV: token},
+            )  # fmt: skip
+        try:
+            for _ in range(300):
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+                    break
+                except OSError:
+                    time.sleep(0.05)
+            yield Served(f"http://127.0.0.1:{port}", proc.pid, output, token)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=15)
