@@ -246,3 +246,28 @@ def test_serving_beyond_loopback_without_an_operator_token_is_refused() -> None:
     )  # fmt: skip
     assert result.returncode == 2
     assert "needs an operator token" in result.stderr
+
+
+async def test_a_session_stops_at_the_round_cap(aiohttp_client: MakeClient) -> None:
+    client = await serve(aiohttp_client, max_rounds=2)
+    session = await new_session(client, scenario=MARKET)
+    url = f"/v1/sessions/{session['session_id']}"
+    for _ in range(200):
+        status = await (await client.get(url)).json()
+        if status["ended"]:
+            break
+        await asyncio.sleep(0.02)
+    assert (status["ended"], status["round"]) == ("round_limit", 2)
+    events = await (await client.get(f"{url}/events")).text()
+    assert '"reason":"round_limit"' in events
+
+
+async def test_one_client_cannot_hold_every_connection(aiohttp_client: MakeClient) -> None:
+    client = await serve(aiohttp_client, max_connections_per_client=1)
+    first = await client.ws_connect("/ws")
+    second = await client.ws_connect("/ws")
+    assert (await second.receive_json(timeout=5))["data"]["code"] == "CAPACITY_REACHED"
+    agent = await client.ws_connect("/v1/agents")
+    assert (await agent.receive_json(timeout=5))["code"] == "CAPACITY_REACHED"
+    await first.close()
+    await alive(client)
