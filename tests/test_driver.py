@@ -12,7 +12,7 @@ from twin.errors import ActionError, SessionEndedError
 from twin.eventlog.log import EventLog
 from twin.schema.actions import ProvisionAction
 from twin.schema.scenario import ClusterScenario
-from twin.sim import scenarios
+from twin.sim import catalog, scenarios
 from twin.sim.driver import Driver
 from twin.sim.kinds import KINDS
 
@@ -65,7 +65,7 @@ def test_a_finished_episode_refuses_another_round() -> None:
         driver.commit_round({}, {})
 
 
-@pytest.mark.parametrize("name", scenarios.builtin_names())
+@pytest.mark.parametrize("name", catalog.builtin_names())
 def test_every_builtin_scenario_plays_to_its_end_through_the_one_model_interface(
     name: str,
 ) -> None:

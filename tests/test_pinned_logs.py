@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from twin.replay.run import ReplayOptions, replay
-from twin.sim import scenarios
+from twin.sim import catalog, scenarios
 from twin.sim.reproduce import reproduce_log
 from twin.sim.runner import run_episode
 
@@ -26,7 +26,7 @@ PINS = GOLDEN / "pinned_logs.json"
 SESSION = GOLDEN / "negotiation_session.jsonl.gz"
 ITP = Path(__file__).parents[1] / "../shared/traces/microsoft-itp-elasticflow-2021/cluster10.csv"
 SEEDS = (0, 7)
-RUNS = [(name, seed) for name in scenarios.builtin_names() for seed in SEEDS]
+RUNS = [(name, seed) for name in catalog.builtin_names() for seed in SEEDS]
 REPLAYS = {"itp-cluster10-fifo": ReplayOptions(), "itp-cluster10-sjf-backfill": ReplayOptions(
     policy="sjf", backfill=True)}  # fmt: skip
 

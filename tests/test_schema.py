@@ -14,7 +14,7 @@ from twin.errors import ConfigError
 from twin.schema import export
 from twin.schema.events import EVENT_ADAPTER, EVENT_FIELDS
 from twin.schema.scenario import ClusterScenario
-from twin.sim import scenarios
+from twin.sim import catalog, scenarios
 
 
 def test_unknown_fields_are_rejected_with_their_path() -> None:
@@ -79,7 +79,7 @@ def test_scenarios_load_from_yaml_and_json_files(tmp_path: Any) -> None:
 
 
 def test_every_builtin_scenario_validates() -> None:
-    for name in scenarios.builtin_names():
+    for name in catalog.builtin_names():
         assert scenarios.load(name).name == name
 
 

@@ -5,20 +5,17 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from typing import Any
-
-import orjson
-from pydantic import ValidationError
-from rich.console import Console
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from twin.errors import ConfigError
-from twin.kernel import GROUPS, PRECISIONS, Plan, default_tables, evaluate_one, reason_names
-from twin.kernel.plans import MODES, OPTIMIZERS
-from twin.kernel.tables import load_json, model_params
-from twin.schema.scenario import PlanSpec
-from twin.sim import encode
-from twin.sim.scenarios import describe
+from twin.schema.vocabulary import LAYER_GROUPS, MODES, OPTIMIZERS, PRECISIONS
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from twin.kernel import Plan
+
+GROUPS = LAYER_GROUPS[1:]  # the groups a precision can name ("default" covers the rest)
 
 GIB = 2.0**30
 
@@ -71,6 +68,13 @@ def parse_precision(spec: str) -> dict[str, str]:
 
 def build_plan(args: argparse.Namespace) -> Plan:
     """The plan the flags describe, through the same encoding the sim uses."""
+    from pydantic import ValidationError
+
+    from twin.kernel import default_tables
+    from twin.schema.scenario import PlanSpec
+    from twin.sim import encode
+    from twin.sim.scenarios import describe
+
     t = default_tables()
     try:
         model, gpu = t.model(args.model), t.gpu(args.gpu)
@@ -103,10 +107,17 @@ def build_plan(args: argparse.Namespace) -> Plan:
 
 
 def _group_params(model: str) -> dict[str, float]:
+    from twin.kernel.tables import load_json, model_params
+
     return model_params(next(m for m in load_json("models.json")["models"] if m["name"] == model))
 
 
 def evaluate_command(args: argparse.Namespace) -> int:
+    import orjson
+    from rich.console import Console
+
+    from twin.kernel import default_tables, evaluate_one, reason_names
+
     plan = build_plan(args)
     v = evaluate_one(plan)
     t = default_tables()
@@ -147,6 +158,8 @@ def evaluate_command(args: argparse.Namespace) -> int:
 
 
 def _print_verdict(v: dict[str, Any], console: Console) -> None:
+    from rich.table import Table
+
     values = list(v["precision"].values())
     common = max(set(values), key=values.count)
     others = ", ".join(f"{g}={p}" for g, p in v["precision"].items() if p != common)
@@ -185,6 +198,11 @@ def _print_verdict(v: dict[str, Any], console: Console) -> None:
 
 
 def catalog_command(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from twin.kernel.tables import load_json, model_params
+
     console = Console()
     gpus = Table(title="accelerators (dense TFLOPS)")
     for col in ("name", "memory GiB", "TB/s", "TDP W", "$/GPU-h", *PRECISIONS):

@@ -7,14 +7,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from rich.console import Console
-
 from twin import __version__
 from twin.errors import TwinError
 from twin.schema.vocabulary import EVENTS_FILE, SUMMARY_FILE
 
 
 def _run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
     from twin.cli.render import print_summary
     from twin.sim import scenarios
     from twin.sim.runner import run_episode
@@ -30,17 +30,17 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _scenarios(args: argparse.Namespace) -> int:
+    from rich.console import Console
     from rich.table import Table
 
-    from twin.sim import scenarios
+    from twin.sim.catalog import listing
 
     table = Table(title="built-in scenarios")
     table.add_column("name")
     table.add_column("kind")
     table.add_column("description")
-    for name in scenarios.builtin_names():
-        sc = scenarios.load(name)
-        table.add_row(name, sc.kind, " ".join(sc.description.split()))
+    for name, kind, description in listing():
+        table.add_row(name, kind, description)
     Console().print(table)
     return 0
 
@@ -95,7 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="measure the twin's speed")
     bench.add_argument(
-        "which", nargs="?", default="all", help="sim, rl, kernel, replay, gateway, hostile or all"
+        "which",
+        nargs="?",
+        default="all",
+        help="sim, rl, kernel, replay, gateway, hostile, startup or all",
     )
     bench.add_argument("--json", action="store_true", help="print only the JSON figures")
     bench.add_argument("--quick", action="store_true", help="fewer repetitions (smoke test)")

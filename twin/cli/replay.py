@@ -6,14 +6,15 @@ import argparse
 import math
 import sys
 from pathlib import Path
-
-from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from typing import TYPE_CHECKING
 
 from twin.replay.registry import JOB_FORMATS, NODE_FORMATS
-from twin.schema.summary import Quantiles, ReplayReport
 from twin.schema.vocabulary import EVENTS_FILE, QUEUE_POLICIES, REPLAY_FILE, SUMMARY_FILE
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from twin.schema.summary import Quantiles, ReplayReport
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -58,6 +59,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def replay_command(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     from twin.cli.render import print_summary
     from twin.replay.formats.flat import parse_map
     from twin.replay.load import TraceOptions
@@ -101,6 +105,8 @@ def replay_command(args: argparse.Namespace) -> int:
 
 
 def print_report(r: ReplayReport, console: Console) -> None:
+    from rich.table import Table
+
     table = Table(title=f"trace {r.trace} ({r.format})", show_header=False)
     table.add_column(style="bold")
     table.add_column()
@@ -138,6 +144,8 @@ SHOWN_TENANTS = 10
 
 def print_tenants(r: ReplayReport, console: Console) -> None:
     """Queueing delay of the trace's own tenants, the busiest first."""
+    from rich.table import Table
+
     rest = len(r.tenants) - SHOWN_TENANTS
     more = f" (top {SHOWN_TENANTS}; {rest:,} more in {REPLAY_FILE})" if rest > 0 else ""
     table = Table(title=f"queueing delay by the trace's tenants{more}")

@@ -3,21 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import ipaddress
 import os
 import sys
 from pathlib import Path
 
-import structlog
-from aiohttp import web
-
 from twin.errors import ConfigError
-from twin.gateway.access import ADMIN_TOKEN_ENV, new_token
-from twin.gateway.app import create_app
-from twin.gateway.config import MIN_TOKEN_CHARS, GatewayConfig, SessionRequest
-from twin.gateway.keys import REGISTRY
-from twin.logs import configure_logging
+from twin.gateway.tokens import ADMIN_TOKEN_ENV, MIN_TOKEN_CHARS
 from twin.schema.vocabulary import CLOCKS, MECHANISMS
 
 
@@ -28,6 +22,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     sv.add_argument("--scenario", default="default", help="default scenario (built-in or file)")
     sv.add_argument("--max-sessions", type=int, default=16)
     sv.add_argument("--round-timeout-ms", type=int, default=2000)
+    sv.add_argument(
+        "--max-tenants", type=int, default=64, help="tenants a session's scenario may have"
+    )
     sv.add_argument("--log-dir", help="write each session's event log (<session>.jsonl) here")
     sv.add_argument(
         "--admin-token-file",
@@ -54,6 +51,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def serve_command(args: argparse.Namespace) -> int:
+    import structlog
+    from aiohttp import web
+
+    from twin.gateway.app import create_app
+    from twin.gateway.config import GatewayConfig, SessionRequest
+    from twin.gateway.keys import REGISTRY
+    from twin.gateway.tokens import new_token
+    from twin.logs import configure_logging
     from twin.sim import scenarios
 
     configure_logging()
@@ -73,6 +78,8 @@ def serve_command(args: argparse.Namespace) -> int:
         admin_token=token or new_token(),
         open_env_plane=loopback or args.open_env_plane,
         max_sessions=args.max_sessions,
+        max_tenants=args.max_tenants,
+        max_connections_per_client=max(256, 4 * args.max_tenants),
         round_timeout_ms=args.round_timeout_ms,
         log_dir=args.log_dir,
     )
@@ -103,7 +110,9 @@ def serve_command(args: argparse.Namespace) -> int:
     gc.freeze()
     log = structlog.get_logger()
     log.info("gateway_starting", host=args.host, port=args.port, scenario=args.scenario)
-    web.run_app(app, host=args.host, port=args.port, print=None, handle_signals=True)
+    web.run_app(
+        app, host=args.host, port=args.port, print=None, handle_signals=True, loop=_event_loop()
+    )
     log.info("gateway_stopped")
     return 0
 
@@ -134,3 +143,14 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def _event_loop() -> asyncio.AbstractEventLoop:
+    """uvloop where it is installed (a faster event loop for the websocket traffic),
+    else asyncio's own loop."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+    return loop

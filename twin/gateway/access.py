@@ -11,8 +11,6 @@ Tokens are compared as bytes in constant time; generated ones carry 192 bits.
 
 from __future__ import annotations
 
-import hmac
-import secrets
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,22 +18,10 @@ from contextlib import contextmanager
 from aiohttp import web
 
 from twin.errors import CapacityReachedError, RefusedError
+from twin.gateway.tokens import ADMIN_TOKEN_ENV, new_token, same_token
 from twin.schema.codes import ErrorCode
 
-ADMIN_TOKEN_ENV = "TWIN_ADMIN_TOKEN"
-
-
-def new_token() -> str:
-    return secrets.token_urlsafe(24)
-
-
-def same_token(given: str | None, expected: str | None) -> bool:
-    """Constant-time equality of two tokens as UTF-8 bytes (any text, never an exception)."""
-    if given is None or expected is None:
-        return False
-    return hmac.compare_digest(
-        given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass")
-    )
+__all__ = ["ADMIN_TOKEN_ENV", "ClientLimits", "bearer", "client_of", "new_token", "same_token"]
 
 
 def bearer(request: web.Request) -> str | None:

@@ -6,10 +6,10 @@ from typing import Annotated, Any
 
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, StringConstraints
 
+from twin.gateway.tokens import MIN_TOKEN_CHARS
 from twin.schema.base import Frozen
 from twin.schema.vocabulary import Clock, Mechanism
 
-MIN_TOKEN_CHARS = 16
 Token = Annotated[str, StringConstraints(min_length=MIN_TOKEN_CHARS, max_length=512)]
 
 

@@ -19,7 +19,7 @@ from twin import __version__
 from twin.errors import CapacityReachedError, EnvNotReadyError
 from twin.gateway.config import GatewayConfig
 from twin.rl.ego_env import EgoEnv, EgoOptions, EgoState
-from twin.sim import scenarios
+from twin.sim import catalog, scenarios
 from twin.sim.kinds import kind_of
 from twin.sim.scenario_access import ScenarioAccess
 
@@ -107,7 +107,7 @@ class ControlPlane:
             "description": DESCRIPTION,
             "version": __version__,
             "default_scenario": self.default_scenario,
-            "scenarios": scenarios.builtin_names(),
+            "scenarios": catalog.builtin_names(),
             "reset_options": RESET_OPTIONS,
         }
 

@@ -66,6 +66,12 @@ class Round:
     answers: dict[str, tuple[str, int, bool]] = field(default_factory=dict)
     done: set[str] = field(default_factory=set)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
+    # Maintain: open_turns == set(asked) - done; open_offers == set(offers) - set(answers).
+    open_turns: set[str] = field(default_factory=set)
+    open_offers: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.open_turns = set(self.asked)
 
 
 class SessionStatus(Frozen):
@@ -379,6 +385,7 @@ class Session:
                 )
             self._check_pools(message.give.gpus, message.take.gpus)
             r.offers[message.offer_id] = (tenant, message.seq, message)
+            r.open_offers.add(message.offer_id)
             forward.append(
                 (
                     message.to_tenant,
@@ -393,6 +400,7 @@ class Session:
                     f"no offer {message.offer_id!r} to {tenant!r} in round {r.number}",
                 )
             r.answers[message.offer_id] = (tenant, message.seq, isinstance(message, AcceptOffer))
+            r.open_offers.discard(message.offer_id)
             if self._settled(r):
                 r.wake.set()
         elif isinstance(message, EndTurn):
@@ -404,14 +412,15 @@ class Session:
         return tenant in self.agents or tenant in self.expected
 
     def _settled(self, r: Round) -> bool:
-        """Every awaited agent has ended its turn and answered the offers made to it."""
-        return all(t in r.done or not self._awaited(t) for t in r.asked) and all(
-            oid in r.answers or not self._awaited(o.to_tenant)
-            for oid, (_, _, o) in r.offers.items()
+        """Every awaited agent has ended its turn and answered the offers made to it. (Only what
+        is still open is looked at, and the first awaited one settles it: O(1) per message.)"""
+        return not any(self._awaited(t) for t in r.open_turns) and not any(
+            self._awaited(r.offers[oid][2].to_tenant) for oid in r.open_offers
         )
 
     def _end(self, r: Round, tenant: str) -> None:
         r.done.add(tenant)
+        r.open_turns.discard(tenant)
         if self._settled(r):
             r.wake.set()
 

@@ -21,7 +21,7 @@ from pydantic import (
 
 from twin.schema.base import Frozen
 from twin.schema.distributions import Choice, Constant, Distribution, upper_bound
-from twin.schema.vocabulary import QueuePolicy
+from twin.schema.vocabulary import LayerGroup, Mode, Optimizer, Precision, QueuePolicy
 
 Name = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$", max_length=64)]
 
@@ -98,10 +98,6 @@ ArrivalProcess = Annotated[
 ]
 
 
-Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8"]
-LayerGroup = Literal["default", "embedding", "attention", "mlp", "moe", "norm", "head"]
-
-
 def _bf16_everywhere() -> dict[LayerGroup, Precision]:
     return {"default": "bf16"}
 
@@ -118,7 +114,7 @@ class PlanSpec(Frozen):
     micro_batch: PositiveInt = 1
     seq_len: PositiveInt = 4096
     micro_batches: PositiveInt = 8
-    optimizer: Literal["none", "sgd", "adam"] = "adam"
+    optimizer: Optimizer = "adam"
     zero: int = Field(0, ge=0, le=3)
     checkpointing: bool = False
     power_cap_w: NonNegativeFloat = Field(0.0, description="Per-GPU power cap; 0: the TDP.")
@@ -128,7 +124,7 @@ class KernelJob(Frozen):
     """Jobs that train or serve a model: the kernel sets their speed on each pool."""
 
     model: str = Field(description="A kernel model preset, e.g. 'llama-3.1-8b'.")
-    mode: Literal["train", "infer"] = "train"
+    mode: Mode = "train"
     tokens: Distribution = Field(description="Work: tokens trained on, or generated when serving.")
     plan: PlanSpec = PlanSpec()
 

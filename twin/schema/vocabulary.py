@@ -22,6 +22,18 @@ Clock = Literal["lockstep", "realtime"]
 CLOCKS: tuple[Clock, ...] = get_args(Clock)
 """How a negotiation session's virtual time moves against the wall clock."""
 
+Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8"]
+PRECISIONS: tuple[Precision, ...] = get_args(Precision)
+LayerGroup = Literal["default", "embedding", "attention", "mlp", "moe", "norm", "head"]
+LAYER_GROUPS: tuple[LayerGroup, ...] = get_args(LayerGroup)
+"""A plan's numeric precision per layer group ('default' covers the groups not named); the
+kernel's own tables list the same names."""
+
+Mode = Literal["train", "infer"]
+MODES: tuple[Mode, ...] = get_args(Mode)
+Optimizer = Literal["none", "sgd", "adam"]
+OPTIMIZERS: tuple[Optimizer, ...] = get_args(Optimizer)
+
 EVENTS_FILE = "events.jsonl"
 SUMMARY_FILE = "summary.json"
 REPLAY_FILE = "replay.json"

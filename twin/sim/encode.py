@@ -23,6 +23,7 @@ from twin.kernel import (
     reason_names,
 )
 from twin.kernel.plans import MODES, OPTIMIZERS
+from twin.kernel.tables import load_json
 from twin.schema.distributions import Choice, Constant
 from twin.schema.scenario import ClusterScenario, KernelJob, PlanSpec
 
@@ -47,11 +48,12 @@ def catalog_gpu(model: str) -> str:
 
 
 def gpu_price_usd_h(gpu_type: str) -> float | None:
-    """The catalog's on-demand price per GPU-hour for a GPU type, if the catalog knows it."""
-    tables = default_tables()
-    if gpu_type not in tables.gpu_names:
-        return None
-    return float(tables.price_usd_h[tables.gpu_names.index(gpu_type)])
+    """The catalog's on-demand price per GPU-hour for a GPU type, if the catalog knows it (read
+    from the catalog file: pricing a pool builds no kernel tables)."""
+    for gpu in load_json("accelerators.json")["accelerators"]:
+        if gpu["name"] == gpu_type:
+            return float(gpu["price_usd_per_gpu_h"])
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +103,8 @@ def _gpu_counts(w_gpus: Constant | Choice) -> list[float]:
 
 def plan_options(cfg: ClusterScenario) -> tuple[dict[Key, PlanOption], list[Evaluated]]:
     """Evaluate every plan the scenario's kernel workloads can produce, in one kernel call."""
+    if not any(w.kernel is not None for t in cfg.tenants for w in t.workloads):
+        return {}, []  # no kernel workloads: no tables to build
     tables = default_tables()
     accel = {
         p.name: tables.gpu_names.index(p.gpu_type)

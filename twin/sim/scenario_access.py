@@ -15,7 +15,8 @@ import yaml
 
 from twin.errors import ConfigError, ScenarioNotFoundError
 from twin.schema.scenario import ClusterScenario, Scenario
-from twin.sim.scenarios import as_cluster, builtin_names, load_raw, override, validate
+from twin.sim.catalog import builtin_names
+from twin.sim.scenarios import as_cluster, load_raw, override, validate
 
 MAX_FILE_BYTES = 1 << 20
 SUFFIXES = (".yaml", ".yml", ".json")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -13,22 +12,15 @@ from pydantic import TypeAdapter, ValidationError
 
 from twin.errors import ConfigError, ScenarioNotFoundError
 from twin.schema.scenario import ClusterScenario, GpuClusterScenario, Scenario
+from twin.sim.catalog import BUILTIN, builtin_names
 
 SCENARIO_ADAPTER: TypeAdapter[Scenario] = TypeAdapter(Scenario)
-_BUILTIN = resources.files("twin.sim") / "builtin"
-
-
-def builtin_names() -> list[str]:
-    """Names of the scenarios shipped with the twin."""
-    return sorted(
-        p.name.removesuffix(".yaml") for p in _BUILTIN.iterdir() if p.name.endswith(".yaml")
-    )
 
 
 def load_raw(name_or_path: str) -> tuple[dict[str, Any], str]:
     """The scenario's raw mapping and where it came from."""
     if name_or_path in builtin_names():
-        text = (_BUILTIN / f"{name_or_path}.yaml").read_text()
+        text = (BUILTIN / f"{name_or_path}.yaml").read_text()
         where = f"built-in scenario {name_or_path!r}"
     else:
         path = Path(name_or_path)
