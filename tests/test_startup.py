@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-HEAVY = ("numpy", "aiohttp", "pydantic", "simpy", "rich", "gymnasium", "twin.kernel")
+HEAVY = ("numpy", "aiohttp", "pydantic", "simpy", "rich", "gymnasium", "twin.kernel", "asyncio")
 
 
 def loaded_after(code: str) -> list[str]:

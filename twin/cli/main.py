@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,18 +31,24 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _scenarios(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.table import Table
+    """A plain listing: name, kind, and the description wrapped beside them (no rich: this
+    command answers at once)."""
+    import shutil
+    import textwrap
 
     from twin.sim.catalog import listing
 
-    table = Table(title="built-in scenarios")
-    table.add_column("name")
-    table.add_column("kind")
-    table.add_column("description")
-    for name, kind, description in listing():
-        table.add_row(name, kind, description)
-    Console().print(table)
+    rows = listing()
+    name_w = max(len(n) for n, _, _ in rows)
+    kind_w = max(len(k) for _, k, _ in rows)
+    indent = name_w + kind_w + 4
+    width = max(shutil.get_terminal_size((100, 24)).columns - indent, 30)
+    print(f"{'name':<{name_w}}  {'kind':<{kind_w}}  description")
+    for name, kind, description in rows:
+        lines = textwrap.wrap(description, width) or [""]
+        print(f"{name:<{name_w}}  {kind:<{kind_w}}  {lines[0]}")
+        for more in lines[1:]:
+            print(" " * indent + more)
     return 0
 
 
@@ -114,6 +121,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TwinError as exc:
         print(f"twin: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader went away (`twin scenarios | head`): stop quietly, as Unix tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     return code
 
 

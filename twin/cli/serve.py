@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import gc
 import ipaddress
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from twin.errors import ConfigError
 from twin.gateway.tokens import ADMIN_TOKEN_ENV, MIN_TOKEN_CHARS
 from twin.schema.vocabulary import CLOCKS, MECHANISMS
+
+if TYPE_CHECKING:
+    import asyncio
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -148,6 +151,8 @@ def is_loopback(host: str) -> bool:
 def _event_loop() -> asyncio.AbstractEventLoop:
     """uvloop where it is installed (a faster event loop for the websocket traffic),
     else asyncio's own loop."""
+    import asyncio
+
     try:
         import uvloop
     except ImportError:
