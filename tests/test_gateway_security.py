@@ -271,3 +271,23 @@ async def test_one_client_cannot_hold_every_connection(aiohttp_client: MakeClien
     assert (await agent.receive_json(timeout=5))["code"] == "CAPACITY_REACHED"
     await first.close()
     await alive(client)
+
+
+async def test_a_failed_reset_holds_no_environment(aiohttp_client: MakeClient) -> None:
+    client = await serve(aiohttp_client, max_envs=1)
+    for episode in ("a", "b"):
+        resp = await client.post("/reset", json={"episode_id": episode, "scenario": "nope"})
+        assert (resp.status, (await resp.json())["code"]) == (400, "VALIDATION_ERROR")
+    assert (await (await client.get("/health")).json())["environments"] == 0
+    assert (await client.post("/reset", json={"episode_id": "c"})).status == 200
+
+
+async def test_ended_sessions_do_not_count_against_their_client(aiohttp_client: MakeClient) -> None:
+    client = await serve(aiohttp_client, max_sessions_per_client=1)
+    first = await new_session(client, scenario={**MARKET, "horizon_s": 60})
+    url = f"/v1/sessions/{first['session_id']}"
+    for _ in range(200):
+        if (await (await client.get(url)).json())["ended"]:
+            break
+        await asyncio.sleep(0.02)
+    await new_session(client, scenario=MARKET)  # the first one ended: room for another

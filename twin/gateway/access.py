@@ -12,8 +12,6 @@ Tokens are compared as bytes in constant time; generated ones carry 192 bits.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from aiohttp import web
 
@@ -35,34 +33,25 @@ def unauthorized(what: str) -> RefusedError:
 
 
 class ClientLimits:
-    """What each client (by address) holds open: sessions it created, connections."""
+    """The connections each client (by address) holds open."""
 
-    def __init__(self, max_sessions: int, max_connections: int) -> None:
-        self.max = {"sessions": max_sessions, "connections": max_connections}
-        self.held: dict[str, Counter[str]] = {"sessions": Counter(), "connections": Counter()}
+    def __init__(self, max_connections: int) -> None:
+        self.max_connections = max_connections
+        self.held: Counter[str] = Counter()
 
     def claim(self, kind: str, client: str) -> None:
-        """Take one `kind` for `client`; CapacityReachedError past its limit."""
-        held = self.held[kind]
-        if held[client] >= self.max[kind]:
+        """Take one connection for `client`; CapacityReachedError past its limit."""
+        if self.held[client] >= self.max_connections:
             raise CapacityReachedError(
-                f"{client} holds {held[client]} {kind}; the limit per client is {self.max[kind]}"
+                f"{client} holds {self.held[client]} {kind}; the limit per client is "
+                f"{self.max_connections}"
             )
-        held[client] += 1
+        self.held[client] += 1
 
     def release(self, kind: str, client: str) -> None:
-        held = self.held[kind]
-        held[client] -= 1
-        if held[client] <= 0:
-            del held[client]
-
-    @contextmanager
-    def holding(self, kind: str, client: str) -> Iterator[None]:
-        self.claim(kind, client)
-        try:
-            yield
-        finally:
-            self.release(kind, client)
+        self.held[client] -= 1
+        if self.held[client] <= 0:
+            del self.held[client]
 
 
 def client_of(request: web.Request) -> str:

@@ -84,6 +84,12 @@ class ControlPlane:
         self.latest[client] = episode
         return held, options.model_copy(update={"episode_id": episode})
 
+    def discard(self, episode: str) -> None:
+        """Forget an HTTP environment (one whose first reset failed)."""
+        held = self.http_envs.pop(episode, None)
+        if held is not None and self.latest.get(held.client) == episode:
+            del self.latest[held.client]
+
     def find(self, client: str, episode_id: str | None, now: float) -> HttpEnv:
         """The HTTP environment a step or state request addresses."""
         episode = episode_id or self.latest.get(client)

@@ -58,9 +58,16 @@ async def schema(request: web.Request) -> web.Response:
 
 async def http_reset(request: web.Request) -> web.Response:
     async def call(now: float) -> BaseModel:
+        control = request.app[CONTROL]
         options = reset_options(await read_body(request, optional=True))
-        held, options = request.app[CONTROL].for_reset(client_of(request), options, now)
-        return await _in_turn(held, held.env.reset, options)
+        new = options.episode_id not in control.http_envs
+        held, options = control.for_reset(client_of(request), options, now)
+        try:
+            return await _in_turn(held, held.env.reset, options)
+        except TwinError:
+            if new and held.env.driver is None:  # nothing was ever reset: keep no slot
+                control.discard(str(options.episode_id))
+            raise
 
     return await _answer(request, call)
 

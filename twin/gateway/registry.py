@@ -30,9 +30,7 @@ class SessionRegistry:
         self.config = config
         self.sessions: dict[str, Session] = {}
         self.access = ScenarioAccess(Path(config.scenario_dir) if config.scenario_dir else None)
-        self.limits = ClientLimits(
-            config.max_sessions_per_client, config.max_connections_per_client
-        )
+        self.limits = ClientLimits(config.max_connections_per_client)
 
     def live(self) -> int:
         return sum(1 for s in self.sessions.values() if s.ended is None)
@@ -47,7 +45,12 @@ class SessionRegistry:
         self._check_caps(request)
         spec = request.scenario if request.scenario is not None else self.config.scenario
         scenario = self._scenario(spec, request)
-        self.limits.claim("sessions", client)
+        held = sum(1 for s in self.sessions.values() if s.owner == client and s.ended is None)
+        if client != OPERATOR and held >= self.config.max_sessions_per_client:
+            raise CapacityReachedError(
+                f"{client} runs {held} sessions; the limit per client is "
+                f"{self.config.max_sessions_per_client}"
+            )
         session = Session(secrets.token_hex(8), scenario, request, self.config, owner=client)
         self.sessions[session.id] = session
         session.start()
@@ -101,8 +104,6 @@ class SessionRegistry:
             session = Session(car.session_id, car.scenario, request, self.config, owner=car.owner,
                               read_token=car.read_token, recorded=found.recorded)  # fmt: skip
             self.sessions[session.id] = session
-            with contextlib.suppress(CapacityReachedError):
-                self.limits.claim("sessions", car.owner)
             session.start()
             log.info("session_restored", session_id=session.id, rounds=len(found.recorded))
             restored.append(session)
@@ -116,7 +117,6 @@ class SessionRegistry:
         session = self.sessions.pop(session_id, None)
         if session is None:
             return False
-        self.limits.release("sessions", session.owner)
         if forget and self.config.log_dir is not None:
             recovery.forget(self.config.log_dir, session_id)
         await session.close()
