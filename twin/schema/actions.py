@@ -55,6 +55,18 @@ class PoolView(Frozen):
     free_capacity: NonNegativeInt = Field(description="GPUs the pool can still provision.")
 
 
+class PlanVerdict(Frozen):
+    """The kernel's verdict, this round, on a queued job's plan on one pool."""
+
+    pool: str
+    feasible: bool
+    score: float = Field(description="0.01 marks a degenerate plan; higher is better, below 1.")
+    tokens_per_s: float
+    usd_per_h: float
+    run_s: float | None = Field(description="The job's remaining work at this speed.")
+    reasons: list[str]
+
+
 class QueuedJob(Frozen):
     job_id: str
     gpus: float
@@ -62,6 +74,10 @@ class QueuedJob(Frozen):
     priority: float
     wait_s: float
     pools: list[str] = Field(description="Pools the job can run on (its plan is feasible there).")
+    plans: list[PlanVerdict] = Field(
+        default_factory=list,
+        description="For a job that trains or serves a model: its plan scored on each pool.",
+    )
 
 
 class TenantObservation(Frozen):

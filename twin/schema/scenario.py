@@ -44,6 +44,11 @@ class PoolConfig(Frozen):
         None, description="Mean time between failures of one GPU, in hours; None: no failures."
     )
     repair_s: Distribution = Constant(value=3600.0)
+    power_cap_w: NonNegativeFloat = Field(
+        0.0,
+        description="Per-GPU power cap in force on the pool's GPUs, in watts; 0: each GPU's TDP. "
+        "Kernel jobs run at the kernel's verdict under it (a plan's own cap applies if lower).",
+    )
 
 
 class PoissonArrivals(Frozen):

@@ -101,9 +101,8 @@ def job_arrivals(
             work, option = draw_size() * gpus, None
         else:
             work, option = draw_size(), model.options[(tenant, index, gpus)]
-        job = admit(tenant, None, gpus=gpus, work=work, priority=draw_priority(),
-                    gpu_type=w.gpu_type, option=option)  # fmt: skip
-        job.workload = index
+        admit(tenant, None, gpus=gpus, work=work, priority=draw_priority(), gpu_type=w.gpu_type,
+              option=option, workload=index)  # fmt: skip
     model.source_closed()
 
 

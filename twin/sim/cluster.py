@@ -29,6 +29,7 @@ from twin.sim.provisioning import Provisioning
 from twin.sim.rng import Streams
 from twin.sim.sampling import sampler
 from twin.sim.scheduler import Scheduler
+from twin.sim.scoring import PlanScorer
 
 
 class ClusterModel:
@@ -61,6 +62,7 @@ class ClusterModel:
         self.billing = Billing(self)
         self.provisioning = Provisioning(self)
         self.scheduler = Scheduler(self, CounterPlacement(self.holdings))
+        self.scorer = PlanScorer(self)
         self.queues = self.scheduler.queues
         self._start(sources)
 
@@ -85,6 +87,9 @@ class ClusterModel:
             env.timeout(self.cfg.horizon_s).callbacks.append(lambda _: self.end("horizon"))
 
     # -- the Model interface --------------------------------------------------------------
+
+    def score_round(self, tenants: list[int]) -> None:
+        self.scorer.score_round(tenants)
 
     def observe(self, tenant: int, reasons: list[str]) -> TenantObservation:
         return observe(self, tenant, reasons)

@@ -123,6 +123,7 @@ class Driver(Generic[Obs, Act]):
                         step()
                     if model.ended:
                         break
+                    model.score_round(sorted(pending))
                     names = self.tenants
                     reasons = {names[t]: list(pending[t]) for t in sorted(pending)}
                     for tenant, why in reasons.items():

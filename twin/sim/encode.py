@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from twin.errors import ConfigError
 from twin.kernel import (
@@ -128,7 +128,8 @@ def plan_options(cfg: ClusterScenario) -> tuple[dict[Key, PlanOption], list[Eval
             for gpus in _gpu_counts(workload.gpus):
                 for p, pool in enumerate(cfg.pools):
                     if pool.name in accel and (workload.gpu_type in (None, pool.gpu_type)):
-                        plans.append(_plan(model, accel[pool.name], gpus, job))
+                        spec = _capped(job.plan, pool.power_cap_w)
+                        plans.append(plan(model, accel[pool.name], gpus, job.mode, spec))
                         index.append(((t, w, gpus), p))
     if not plans:
         return {}, []
@@ -147,26 +148,56 @@ def plan_options(cfg: ClusterScenario) -> tuple[dict[Key, PlanOption], list[Eval
         r[p] = row.tokens_per_s if row.feasible else 0.0
         s[p] = "unstable" not in names
         y[p] = tuple(names)
-        records.append(
-            Evaluated(
-                cfg.tenants[key[0]].name,
-                key[1],
-                cfg.pools[p].name,
-                key[2],
-                row.feasible,
-                row.score,
-                names,
-                row.tokens_per_s,
-                row.mem_bytes / 2**30,
-                row.power_w,
-                row.stability,
-                row.usd_per_h,
-            )
-        )
+        records.append(_evaluated(cfg, (*key, p), row))
     options = {
         key: PlanOption(tuple(rates[key]), tuple(stable[key]), tuple(why[key])) for key in rates
     }
     return options, records
+
+
+Candidate = tuple[int, int, float, int]
+"""A plan a round decides: tenant, workload, GPU count, pool (under the pool's power cap)."""
+
+
+def _evaluated(cfg: ClusterScenario, key: Candidate, row: Any) -> Evaluated:
+    """A kernel verdict row as the `plan_evaluated` payload."""
+    t, w, gpus, p = key
+    return Evaluated(
+        cfg.tenants[t].name, w, cfg.pools[p].name, gpus, row.feasible, row.score,
+        reason_names(row.reasons), row.tokens_per_s, row.mem_bytes / 2**30, row.power_w,
+        row.stability, row.usd_per_h,
+    )  # fmt: skip
+
+
+def evaluate_candidates(cfg: ClusterScenario, candidates: list[Candidate]) -> list[Evaluated]:
+    """The kernel's verdicts on a round's candidate plans, in one call: each workload's plan
+    with the pool's accelerator, its GPU count, and the lower of its own and the pool's cap."""
+    if not candidates:
+        return []
+    tables = default_tables()
+    plans = []
+    for t, w, gpus, p in candidates:
+        job = cfg.tenants[t].workloads[w].kernel
+        assert job is not None, "candidates are kernel workloads"
+        model = _model(tables.model_names, job, cfg.tenants[t].name, w)
+        spec = _capped(job.plan, cfg.pools[p].power_cap_w)
+        plans.append(plan(model, tables.gpu_names.index(cfg.pools[p].gpu_type), gpus, job.mode,
+                          spec))  # fmt: skip
+    v = evaluate(PlanBatch.from_plans(plans))
+    return [_evaluated(cfg, c, v.row(i)) for i, c in enumerate(candidates)]
+
+
+def _capped(spec: PlanSpec, pool_cap_w: float) -> PlanSpec:
+    """The plan under a pool's power cap (the lower of the two caps in force; 0 is none)."""
+    if pool_cap_w <= 0 or 0 < spec.power_cap_w <= pool_cap_w:
+        return spec
+    return spec.model_copy(update={"power_cap_w": pool_cap_w})
+
+
+def kernel_pools(cfg: ClusterScenario) -> list[int]:
+    """The pools whose accelerator the kernel knows."""
+    names = default_tables().gpu_names
+    return [p for p, pool in enumerate(cfg.pools) if pool.gpu_type in names]
 
 
 def _model(names: tuple[str, ...], job: KernelJob, tenant: str, w: int) -> int:

@@ -40,6 +40,7 @@ class Job:
     rate: float = 0.0
     run: Any = None  # the SimPy event that completes the current run
     queued: bool = False
+    placed: bool = False  # started by a placement with its own plan (not the workload's)
     version: int = 0  # bumped on every enqueue (lazy heap deletion)
 
 

@@ -97,6 +97,10 @@ class Model(Protocol[O_co, A]):
     """Tenants (by index) due to decide at the current instant, with their reasons."""
     ended: str | None
 
+    def score_round(self, tenants: list[int]) -> None:
+        """A decision round opens for `tenants`: score what they decide (and log it)."""
+        ...
+
     def observe(self, tenant: int, reasons: list[str]) -> O_co:
         """The tenant's view now."""
         ...

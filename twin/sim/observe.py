@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from twin.schema.actions import PoolView, QueuedJob, TenantObservation
+from twin.schema.actions import PlanVerdict, PoolView, QueuedJob, TenantObservation
 from twin.schema.distributions import mean
 
 if TYPE_CHECKING:
     from twin.sim.cluster import ClusterModel
+    from twin.sim.jobs import Job
 
 HEAD_JOBS = 8
 
@@ -41,6 +42,7 @@ def observe(model: ClusterModel, tenant: int, reasons: list[str]) -> TenantObser
                     if (j.gpu_type is None or p.cfg.gpu_type == j.gpu_type)
                     and (j.option is None or j.option.rates[p.index] > 0)
                 ],
+                plans=_plans(model, tenant, j),
             )
             for j in q.first(HEAD_JOBS)
         ],
@@ -77,3 +79,23 @@ def observe_flat(model: ClusterModel, tenant: int) -> tuple[float, ...]:
         for h in model.holdings[tenant]
     )
     return head + tuple(x for pool in pools for x in pool)
+
+
+def _plans(model: ClusterModel, tenant: int, job: Job) -> list[PlanVerdict]:
+    """The round's kernel verdicts on a queued kernel job's plan, pool by pool."""
+    if job.option is None or job.placed:
+        return []
+    scorer = model.scorer
+    candidates = scorer.candidates(tenant, job)
+    return [
+        PlanVerdict(
+            pool=v.pool,
+            feasible=v.feasible,
+            score=v.score,
+            tokens_per_s=v.tokens_per_s,
+            usd_per_h=v.usd_per_h,
+            run_s=job.remaining / v.tokens_per_s if v.feasible and v.tokens_per_s > 0 else None,
+            reasons=v.reasons,
+        )
+        for v in scorer.verdicts(candidates)
+    ]

@@ -57,6 +57,7 @@ class Scheduler:
         priority: float,
         gpu_type: str | None,
         option: PlanOption | None = None,
+        workload: int = -1,
     ) -> Job:
         """A job enters its tenant's queue; a kernel job whose plan runs nowhere is rejected.
 
@@ -71,7 +72,7 @@ class Scheduler:
             nominal = option.best_rate
             work_gpu_s = gpus * work / nominal if nominal > 0 else 0.0
         job = Job(job_id or f"j{seq}", tenant, gpus, round(gpus * 1000), work_gpu_s, priority,
-                  gpu_type, now, seq, work, work, nominal, now, option)  # fmt: skip
+                  gpu_type, now, seq, work, work, nominal, now, option, workload)  # fmt: skip
         model = self.model
         name = model.tenant_names[tenant]
         self._emit(
@@ -170,6 +171,9 @@ class Scheduler:
         self.queued_milli[job.tenant] -= job.milli
         now = self.env.now
         pool = h.pool
+        if job.option is not None and not job.placed:
+            # The verdict of the allocation granted now: pool, GPU count, power cap in force.
+            job.option = self.model.scorer.option(job.tenant, job)
         job.pool = pool.index
         job.start_s = now
         h.busy_milli += job.milli
@@ -195,6 +199,7 @@ class Scheduler:
         if h.idle_milli < job.milli:
             return False
         job.option = option
+        job.placed = True
         job.nominal_rate = option.best_rate
         self.queues[job.tenant].remove(job)
         self.run(job, h)

@@ -77,6 +77,9 @@ class StepModel:
             incoming_jobs=self.incoming_jobs,
         )
 
+    def score_round(self, tenants: list[int]) -> None:
+        """The classic task has no plans to score."""
+
     def observe_flat(self, tenant: int = 0) -> tuple[float, ...]:
         """The observation as [time_step, active_gpus, queue_size, current_budget,
         incoming_jobs]."""

@@ -1,0 +1,99 @@
+"""The kernel at every decision point: each round scores the plans being decided, jobs run at
+the verdict of the allocation they are granted, and decision requests carry the verdicts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.conftest import kinds, play
+from twin.eventlog.log import EventLog
+from twin.schema.scenario import ClusterScenario
+from twin.sim import scenarios
+from twin.sim.driver import Driver
+
+
+def kernel_cluster(*, power_cap_w: float = 0.0, gpus: list[int] | None = None) -> ClusterScenario:
+    """One H100 pool and a tenant whose jobs train Llama 3.1 8B on 8 GPUs, one at a time."""
+    return ClusterScenario.model_validate({
+        "name": "kernel-loop",
+        "pools": [{"name": "h100", "gpu_type": "h100", "max_gpus": 16,
+                   "price_usd_per_gpu_h": 4.0, "power_cap_w": power_cap_w}],
+        "tenants": [{
+            "name": "t", "policy": "static", "initial_gpus": {"h100": 16},
+            "workloads": [{
+                "arrivals": {"process": "poisson", "rate_per_h": 2},
+                "gpus": {"dist": "choice", "values": gpus or [8]},
+                "max_jobs": 6,
+                "kernel": {"model": "llama-3.1-8b", "tokens": {"dist": "constant", "value": 2e8},
+                           "plan": {"tp": 8}},
+            }],
+        }],
+        "decisions": {"interval_s": 600, "triggers": ["arrival"]},
+        "horizon_s": 12 * 3600,
+    })  # fmt: skip
+
+
+def run_s_by_gpus(events: list[dict[str, Any]]) -> dict[float, set[float]]:
+    out: dict[float, set[float]] = {}
+    for e in kinds(events, "job_started"):
+        out.setdefault(e["gpus"], set()).add(round(e["run_s"], 6))
+    return out
+
+
+def test_the_default_run_scores_plans_at_many_decision_points() -> None:
+    events = play(scenarios.load("default"))
+    times = {e["t_s"] for e in kinds(events, "plan_evaluated")}
+    assert 0.0 in times
+    assert len(times) > 100
+
+
+def test_jobs_run_slower_under_a_lower_power_cap() -> None:
+    free = run_s_by_gpus(play(kernel_cluster()))
+    capped = run_s_by_gpus(play(kernel_cluster(power_cap_w=350.0)))
+    [free_s], [capped_s] = free[8.0], capped[8.0]  # every job: the same tokens, the same verdict
+    assert capped_s > free_s * 1.05
+
+
+def test_jobs_run_at_the_speed_of_the_gpus_they_are_granted() -> None:
+    by_gpus = run_s_by_gpus(play(kernel_cluster(gpus=[8, 16]), seed=3))
+    assert set(by_gpus) == {8.0, 16.0}
+    (eight,), (sixteen,) = by_gpus[8.0], by_gpus[16.0]
+    assert sixteen < eight
+
+
+def test_a_power_cap_below_idle_makes_the_pool_infeasible_and_says_why() -> None:
+    events = play(kernel_cluster(power_cap_w=50.0))
+    verdicts = kinds(events, "plan_evaluated")
+    assert verdicts
+    assert all(not v["feasible"] and v["reasons"] == ["power_cap"] for v in verdicts)
+    assert {e["reason"].split(":")[0] for e in kinds(events, "job_failed")} == {"infeasible_plan"}
+
+
+def test_a_decision_request_carries_the_verdicts_of_the_queued_jobs_plans() -> None:
+    driver: Driver[Any, Any] = Driver(scenarios.load("default"), seed=1, log=EventLog("v"))
+    seen = []
+    while (batch := driver.advance()) is not None and len(seen) < 5:
+        for tenant in batch.reasons:
+            for job in driver.observe(tenant).head:
+                seen += [(tenant, job.job_id, p) for p in job.plans]
+        driver.commit_round({}, driver.default_policies())
+    assert seen
+    tenant, _, verdict = seen[0]
+    assert tenant in ("research", "inference")
+    assert verdict.pool in ("h100", "a100", "l40s")
+    assert (verdict.run_s is not None) == verdict.feasible
+    assert 0.0 <= verdict.score < 1.0
+
+
+@pytest.mark.parametrize("seed", [0, 7])
+def test_each_round_logs_verdicts_and_repeated_plans_cost_no_kernel_call(seed: int) -> None:
+    driver: Driver[Any, Any] = Driver(scenarios.load("default"), seed=seed, log=EventLog("c"))
+    rounds = 0
+    while driver.advance() is not None:
+        driver.commit_round({}, driver.default_policies())
+        rounds += 1
+    scorer = driver.model.scorer  # the sim's own part, inspected by its own test
+    assert scorer.kernel_calls < rounds / 10
+    assert len(scorer.cache) <= 2 * 3 * 2  # tenants with plans x pools x GPU counts
