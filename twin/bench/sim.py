@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import time
 from typing import Any
 
 from twin.bench.harness import Result, median_cpu_s
@@ -34,6 +35,25 @@ def _play(scenario: ClusterScenario, jsonl: bool) -> None:
         driver.act({}, {})
 
 
+def _default_with_kernel() -> tuple[int, float, float, int]:
+    """Play `default` (its tenants' policies, a kernel-scored decision round every few
+    minutes): events, CPU seconds, seconds in kernel calls, kernel calls."""
+    scenario = scenarios.load("default")
+    log = EventLog("bench", keep=False)
+    events = [0]
+    log.subscribe(lambda chunk: events.__setitem__(0, events[0] + len(chunk)))
+    start = time.process_time()
+    driver: Driver[Any, Any] = Driver(scenario, seed=1, log=log)
+    policies = driver.default_policies()
+    while driver.advance() is not None:
+        driver.commit_round({}, policies, announce_defaults=False)
+    log.flush()
+    cpu_s = time.process_time() - start
+    model: Any = driver.model  # a ClusterModel: read its scoring part's own counters
+    scorer = model.scorer
+    return events[0], cpu_s, scorer.kernel_s, scorer.kernel_calls
+
+
 def bench_sim(quick: bool) -> Result:
     jobs = 20_000 if quick else 100_000
     repeats = 1 if quick else 5
@@ -43,6 +63,8 @@ def bench_sim(quick: bool) -> Result:
     quarter_s = median_cpu_s(lambda: _play(_mmc(jobs // 4), False), repeats)
     stretched_s = median_cpu_s(lambda: _play(_mmc(jobs, 10.0), False), repeats)
     rate = jobs / cpu_s
+    runs = [_default_with_kernel() for _ in range(repeats)]
+    events, kernel_cpu_s, kernel_s, calls = sorted(runs, key=lambda run: run[1])[len(runs) // 2]
     r = Result()
     r.lines += [
         f"sim: FIFO M/M/c, {jobs:,} jobs on 64 GPUs at 90% load (median of {repeats})",
@@ -50,6 +72,9 @@ def bench_sim(quick: bool) -> Result:
         f"  with JSONL encoding: {jobs / cpu_jsonl_s:,.0f} jobs/s",
         f"  4x the jobs costs {cpu_s / quarter_s:.2f}x the time (linear: 4.00)",
         f"  10x the time span costs {stretched_s / cpu_s:.2f}x the time (flat: 1.00)",
+        f"sim: default scenario, kernel-scored decision rounds: {events:,} events in "
+        f"{kernel_cpu_s:.3f} s = {events / kernel_cpu_s:,.0f} events/s per core; round scoring "
+        f"in the kernel {kernel_s / kernel_cpu_s:.1%} of it ({calls} calls, the rest cached)",
     ]
     r.figures = {
         "jobs": jobs,
@@ -58,5 +83,8 @@ def bench_sim(quick: bool) -> Result:
         "jobs_per_s_vs_target": round(rate / TARGET_JOBS_PER_S, 2),
         "time_ratio_4x_jobs": round(cpu_s / quarter_s, 2),
         "time_ratio_10x_span": round(stretched_s / cpu_s, 2),
+        "default_events_per_s": round(events / kernel_cpu_s),
+        "default_kernel_share": round(kernel_s / kernel_cpu_s, 4),
+        "default_kernel_calls": calls,
     }
     return r
