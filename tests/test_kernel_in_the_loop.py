@@ -3,15 +3,25 @@ the verdict of the allocation they are granted, and decision requests carry the 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+import orjson
 import pytest
 
+from agents.client import AgentClient
+from agents.policies import builtin
+from agents.policy import Quiet, Turn
 from tests.conftest import kinds, play
 from twin.eventlog.log import EventLog
+from twin.gateway.app import create_app
+from twin.gateway.config import GatewayConfig, SessionRequest
+from twin.gateway.keys import REGISTRY
 from twin.schema.scenario import ClusterScenario
+from twin.schema.wire import DecisionRequested
 from twin.sim import scenarios
 from twin.sim.driver import Driver
+from twin.sim.reproduce import reproduce_log
 
 
 def kernel_cluster(*, power_cap_w: float = 0.0, gpus: list[int] | None = None) -> ClusterScenario:
@@ -97,3 +107,41 @@ def test_each_round_logs_verdicts_and_repeated_plans_cost_no_kernel_call(seed: i
     scorer = driver.model.scorer  # the sim's own part, inspected by its own test
     assert scorer.kernel_calls < rounds / 10
     assert len(scorer.cache) <= 2 * 3 * 2  # tenants with plans x pools x GPU counts
+
+
+class Hoarder(Quiet):
+    """Asks for every free GPU of every pool each round and never gives one back."""
+
+    name = "hoarder"
+
+    async def decide(self, request: DecisionRequested) -> Turn:
+        return Turn(provision={p.name: p.free_capacity for p in request.view.pools
+                               if p.free_capacity > 0})  # fmt: skip
+
+
+async def test_a_market_session_credits_each_agent_by_the_kernel_and_floors_a_hoarder(
+    aiohttp_server: Any,
+) -> None:
+    tenants = ["research", "inference", "batch"]
+    server = await aiohttp_server(create_app(GatewayConfig()))
+    session = server.app[REGISTRY].create(
+        SessionRequest(scenario="market", agents=tenants, round_timeout_ms=10_000, seed=4)
+    )
+    url = str(server.make_url("/v1/agents")).replace("http://", "ws://")
+    policies = {"research": Hoarder(), "inference": builtin("negotiator", tenants, "inference"),
+                "batch": builtin("fair_share", tenants, "batch")}  # fmt: skip
+    clients = [AgentClient(url, session.id, t, session.tokens[t], p) for t, p in policies.items()]
+    for stats in await asyncio.gather(*(c.run() for c in clients)):
+        assert (stats.end_reason, stats.defaulted_rounds) == ("horizon", 0)
+    log = session.events()
+    records = [orjson.loads(line) for line in log.splitlines()]
+    credited = kinds(records, "round_credited")
+    by_tenant = {t: [r["difference_reward"] for r in credited if r["tenant"] == t] for t in tenants}
+    assert all(len(set(rewards)) > 1 for rewards in by_tenant.values())  # they vary by round
+    assert len({round(sum(r), 6) for r in by_tenant.values()}) == 3  # and by agent
+    assert any(r != 0.0 for rewards in by_tenant.values() for r in rewards)
+    floored = [r for r in credited if "degenerate_hoarding" in r["reasons"]]
+    assert floored
+    assert {r["tenant"] for r in floored} == {"research"}
+    assert all(r["score"] == 0.01 for r in floored)
+    assert reproduce_log(records) == log

@@ -148,7 +148,15 @@ def test_placements_are_scored_in_one_kernel_call_and_started_where_feasible() -
     assert b.score > 0.01
     assert b.tokens_per_s > 0
     # Both asked for 8 GPUs of a 10-GPU pool: with b, 16 asked (6 over); without b, 8 (none).
-    assert out["b"].difference_reward == pytest.approx(b.score * 8 - 1.0 * (6 - 0))
+    decided = {r[2]: r for r in driver.log if r[0] == "placement_decided"}
+    assert decided["b"][-1] == pytest.approx(b.score * 8 - 1.0 * (6 - 0))
+    # The round's credit is the kernel's settlement of what each tenant holds and runs now: b
+    # holds 8 of the 10 GPUs (over its fair share of 5) while a waits with none, so both are
+    # floored, b for hoarding; b's credit is 0.01 x 8 useful GPUs minus the 6 its demand of 8
+    # puts over the capacity (a and b ask 16 of 10).
+    assert (out["b"].score, out["b"].credit_reasons) == (0.01, ("degenerate_hoarding",))
+    assert out["b"].difference_reward == pytest.approx(0.01 * 8 - 6.0)
+    assert (out["a"].score, out["a"].credit_reasons) == (0.01, ("degenerate_zero_gpus",))
 
 
 def test_a_negotiated_session_replays_from_its_log_byte_for_byte() -> None:

@@ -347,6 +347,8 @@ class Session:
             ],
             reward=o.reward,
             difference_reward=o.difference_reward,
+            score=o.score,
+            credit_reasons=list(o.credit_reasons),
         )  # fmt: skip
 
     # -- messages within a round ------------------------------------------------------------

@@ -152,6 +152,22 @@ class RoundCommitted(Event):
     defaulted: list[str]
 
 
+class RoundCredited(Event):
+    """One tenant's credit for a committed round, computed by the kernel from the allocation:
+    `useful_gpus` are its running jobs' GPUs weighted by their plans' scores (a job without a
+    model plan by its pool's relative speed), `score` their mean over the GPUs it holds, floored
+    at 0.01 for a degenerate strategy (the reasons say which), and `difference_reward` its
+    useful GPUs minus the over-commitment its demand adds to the round."""
+
+    kind: Literal["round_credited"] = "round_credited"
+    held_gpus: float
+    demand_gpus: float
+    useful_gpus: float
+    score: float
+    difference_reward: float
+    reasons: list[str]
+
+
 class JobFailed(Event):
     kind: Literal["job_failed"] = "job_failed"
     job_id: str
@@ -262,6 +278,7 @@ EVENT_MODELS: tuple[type[Event], ...] = (
     TradeSettled,
     AuctionCleared,
     RoundCommitted,
+    RoundCredited,
     JobFailed,
     GpusRequested,
     GpusReady,
@@ -295,6 +312,7 @@ AnyEvent = Annotated[
     | TradeSettled
     | AuctionCleared
     | RoundCommitted
+    | RoundCredited
     | JobFailed
     | GpusRequested
     | GpusReady

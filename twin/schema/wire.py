@@ -157,6 +157,12 @@ class RoundCommitted(Frozen):
     trades: list[TradeResult]
     reward: float
     difference_reward: float
+    score: float = Field(
+        0.0, description="The round's score of the tenant's allocation; 0.01: degenerate."
+    )
+    credit_reasons: list[str] = Field(
+        default_factory=list, description="Why the score is floored (hoarding, zero_gpus, ...)."
+    )
 
 
 class SessionEnded(Frozen):

@@ -11,6 +11,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from twin.errors import ConfigError
 from twin.kernel import (
     GROUPS,
@@ -21,6 +23,7 @@ from twin.kernel import (
     default_tables,
     evaluate,
     reason_names,
+    settle,
 )
 from twin.kernel.plans import MODES, OPTIMIZERS
 from twin.kernel.tables import load_json
@@ -284,3 +287,44 @@ def evaluate_placements(
         )  # fmt: skip
         out.append(verdict)
     return out
+
+
+DEGENERATE = ("degenerate_all_fp8", "degenerate_all_fp32")
+"""Reason codes of a plan that runs but earns the floor score."""
+
+
+@dataclass(frozen=True, slots=True)
+class RoundCredit:
+    """The kernel's settlement of one round, by tenant (scenario order)."""
+
+    score: tuple[float, ...]
+    useful_gpus: tuple[float, ...]
+    difference_reward: tuple[float, ...]
+    hoarding: tuple[bool, ...]
+
+
+def round_credit(
+    held: list[float], useful: list[float], demand: list[float], capacity: float
+) -> RoundCredit:
+    """Each tenant's score, useful GPUs and difference reward for a round, by the kernel's
+    settlement: a tenant holding over its fair share while another is short is floored
+    (inverse reward design); its credit is its useful GPUs minus the over-commitment its demand
+    adds: U_t - penalty * (over(N) - over(N - n_t)), over(x) = max(x - capacity, 0)."""
+    n = len(held)
+    h, u, d = (np.asarray(x, dtype=np.float64) for x in (held, useful, demand))
+    score = np.where(h > 0, u / np.maximum(h, 1e-12), 0.0)
+    short = d > h
+    others_short = short.sum() - short
+    ctx = ClusterContext()
+    _, bits = settle.floor_hoarding(
+        np, score, np.zeros(n, dtype=np.int64), h, others_short, capacity / max(n, 1),
+        ctx.hoard_slack,
+    )  # fmt: skip
+    hoarding = bits > 0
+    floored = np.where(hoarding, settle.FLOOR, score)
+    utility = np.where(hoarding, settle.FLOOR * h, u)
+    credit = settle.credit(np, utility, d, float(d.sum()), capacity, ctx.overcommit_penalty)
+    return RoundCredit(
+        tuple(map(float, floored)), tuple(map(float, utility)), tuple(map(float, credit)),
+        tuple(bool(b) for b in hoarding),
+    )  # fmt: skip

@@ -76,6 +76,8 @@ class TenantOutcome:
     trades: list[TradeOutcome] = field(default_factory=list)
     difference_reward: float = 0.0
     reward: float = 0.0
+    score: float = 0.0
+    credit_reasons: tuple[str, ...] = ()
 
 
 class RoundInputs(NamedTuple, Generic[A]):

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import simpy
 
-from twin.sim.encode import PlanOption
+from twin.sim.encode import DEGENERATE, PlanOption
 from twin.sim.jobs import Job
 from twin.sim.placement import CounterPlacement
 from twin.sim.pools import Holding, Pool
@@ -44,6 +44,7 @@ class Scheduler:
         self.jobs_in_system = 0
         self.running_jobs = 0
         self._seq = 0
+        self._fastest = max((p.speed for p in cfg.pools), default=1.0)
 
     # -- admission ------------------------------------------------------------------------
 
@@ -173,7 +174,12 @@ class Scheduler:
         pool = h.pool
         if job.option is not None and not job.placed:
             # The verdict of the allocation granted now: pool, GPU count, power cap in force.
-            job.option = self.model.scorer.option(job.tenant, job)
+            scorer = self.model.scorer
+            job.option = scorer.option(job.tenant, job)
+            v = scorer.verdict(job.tenant, job, pool.index)
+            job.quality, job.flags = v.score, tuple(r for r in v.reasons if r in DEGENERATE)
+        elif job.option is None:
+            job.quality = pool.cfg.speed / self._fastest
         job.pool = pool.index
         job.start_s = now
         h.busy_milli += job.milli

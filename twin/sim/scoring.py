@@ -69,6 +69,11 @@ class PlanScorer:
         for tenant, *payload in self.verdicts(ordered):
             model.emit(("plan_evaluated", now, tenant, *payload))
 
+    def verdict(self, tenant: int, job: Job, pool: int) -> Evaluated:
+        """The verdict on the job's own plan on `pool` (cached)."""
+        [v] = self.verdicts([(tenant, job.workload, job.gpus, pool)])
+        return v
+
     def option(self, tenant: int, job: Job) -> PlanOption:
         """The job's rates on every pool under the power caps in force now."""
         n_pools = len(self.model.pools)

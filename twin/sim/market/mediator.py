@@ -13,9 +13,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from twin.schema.actions import Placement, ProvisionAction
-from twin.sim.encode import PlacementVerdict, PlanOption, evaluate_placements
+from twin.sim.encode import DEGENERATE, PlacementVerdict, PlanOption, evaluate_placements
 from twin.sim.jobs import Job
 from twin.sim.market import exchange
+from twin.sim.market.credit import credit_round
 from twin.sim.market.mechanisms import Requests, share
 from twin.sim.model import (
     Offer,
@@ -49,6 +50,7 @@ def commit(model: ClusterModel, inputs: RoundInputs[ProvisionAction]) -> dict[st
     for p in range(len(model.pools)):
         _grant(model, p, ordered, inputs, out)
     _place(model, ordered, out)
+    credit_round(model, out)
     for tenant, o in out.items():
         o.reward = model.settle_reward(index[tenant])
     return out
@@ -135,12 +137,14 @@ def _place(model: ClusterModel, ordered: Ordered, out: dict[str, TenantOutcome])
         started = False
         if v.feasible and job.queued:
             started = model.scheduler.start_placed(job, pool, _only_on(pool, v, len(model.pools)))
+            if started:
+                job.quality = v.score
+                job.flags = tuple(r for r in v.reasons if r in DEGENERATE)
             if not started:
                 reasons.append("no_idle_gpus")
         placed = PlacementOutcome(job.job_id, pl.pool, started, tuple(reasons), v.score,
                                   v.tokens_per_s)  # fmt: skip
         _decided(model, out, tenant, placed, v.credit)
-        out[tenant].difference_reward = v.credit
 
 
 def _only_on(pool: int, v: PlacementVerdict, n_pools: int) -> PlanOption:

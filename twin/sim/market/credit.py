@@ -1,0 +1,51 @@
+"""Credit for a committed round: the kernel scores every tenant's allocation as it stands.
+
+A tenant's useful GPUs are its running jobs' GPUs, each weighted by its plan's kernel score (a
+job without a model plan by its pool's speed relative to the fastest pool). Its demand is what
+its running and queued jobs need, or what it holds if more. The kernel's settlement floors a
+tenant that holds more than its fair share while another is short (hoarding) and gives each
+its difference reward; a tenant holding no GPUs while its jobs wait, or running degenerate
+plans (all-FP8, all-FP32), gets the floor score too. Every tenant's credit is logged.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from twin.sim.encode import round_credit
+from twin.sim.model import TenantOutcome
+
+if TYPE_CHECKING:
+    from twin.sim.cluster import ClusterModel
+
+FLOOR_SCORE = 0.01
+
+
+def credit_round(model: ClusterModel, out: dict[str, TenantOutcome]) -> None:
+    """Score every tenant's allocation after the round and credit it (tenant order)."""
+    held, useful, demand, flags = [], [], [], []
+    for t in range(len(model.tenant_names)):
+        holdings = model.holdings[t]
+        running = [job for h in holdings for job in h.running]
+        queued_gpus = model.queued_milli[t] / 1000
+        held.append(float(sum(h.ready + h.pending_gpus for h in holdings)))
+        useful.append(sum(job.quality * job.gpus for job in running))
+        demand.append(max(held[-1], sum(job.gpus for job in running) + queued_gpus))
+        why = sorted({flag for job in running for flag in job.flags})
+        if held[-1] == 0 and queued_gpus > 0:
+            why.append("degenerate_zero_gpus")
+        flags.append(why)
+    capacity = float(sum(pool.cfg.max_gpus for pool in model.pools))
+    credit = round_credit(held, useful, demand, capacity)
+    now = model.env.now
+    for t, name in enumerate(model.tenant_names):
+        reasons = flags[t] + (["degenerate_hoarding"] if credit.hoarding[t] else [])
+        score = FLOOR_SCORE if reasons else credit.score[t]
+        o = out[name]
+        o.difference_reward, o.score, o.credit_reasons = (
+            credit.difference_reward[t],
+            score,
+            tuple(reasons),
+        )
+        model.emit(("round_credited", now, name, held[t], demand[t], credit.useful_gpus[t],
+                    score, o.difference_reward, reasons))  # fmt: skip
