@@ -94,8 +94,8 @@ class Verdicts:
     mem_bytes: memory needed per GPU; step_s: one optimizer step (training) or decode step
     (serving), inf when a precision is unsupported; tokens_per_s: the whole plan; power_w and
     throttle: per GPU; stability: product over groups (< 0.5 diverges); usd_per_h: the whole
-    plan; job_s: time for the plan's `tokens`; score: 0 when infeasible, the 0.01 floor for
-    degenerate strategies, else stability x tokens-per-dollar quality in [0.01, 1); reasons:
+    plan; job_s: time for the plan's `tokens`; score: the 0.01 floor for a plan that cannot run
+    or a degenerate strategy, else stability x tokens-per-dollar quality in [0.01, 1); reasons:
     `Reason` bits; credit: the tenant's difference reward. `shares`: the round's tenant totals.
     """
 

@@ -180,10 +180,12 @@ def assess(
         + (deg == 1) * ALL_FP8
         + (deg == 2) * ALL_FP32,
     )
+    # A plan that cannot run (out of memory, unsupported precision, power, parallelism, no
+    # GPUs) earns the floor like a degenerate one; a runnable plan never scores below it.
     score = O.where(
         (reasons & NOT_RUNNABLE) == 0,
         O.where(deg > 0, FLOOR, O.maximum(quality, FLOOR)),
-        O.where(no_gpus, FLOOR, 0.0),
+        FLOOR,
     )
     return (
         mem,
