@@ -16,12 +16,10 @@ def _idle(p: PoolView) -> int:
 
 
 def _cheapest(view: TenantObservation) -> list[PoolView]:
-    """Pools the head of the queue can use, best price per unit of speed first."""
+    """Pools the head of the queue can use, best value first: the kernel's best plan score
+    there where the queued jobs carry verdicts, else the best price per unit of speed."""
     usable = {name for job in view.head for name in job.pools} or {p.name for p in view.pools}
-    return sorted(
-        (p for p in view.pools if p.name in usable),
-        key=lambda p: (p.price_usd_per_gpu_h / p.speed, p.name),
-    )
+    return [p for p in view.ranked_pools("value") if p.name in usable]
 
 
 class Baseline(Quiet):
@@ -44,7 +42,8 @@ class Baseline(Quiet):
 
 
 class Greedy(Quiet):
-    """Asks for every GPU its queue could use, in the fastest usable pool; never gives back."""
+    """Asks for every GPU its queue could use, in the fastest usable pool (by the kernel's
+    tokens/s for its queued jobs' plans, else by pool speed); never gives back."""
 
     name = "greedy"
 
@@ -52,9 +51,7 @@ class Greedy(Quiet):
         view = request.view
         need = math.ceil(view.queued_gpus) - sum(max(_idle(p), 0) + p.pending for p in view.pools)
         usable = {name for job in view.head for name in job.pools}
-        pools = sorted(
-            (p for p in view.pools if p.name in usable), key=lambda p: (-p.speed, p.name)
-        )
+        pools = [p for p in view.ranked_pools("speed") if p.name in usable]
         return Turn(provision={pools[0].name: need}) if need > 0 and pools else Turn()
 
 

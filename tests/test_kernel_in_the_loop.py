@@ -17,11 +17,13 @@ from twin.eventlog.log import EventLog
 from twin.gateway.app import create_app
 from twin.gateway.config import GatewayConfig, SessionRequest
 from twin.gateway.keys import REGISTRY
+from twin.schema.actions import PlanVerdict, PoolView, QueuedJob, TenantObservation
 from twin.schema.scenario import ClusterScenario
 from twin.schema.wire import DecisionRequested
 from twin.sim import scenarios
 from twin.sim.driver import Driver
 from twin.sim.reproduce import reproduce_log
+from twin.sim.tenant_policies import Autoscale
 
 
 def kernel_cluster(*, power_cap_w: float = 0.0, gpus: list[int] | None = None) -> ClusterScenario:
@@ -145,3 +147,33 @@ async def test_a_market_session_credits_each_agent_by_the_kernel_and_floors_a_ho
     assert {r["tenant"] for r in floored} == {"research"}
     assert all(r["score"] == 0.01 for r in floored)
     assert reproduce_log(records) == log
+
+
+def observation(plans: list[PlanVerdict]) -> TenantObservation:
+    """Two pools: `cheap` is the better buy per unit of speed; the kernel may disagree."""
+    pools = [
+        PoolView(name=name, gpu_type=name, price_usd_per_gpu_h=price, speed=speed,
+                 mean_provision_delay_s=0.0, ready=0, busy_gpus=0.0, pending=0, down=0,
+                 free_capacity=16)
+        for name, price, speed in (("cheap", 1.0, 1.0), ("dear", 4.0, 2.0))
+    ]  # fmt: skip
+    job = QueuedJob(job_id="j1", gpus=4, work_gpu_s=3600.0, priority=0.0, wait_s=0.0,
+                    pools=["cheap", "dear"], plans=plans)  # fmt: skip
+    return TenantObservation(t_s=0.0, tenant="t", reasons=["tick"], budget_usd=None,
+                             spent_usd=0.0, queue_length=1, queued_gpus=4.0, running_jobs=0,
+                             head=[job], pools=pools)  # fmt: skip
+
+
+def verdict(pool: str, score: float, tokens_per_s: float) -> PlanVerdict:
+    return PlanVerdict(pool=pool, feasible=True, score=score, tokens_per_s=tokens_per_s,
+                       usd_per_h=1.0, run_s=100.0, reasons=[])  # fmt: skip
+
+
+def test_policies_choose_pools_by_the_kernels_verdicts_on_the_queued_plans() -> None:
+    plain = observation([])
+    scored = observation([verdict("cheap", 0.12, 9000.0), verdict("dear", 0.31, 5000.0)])
+    assert [p.name for p in plain.ranked_pools()] == ["cheap", "dear"]  # price per speed
+    assert [p.name for p in scored.ranked_pools()] == ["dear", "cheap"]  # the kernel's score
+    assert [p.name for p in scored.ranked_pools("speed")] == ["cheap", "dear"]  # its tokens/s
+    assert Autoscale().decide(scored).provision == {"dear": 4}
+    assert Autoscale().decide(plain).provision == {"cheap": 4}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt
 
 from twin.schema.base import Frozen
@@ -93,6 +95,23 @@ class TenantObservation(Frozen):
     running_jobs: NonNegativeInt
     head: list[QueuedJob]
     pools: list[PoolView]
+
+    def ranked_pools(self, prefer: Literal["value", "speed"] = "value") -> list[PoolView]:
+        """Every pool, best first for the jobs at the head of the queue. Where they carry the
+        kernel's plan verdicts: by the best plan score there ("value": the kernel's quality per
+        dollar) or the best tokens/s ("speed"); else by price per unit of speed (or speed)."""
+        best: dict[str, float] = {}
+        for job in self.head:
+            for v in job.plans:
+                if v.feasible:
+                    mark = v.score if prefer == "value" else v.tokens_per_s
+                    best[v.pool] = max(best.get(v.pool, 0.0), mark)
+        if prefer == "value":
+            return sorted(
+                self.pools,
+                key=lambda p: (-best.get(p.name, 0.0), p.price_usd_per_gpu_h / p.speed, p.name),
+            )
+        return sorted(self.pools, key=lambda p: (-best.get(p.name, 0.0), -p.speed, p.name))
 
 
 class GpuClusterObservation(Frozen):

@@ -46,9 +46,10 @@ class Static:
 
 
 class Autoscale:
-    """Provision for queued demand in the pools the waiting jobs can use, best price per unit of
-    speed first; release idle GPUs when the queue is empty; stop growing when under `reserve`
-    of the budget is left."""
+    """Provision for queued demand in the pools the waiting jobs can use, best value first (the
+    kernel's best plan score for the waiting jobs there, else the best price per unit of speed);
+    release idle GPUs when the queue is empty; stop growing when under `reserve` of the budget
+    is left."""
 
     name = "autoscale"
 
@@ -56,7 +57,7 @@ class Autoscale:
         self.reserve = reserve
 
     def decide(self, obs: TenantObservation) -> ProvisionAction:
-        pools = sorted(obs.pools, key=lambda p: (p.price_usd_per_gpu_h / p.speed, p.name))
+        pools = obs.ranked_pools("value")
         change: dict[str, int] = {}
         if obs.queue_length == 0:
             for p in pools:
