@@ -210,6 +210,9 @@ class LLMPolicy:
                 raw = await resp.read()
                 if resp.status != 200:
                     raise ChatError(f"HTTP {resp.status} from the model endpoint: {raw[:200]!r}")
+        except aiohttp.ClientError as exc:
+            # An endpoint that is down is this round's problem, not the gateway connection's.
+            raise ChatError(f"cannot reach the model endpoint {self.base_url}: {exc}") from None
         finally:
             self.stats.latency_ms.append((time.perf_counter() - start) * 1000)
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -280,3 +281,13 @@ async def test_the_json_object_form_still_carries_the_schema(aiohttp_server: Mak
     assert fmt["type"] == "json_object"
     assert fmt["schema"]["required"] == ["a100", "h100"]
     assert turn.provision == {"a100": 1, "h100": 1}
+
+
+async def test_an_endpoint_that_is_down_means_the_fallback_decides_at_once() -> None:
+    policy = LLMPolicy("http://127.0.0.1:9/v1", "any", Baseline(), timeout_s=30.0, tenant="beta")
+    start = time.perf_counter()
+    turn = await policy.decide(request())
+    await policy.close()
+    assert time.perf_counter() - start < 5.0  # not the round's whole deadline
+    assert turn == await Baseline().decide(request())
+    assert (policy.stats.http_errors, policy.stats.fallbacks) == (2, 1)
