@@ -17,8 +17,8 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import free_port, twin_serve
 from tests.test_gateway import MARKET
-from tests.test_recovery import free_port, serve
 from twin.schema.codes import ErrorCode
 from twin.schema.wire import AGENT_TYPES, SCHEMA_VERSION
 
@@ -37,7 +37,7 @@ class Server:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("fuzz")
     port, output = free_port(), tmp / "server.log"
-    proc = serve(port, tmp / "logs", output, admin=ADMIN)
+    proc = twin_serve(port, ADMIN, output, "--log-dir", str(tmp / "logs"))
     url = f"http://127.0.0.1:{port}"
     try:
         yield Server(url, output, asyncio.run(_open_session(url)))

@@ -13,14 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import free_port
+
 BIN = Path(sys.executable).parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @pytest.fixture(scope="module")

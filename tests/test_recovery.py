@@ -5,20 +5,15 @@ uninterrupted run with the same seed and actions writes."""
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-import pytest
 
+from tests.conftest import free_port, twin_serve
 from twin.schema.wire import SCHEMA_VERSION
 
 ADMIN = "operator-token-for-recovery"
@@ -37,31 +32,6 @@ SCENARIO: dict[str, Any] = {
     ],
     "decisions": {"interval_s": 300, "triggers": []},
 }  # fmt: skip
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def serve(port: int, log_dir: Path, output: Path, admin: str = ADMIN) -> subprocess.Popen[bytes]:
-    with output.open("wb") as sink:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "twin", "serve", "--port", str(port), "--log-dir",
-             str(log_dir)],
-            env={**os.environ, "TWIN_ADMIN_TOKEN": admin}, stdout=sink, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return proc
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    pytest.fail("twin serve did not start")
 
 
 async def agent(url: str, session_id: str, tenant: str, committed: list[int]) -> None:
@@ -127,16 +97,16 @@ def test_a_session_killed_mid_way_is_restored_and_ends_as_if_never_interrupted(
     port, calm_port = free_port(), free_port()
     crashed_dir, calm_dir = tmp_path / "crashed", tmp_path / "calm"
     outputs = [tmp_path / f"server{i}.log" for i in range(3)]
-    servers = [serve(port, crashed_dir, outputs[0])]
+    servers = [twin_serve(port, ADMIN, outputs[0], "--log-dir", str(crashed_dir))]
 
     def crash() -> None:
         servers[0].send_signal(signal.SIGKILL)
         servers[0].wait(timeout=10)
-        servers.append(serve(port, crashed_dir, outputs[1]))
+        servers.append(twin_serve(port, ADMIN, outputs[1], "--log-dir", str(crashed_dir)))
 
     try:
         crashed = asyncio.run(run_session(f"http://127.0.0.1:{port}", crash))
-        servers.append(serve(calm_port, calm_dir, outputs[2]))
+        servers.append(twin_serve(calm_port, ADMIN, outputs[2], "--log-dir", str(calm_dir)))
         calm = asyncio.run(run_session(f"http://127.0.0.1:{calm_port}", None))
     finally:
         for proc in servers:
