@@ -224,6 +224,29 @@ async def test_an_agent_can_reconnect_and_resume(
     await again.close()
 
 
+async def test_an_agent_away_gets_the_commits_it_missed_in_order_exactly_once(
+    aiohttp_client: MakeClient, market: dict[str, Any]
+) -> None:
+    # Only t1 is expected, so the rounds go on while t0 is away.
+    client = await serve(aiohttp_client)
+    session = await new_session(client, scenario=market, agents=["t1"], round_timeout_ms=100)
+    t1, t0 = [await hello(client, session, tenant) for tenant in ("t1", "t0")]
+    first = await next_of(t0, "round_committed")
+    await t0.close()
+    for _ in range(3):  # t1 ends its turns: three more rounds commit while t0 is away
+        rnd = (await next_of(t1, "decision_requested"))["round"]
+        await t1.send_json({"type": "end_turn", "round": rnd, "seq": 1})
+        await next_of(t1, "round_committed")
+    back = await hello(client, session, "t0")
+    seen = [first["round"]]
+    while len(seen) < 5:  # the three it missed, then the last one: no gap, no repeat
+        seen.append((await next_of(back, "round_committed"))["round"])
+    assert seen == list(range(first["round"], first["round"] + 5))
+    assert (await next_of(back, "session_ended"))["reason"] == "horizon"
+    await back.close()
+    await t1.close()
+
+
 @pytest.mark.parametrize(
     ("patch", "code"),
     [

@@ -41,6 +41,9 @@ class GatewayConfig(Frozen):
     max_start_timeout_s: PositiveFloat = 300.0
     max_rounds: PositiveInt = 100_000
     max_tenants: PositiveInt = 64
+    max_missed_commits: PositiveInt = Field(
+        1000, description="Round commits kept for an agent that is away, to resend in order."
+    )
     hello_timeout_s: PositiveFloat = 10.0
     idle_timeout_s: PositiveFloat = 600.0
     finished_ttl_s: PositiveFloat = Field(

@@ -20,15 +20,18 @@ class AgentLink:
         self._lock = asyncio.Lock()
         self.sent = 0
 
-    async def send(self, message: Frozen) -> None:
+    async def send(self, message: Frozen) -> bool:
+        """Send one frame; False if the connection is gone (the frame was not sent)."""
         data = message.model_dump_json()
         async with self._lock:
-            if not self.ws.closed:
-                try:
-                    await self.ws.send_str(data)
-                    self.sent += 1
-                except ConnectionResetError:
-                    pass
+            if self.ws.closed:
+                return False
+            try:
+                await self.ws.send_str(data)
+            except ConnectionResetError:
+                return False
+            self.sent += 1
+            return True
 
 
 def error(code: ErrorCode, detail: str, round_: int | None = None) -> Error:

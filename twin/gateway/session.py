@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -25,11 +25,11 @@ from twin.gateway import recovery
 from twin.gateway.access import new_token
 from twin.gateway.config import GatewayConfig, SessionRequest
 from twin.gateway.links import AgentLink
+from twin.gateway.rounds import Round, SessionStatus, committed
 from twin.schema.actions import ProvisionAction, TenantObservation
 from twin.schema.base import Frozen
 from twin.schema.codes import ErrorCode
 from twin.schema.scenario import ClusterScenario
-from twin.schema.vocabulary import Clock, Mechanism
 from twin.schema.wire import (
     AcceptOffer,
     DecisionRequested,
@@ -37,55 +37,18 @@ from twin.schema.wire import (
     MakeOffer,
     OfferReceived,
     OfferView,
-    PlacementResult,
     Propose,
     RejectOffer,
     RoundCommitted,
     SessionEnded,
-    TradeResult,
 )
 from twin.sim.driver import PAUSED, Driver
-from twin.sim.model import Offer, TenantOutcome
+from twin.sim.model import Offer
 from twin.sim.reproduce import RecordedRound, play_round
 
 log = structlog.get_logger()
 
 ADVANCE_CHUNK = 20_000  # SimPy events between yields to the event loop
-
-
-@dataclass
-class Round:
-    """Inputs collected while a round is open."""
-
-    number: int
-    t_s: float
-    asked: list[str]
-    deadline: float
-    proposals: dict[str, tuple[int, Propose]] = field(default_factory=dict)
-    offers: dict[str, tuple[str, int, MakeOffer]] = field(default_factory=dict)
-    answers: dict[str, tuple[str, int, bool]] = field(default_factory=dict)
-    done: set[str] = field(default_factory=set)
-    wake: asyncio.Event = field(default_factory=asyncio.Event)
-    # Maintain: open_turns == set(asked) - done; open_offers == set(offers) - set(answers).
-    open_turns: set[str] = field(default_factory=set)
-    open_offers: set[str] = field(default_factory=set)
-
-    def __post_init__(self) -> None:
-        self.open_turns = set(self.asked)
-
-
-class SessionStatus(Frozen):
-    """A session as `GET /v1/sessions/{id}` shows it."""
-
-    session_id: str
-    scenario: str
-    round: int
-    t_s: float
-    ended: str | None
-    tenants: list[str]
-    connected: list[str]
-    mechanism: Mechanism
-    clock: Clock
 
 
 class Session:
@@ -127,6 +90,9 @@ class Session:
         self.tokens = {t: request.tokens.get(t) or new_token() for t in self.tenants}
         self.defaults = self.driver.default_policies()
         self.agents: dict[str, AgentLink] = {}
+        # Commits an agent that has connected missed while away, resent in order on its return.
+        # Maintain: while a tenant's backlog is not empty, its new commits join the backlog.
+        self.missed: dict[str, deque[RoundCommitted]] = {}
         self.expected = set(request.agents)
         self.round: Round | None = None
         self.ended: str | None = None
@@ -225,6 +191,7 @@ class Session:
         """Connect (or reconnect) a tenant's agent; the link it replaces, if any."""
         old = self.agents.get(link.tenant)
         self.agents[link.tenant] = link
+        self.missed.setdefault(link.tenant, deque(maxlen=self.config.max_missed_commits))
         self.last_active = self.loop.time()
         self.connected.set()
         return old
@@ -240,7 +207,13 @@ class Session:
         return r.number if r is not None and tenant in r.asked and tenant not in r.done else None
 
     async def resend(self, link: AgentLink) -> None:
-        """A reconnecting agent gets the open round's request again."""
+        """A reconnecting agent gets the commits it missed, in order, then the open round's
+        request again."""
+        backlog = self.missed[link.tenant]
+        while backlog:
+            if not await link.send(backlog[0]):
+                return
+            backlog.popleft()
         r = self.round
         if r is not None and link.tenant in r.asked and link.tenant not in r.done:
             await link.send(self._request(r, link.tenant))
@@ -288,7 +261,10 @@ class Session:
         self.log.flush()
         if self._file is not None:
             self._file.flush()
-        await asyncio.gather(*(link.send(m) for link, m in outcomes))
+        sent = await asyncio.gather(*(link.send(m) for link, m in outcomes))
+        for (link, message), ok in zip(outcomes, sent, strict=True):
+            if not ok:
+                self.missed[link.tenant].append(message)
         self.round_wall_ms.append((self.loop.time() - opened) * 1000)
 
     def _commit(self, r: Round, opened: float) -> list[tuple[AgentLink, RoundCommitted]]:
@@ -320,36 +296,17 @@ class Session:
             wall_ms=round((self.loop.time() - opened) * 1000, 3),
         )
         replies = []
-        for tenant, link in list(self.agents.items()):
+        for tenant, backlog in self.missed.items():
             o = outcomes.get(tenant)
-            if o is not None:
-                replies.append((link, self._committed(r, tenant in defaulted, o)))
+            if o is None:
+                continue
+            message = committed(r, tenant in defaulted, o)
+            link = self.agents.get(tenant)
+            if link is None or backlog:
+                backlog.append(message)  # away, or still catching up: it follows in order
+            else:
+                replies.append((link, message))
         return replies
-
-    @staticmethod
-    def _committed(r: Round, defaulted: bool, o: TenantOutcome) -> RoundCommitted:
-        return RoundCommitted(
-            round=r.number,
-            t_s=r.t_s,
-            defaulted=defaulted,
-            granted=o.granted,
-            price_usd_per_gpu=o.price_usd_per_gpu,
-            placements=[
-                PlacementResult(job_id=p.job_id, pool=p.pool, started=p.started,
-                                reasons=list(p.reasons), score=p.score,
-                                tokens_per_s=p.tokens_per_s)
-                for p in o.placements
-            ],
-            trades=[
-                TradeResult(offer_id=t.offer_id, from_tenant=t.from_tenant,
-                            to_tenant=t.to_tenant, status=t.status, reason=t.reason)
-                for t in o.trades
-            ],
-            reward=o.reward,
-            difference_reward=o.difference_reward,
-            score=o.score,
-            credit_reasons=list(o.credit_reasons),
-        )  # fmt: skip
 
     # -- messages within a round ------------------------------------------------------------
 
