@@ -291,3 +291,34 @@ async def test_an_endpoint_that_is_down_means_the_fallback_decides_at_once() -> 
     assert time.perf_counter() - start < 5.0  # not the round's whole deadline
     assert turn == await Baseline().decide(request())
     assert (policy.stats.http_errors, policy.stats.fallbacks) == (2, 1)
+
+
+async def play_market(aiohttp_server: MakeServer, llm_url: str | None) -> tuple[float, Any]:
+    """A market session of three agents, beta an LLM agent when `llm_url` is given (its
+    fallback the built-in policy it replaces); the wall seconds it took and beta's stats."""
+    server, s = await gateway(aiohttp_server, None, agents=TENANTS, round_timeout_ms=20_000)
+    policies: dict[str, Any] = {t: builtin("fair_share", TENANTS, t) for t in TENANTS}
+    if llm_url is not None:
+        policies["beta"] = LLMPolicy(llm_url, "smollm2", policies["beta"], tenant="beta")
+    clients = [
+        AgentClient(ws_url(server), s["session_id"], t, s["tokens"][t], p)
+        for t, p in policies.items()
+    ]
+    start = time.perf_counter()
+    results = await asyncio.gather(*(c.run() for c in clients))
+    wall_s = time.perf_counter() - start
+    assert all(r.end_reason == "horizon" for r in results)
+    return wall_s, policies["beta"]
+
+
+async def test_a_dead_model_endpoint_costs_the_session_only_fallbacks(
+    aiohttp_server: MakeServer,
+) -> None:
+    built_in_s, _ = await play_market(aiohttp_server, None)
+    dead_s, llm_agent = await play_market(aiohttp_server, "http://127.0.0.1:9/v1")
+    await llm_agent.close()
+    stats = llm_agent.stats
+    assert stats.decisions > 0
+    assert stats.fallbacks == stats.decisions  # every round, the fallback decided
+    assert stats.http_errors == 2 * stats.decisions  # the answer, and its one retry
+    assert dead_s < built_in_s + 3.0
