@@ -13,9 +13,9 @@ from dataclasses import asdict
 import orjson
 
 from agents.client import AgentClient, HandshakeError
+from agents.factory import POLICIES, LlmEndpoint, make_policy
 from agents.llm import LLMPolicy
-from agents.policies import BUILT_IN, builtin
-from agents.policy import Policy
+from agents.policies import BUILT_IN
 
 
 def parser() -> argparse.ArgumentParser:
@@ -30,7 +30,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--token", default=os.environ.get("TWIN_AGENT_TOKEN"), help="or TWIN_AGENT_TOKEN"
     )
-    run.add_argument("--policy", default="baseline", choices=(*BUILT_IN, "llm"))
+    run.add_argument("--policy", default="baseline", choices=POLICIES)
     run.add_argument(
         "--fallback", default="baseline", choices=BUILT_IN, help="when the LLM fails twice"
     )
@@ -56,23 +56,16 @@ def parser() -> argparse.ArgumentParser:
 
 async def _run(args: argparse.Namespace) -> dict[str, object]:
     tenants = [t for t in args.tenants.split(",") if t] or [args.tenant]
-    fallback = builtin(args.fallback, tenants, args.tenant, args.seed)
-    llm: LLMPolicy | None = None
-    policy: Policy
-    if args.policy == "llm":
-        if not args.base_url or not args.model:
-            raise SystemExit("python -m agents: error: --policy llm needs --base-url and --model")
-        llm = LLMPolicy(
-            args.base_url,
-            args.model,
-            fallback,
-            api_key=args.api_key,
-            tenant=args.tenant,
-            schema_format=args.schema_format,
-        )
-        policy = llm
-    else:
-        policy = builtin(args.policy, tenants, args.tenant, args.seed)
+    if args.policy == "llm" and (not args.base_url or not args.model):
+        raise SystemExit("python -m agents: error: --policy llm needs --base-url and --model")
+    endpoint = (
+        LlmEndpoint(args.base_url, args.model, args.api_key, args.schema_format)
+        if args.policy == "llm"
+        else None
+    )
+    policy = make_policy(args.policy, tenants, args.tenant, seed=args.seed,
+                         fallback=args.fallback, llm=endpoint)  # fmt: skip
+    llm = policy if isinstance(policy, LLMPolicy) else None
     client = AgentClient(args.gateway, args.session, args.tenant, args.token or "", policy)
     start = time.perf_counter()
     try:

@@ -65,6 +65,10 @@ def test_the_summary_can_be_rebuilt_from_the_jsonl_alone(tmp_path: Path) -> None
         (["run", "--set", "tenants.0.initial_gpus.a100=-1"], "greater than or equal to 0 (got -1)"),
         (["run", "--policy", "yolo"], "unknown policy 'yolo'; allowed: autoscale, static"),
         (["run", "--set", "oops"], "must look like path.to.field=value"),
+        (["play", "--agents", "mallory=greedy"], "'mallory=greedy' is not TENANT=POLICY"),
+        (["play", "--agents", "research=yolo"], "unknown policy 'yolo'"),
+        (["play", "--agents", "research=llm"], "llm agents need --llm-base-url and --llm-model"),
+        (["play", "--scenario", "gpucluster-easy", "--agents", "x=greedy"], "need a cluster"),
     ],
 )
 def test_bad_input_is_one_clear_line_and_exit_2(args: list[str], message: str) -> None:
@@ -198,4 +202,25 @@ def test_kernel_evaluate_bad_input_is_one_line_and_exit_2(args: list[str], messa
     result = twin("kernel", "evaluate", *args)
     assert result.returncode == 2
     assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_play_runs_a_whole_session_of_agents_in_one_command(tmp_path: Path) -> None:
+    out = tmp_path / "play"
+    result = twin("play", "--agents", "research=negotiator,inference=fair_share,batch=greedy",
+                  "--seed", "3", "--out", str(out))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    for tenant in ("research", "inference", "batch"):
+        assert tenant in result.stdout
+    records = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+    made = {r["tenant"]: r["policy"] for r in records if r["kind"] == "decision_made"}
+    assert made == dict.fromkeys(("research", "inference", "batch"), "agent")
+    assert Summary.model_validate_json((out / "summary.json").read_text()).end_reason == "horizon"
+
+
+def test_play_with_a_dead_model_endpoint_finishes_on_fallbacks(tmp_path: Path) -> None:
+    result = twin("play", "--agents", "research=llm,inference=fair_share",
+                  "--llm-base-url", "http://127.0.0.1:9/v1", "--llm-model", "none")  # fmt: skip
+    assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr

@@ -94,11 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
     schema.add_argument("--write", metavar="DIR", help="write every schema as DIR/<name>.json")
     schema.set_defaults(func=_schema)
 
-    from twin.cli import kernel, replay, serve
+    from twin.cli import kernel, play, replay, serve
 
     kernel.add_parser(sub)
     replay.add_parsers(sub)
     serve.add_parser(sub)
+    play.add_parser(sub)
 
     bench = sub.add_parser("bench", help="measure the twin's speed")
     bench.add_argument(

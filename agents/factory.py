@@ -1,0 +1,46 @@
+"""Building an agent's policy by name: a built-in one, or an LLM agent with a built-in fallback."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from agents.llm import LLMPolicy
+from agents.policies import BUILT_IN, builtin
+from agents.policy import Policy
+
+POLICIES = (*BUILT_IN, "llm")
+
+
+@dataclass(frozen=True)
+class LlmEndpoint:
+    """An OpenAI-compatible chat-completions endpoint for LLM agents."""
+
+    base_url: str
+    model: str
+    api_key: str | None = None
+    schema_format: Literal["json_schema", "json_object"] = "json_schema"
+
+
+def make_policy(
+    name: str,
+    tenants: list[str],
+    tenant: str,
+    *,
+    seed: int = 0,
+    fallback: str = "baseline",
+    llm: LlmEndpoint | None = None,
+) -> Policy:
+    """The policy called `name` acting for `tenant`; ValueError says what is missing."""
+    if name != "llm":
+        return builtin(name, tenants, tenant, seed)
+    if llm is None:
+        raise ValueError("an llm agent needs a model endpoint (base URL and model)")
+    return LLMPolicy(
+        llm.base_url,
+        llm.model,
+        builtin(fallback, tenants, tenant, seed),
+        api_key=llm.api_key,
+        tenant=tenant,
+        schema_format=llm.schema_format,
+    )

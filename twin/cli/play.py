@@ -1,0 +1,158 @@
+"""`twin play`: a whole negotiation session on this machine, in one command.
+
+The gateway runs in-process on a loopback port; one agent per named tenant connects to it over
+a real websocket (built-in policies, or LLM agents sharing one endpoint); progress is shown
+while it runs, and each agent's report and the session's summary at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from twin.errors import ConfigError
+from twin.schema.vocabulary import EVENTS_FILE, MECHANISMS, SUMMARY_FILE
+
+if TYPE_CHECKING:
+    from agents.policy import Policy
+
+AGENT_POLICIES = ("baseline", "greedy", "fair_share", "random", "negotiator", "llm")
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    pl = sub.add_parser("play", help="play a whole negotiation session with agents, here")
+    pl.add_argument("--scenario", default="market", help="built-in name or YAML/JSON file")
+    pl.add_argument(
+        "--agents",
+        required=True,
+        help="TENANT=POLICY,... (policies: " + ", ".join(AGENT_POLICIES) + "); the other "
+        "tenants follow their default policies",
+    )
+    pl.add_argument("--seed", type=int, default=0)
+    pl.add_argument("--mechanism", choices=MECHANISMS, default="proportional")
+    pl.add_argument("--round-timeout-ms", type=int, default=30_000)
+    pl.add_argument("--llm-base-url", help="OpenAI-compatible endpoint for llm agents")
+    pl.add_argument("--llm-model", help="the model name at that endpoint")
+    pl.add_argument(
+        "--llm-schema-format", choices=("json_schema", "json_object"), default="json_schema"
+    )
+    pl.add_argument("--out", help=f"directory for {EVENTS_FILE} and {SUMMARY_FILE}")
+    pl.set_defaults(func=play_command)
+
+
+def parse_agents(spec: str, tenants: list[str]) -> dict[str, str]:
+    """`a=negotiator,b=llm` -> {"a": "negotiator", "b": "llm"}; names what is wrong."""
+    out: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        tenant, sep, policy = part.partition("=")
+        if not sep or tenant not in tenants:
+            raise ConfigError(f"--agents: {part!r} is not TENANT=POLICY; tenants: {tenants}")
+        if policy not in AGENT_POLICIES:
+            raise ConfigError(f"--agents: unknown policy {policy!r}; allowed: {AGENT_POLICIES}")
+        out[tenant] = policy
+    if not out:
+        raise ConfigError("--agents: name at least one TENANT=POLICY")
+    return out
+
+
+def play_command(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from twin.logs import configure_logging
+    from twin.sim import scenarios
+
+    configure_logging("warning")  # the operator's log stays quiet; the console tells the story
+    scenario = scenarios.as_cluster(scenarios.load(args.scenario))
+    tenants = [t.name for t in scenario.tenants]
+    agents = parse_agents(args.agents, tenants)
+    if "llm" in agents.values() and not (args.llm_base_url and args.llm_model):
+        raise ConfigError("llm agents need --llm-base-url and --llm-model")
+    return asyncio.run(_play(args, scenario.model_dump(mode="json"), tenants, agents))
+
+
+async def _play(
+    args: argparse.Namespace, scenario: dict[str, Any], tenants: list[str], agents: dict[str, str]
+) -> int:
+    import asyncio
+
+    from aiohttp import web
+    from rich.console import Console
+
+    from agents.client import AgentClient
+    from agents.factory import LlmEndpoint, make_policy
+    from twin.gateway.app import create_app
+    from twin.gateway.config import GatewayConfig, SessionRequest
+    from twin.gateway.keys import REGISTRY
+
+    console = Console()
+    app = create_app(GatewayConfig(round_timeout_ms=args.round_timeout_ms))
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    host, port = runner.addresses[0][:2]
+    session = app[REGISTRY].create(
+        SessionRequest(scenario=scenario, seed=args.seed, mechanism=args.mechanism,
+                       agents=list(agents), round_timeout_ms=args.round_timeout_ms)
+    )  # fmt: skip
+    endpoint = (
+        LlmEndpoint(args.llm_base_url, args.llm_model, None, args.llm_schema_format)
+        if args.llm_base_url and args.llm_model
+        else None
+    )
+    policies: dict[str, Policy] = {
+        t: make_policy(p, tenants, t, seed=args.seed, llm=endpoint) for t, p in agents.items()
+    }
+    url = f"ws://{host}:{port}/v1/agents"
+    clients = [AgentClient(url, session.id, t, session.tokens[t], p) for t, p in policies.items()]
+    with console.status("starting") as status:
+        runs = asyncio.gather(*(c.run() for c in clients))
+        while not runs.done():
+            hours = session.driver.now_s / 3600
+            status.update(f"round {session.driver.round} · t = {hours:.2f} h")
+            await asyncio.wait([runs], timeout=0.25)
+        stats = runs.result()
+    for policy in policies.values():
+        close = getattr(policy, "close", None)
+        if close is not None:
+            await close()
+    events = session.events()
+    await runner.cleanup()
+    _report(console, agents, policies, stats=stats, events=events, out=args.out)
+    return 0
+
+
+def _report(console: Any, agents: dict[str, str], policies: dict[str, Any], *,
+            stats: list[Any], events: bytes, out: str | None) -> None:  # fmt: skip
+    """Each agent's report, the session's summary, and the files written."""
+    import orjson
+    from rich.table import Table
+
+    from twin.cli.render import print_summary
+    from twin.eventlog.log import from_dict
+    from twin.eventlog.metrics import Metrics
+
+    table = Table(title="agents")
+    for col in ("tenant", "policy", "rounds", "defaulted", "offers made · answered", "reward",
+                "difference reward", "LLM valid first · fallbacks"):  # fmt: skip
+        table.add_column(col, justify="left" if col in ("tenant", "policy") else "right")
+    for (tenant, name), s in zip(agents.items(), stats, strict=True):
+        llm = getattr(policies[tenant], "stats", None)
+        table.add_row(tenant, name, str(s.rounds), str(s.defaulted_rounds),
+                      f"{s.offers_made} · {s.offers_answered}", f"{s.reward:,.2f}",
+                      f"{s.difference_reward:,.2f}",
+                      f"{llm.valid_first_try} · {llm.fallbacks}" if llm else "-")  # fmt: skip
+    console.print(table)
+    metrics = Metrics()
+    records = [orjson.loads(line) for line in events.splitlines()]
+    metrics.session = records[0]["session"] if records else ""
+    metrics.consume([from_dict(r) for r in records])
+    summary = metrics.summary()
+    print_summary(summary, console)
+    if out is not None:
+        directory = Path(out)
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / EVENTS_FILE).write_bytes(events)
+        (directory / SUMMARY_FILE).write_text(summary.model_dump_json(indent=2) + "\n")
+        console.print(f"wrote {directory / EVENTS_FILE} and {directory / SUMMARY_FILE}")
