@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -16,6 +17,7 @@ from aiohttp.test_utils import TestServer
 from agents.client import AgentClient, HandshakeError
 from agents.llm import BOUND, LLMPolicy, render
 from agents.policies import BUILT_IN, Baseline, builtin
+from tests.conftest import free_port, twin_serve
 from tests.fake_llm import REQUESTS, fake_llm_app
 from twin.gateway.app import create_app
 from twin.gateway.config import GatewayConfig, SessionRequest
@@ -322,3 +324,35 @@ async def test_a_dead_model_endpoint_costs_the_session_only_fallbacks(
     assert stats.fallbacks == stats.decisions  # every round, the fallback decided
     assert stats.http_errors == 2 * stats.decisions  # the answer, and its one retry
     assert dead_s < built_in_s + 3.0
+
+
+def agent_process(port: int, tenant: str) -> subprocess.Popen[str]:
+    """`python -m agents run` for `tenant` of the declared session `main`."""
+    argv = [sys.executable, "-m", "agents", "run", "--gateway", f"ws://127.0.0.1:{port}/v1/agents",
+            "--session", "main", "--tenant", tenant, "--token", f"{tenant}-token-0123456789",
+            "--policy", "fair_share"]  # fmt: skip
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+
+
+def test_separately_started_agents_join_a_declared_session_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    declared = tmp_path / "session.yaml"
+    declared.write_text(
+        "session_id: main\nscenario: market\nseed: 2\nagents: [research, inference]\n"
+        "tokens: {research: research-token-0123456789}\nround_timeout_ms: 10000\n"
+    )
+    monkeypatch.setenv("TWIN_TOKEN_INFERENCE", "inference-token-0123456789")
+    port = free_port()
+    server = twin_serve(port, "operator-token-0123456789", tmp_path / "serve.log",
+                        "--session-file", str(declared))  # fmt: skip
+    try:
+        agents = [agent_process(port, tenant) for tenant in ("research", "inference")]
+        reports = [orjson.loads(a.communicate(timeout=60)[0].splitlines()[-1]) for a in agents]
+    finally:
+        server.terminate()
+        server.wait(timeout=15)
+    assert [(r["tenant"], r["end_reason"], r["defaulted_rounds"]) for r in reports] == [
+        ("research", "horizon", 0),
+        ("inference", "horizon", 0),
+    ]

@@ -224,3 +224,12 @@ def test_play_with_a_dead_model_endpoint_finishes_on_fallbacks(tmp_path: Path) -
                   "--llm-base-url", "http://127.0.0.1:9/v1", "--llm-model", "none")  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_bad_declared_session_is_one_clear_line(tmp_path: Path) -> None:
+    declared = tmp_path / "session.yaml"
+    declared.write_text("session_id: main\nscenario: market\ntokens: {research: short}\n")
+    result = twin("serve", "--port", "1", "--session-file", str(declared))
+    assert result.returncode == 2
+    assert "session.yaml: field tokens.research: String should have at least 16" in result.stderr
+    assert "Traceback" not in result.stderr

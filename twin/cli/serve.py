@@ -7,6 +7,7 @@ import gc
 import ipaddress
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,8 @@ from twin.schema.vocabulary import CLOCKS, MECHANISMS
 
 if TYPE_CHECKING:
     import asyncio
+
+    from twin.gateway.config import DeclaredSession
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -46,6 +49,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     sv.add_argument(
         "--agents", default="", help="with --session: tenants to wait for, comma-separated"
+    )
+    sv.add_argument(
+        "--session-file",
+        help="declare a session (YAML/JSON: session_id, scenario, seed, agents, tokens, ...) "
+        "that agents join by name; tokens may come from $TWIN_TOKEN_<TENANT>",
     )
     sv.add_argument("--mechanism", choices=MECHANISMS, default="proportional")
     sv.add_argument("--clock", choices=CLOCKS, default="lockstep")
@@ -89,6 +97,25 @@ def serve_command(args: argparse.Namespace) -> int:
     if token is None:
         print(f"operator token (generated): {config.admin_token}", file=sys.stderr, flush=True)
     app = create_app(config)
+    if args.session_file:
+        declared = declared_session(Path(args.session_file), os.environ)
+
+        spec = declared.scenario
+        if isinstance(spec, str):  # the operator's own file may name any scenario or file
+            spec = scenarios.load(spec).model_dump(mode="json")
+        fields = declared.model_dump(exclude={"session_id"}, exclude_unset=True)
+        request = SessionRequest.model_validate({**fields, "scenario": spec,
+                                                 "tokens": declared.tokens})  # fmt: skip
+
+        async def open_declared(app: web.Application) -> None:
+            session = app[REGISTRY].create(request, session_id=declared.session_id)
+            structlog.get_logger().info(
+                "session_open", session_id=session.id, read_token=session.read_token,
+                generated_tokens={t: k for t, k in session.tokens.items()
+                                  if t not in request.tokens},
+            )  # fmt: skip
+
+        app.on_startup.append(open_declared)
     if args.session:
         request = SessionRequest(
             seed=args.seed,
@@ -159,3 +186,34 @@ def _event_loop() -> asyncio.AbstractEventLoop:
         return asyncio.new_event_loop()
     loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
     return loop
+
+
+def declared_session(path: Path, environ: Mapping[str, str]) -> DeclaredSession:
+    """The session a file declares, with tenant tokens from `$TWIN_TOKEN_<TENANT>` where the
+    file gives none; errors name the file and the field."""
+    import yaml
+    from pydantic import ValidationError
+
+    from twin.gateway.config import DeclaredSession
+    from twin.sim.scenarios import describe
+
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"--session-file {path}: cannot read it as YAML/JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"--session-file {path}: a session must be a mapping")
+    try:
+        declared = DeclaredSession.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"--session-file {path}: {describe(exc, quote=False)}") from None
+    tokens = dict(declared.tokens)
+    for tenant in declared.agents:
+        from_env = environ.get(f"TWIN_TOKEN_{tenant.upper().replace('-', '_')}")
+        if tenant not in tokens and from_env:
+            tokens[tenant] = from_env
+    try:
+        return declared.model_copy(update={"tokens": DeclaredSession.model_validate(
+            {**raw, "tokens": tokens}).tokens})  # fmt: skip
+    except ValidationError as exc:
+        raise ConfigError(f"--session-file {path}: {describe(exc, quote=False)}") from None

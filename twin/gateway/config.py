@@ -54,6 +54,9 @@ class GatewayConfig(Frozen):
     log_dir: str | None = None
 
 
+SessionId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")]
+
+
 class SessionRequest(Frozen):
     """POST /v1/sessions: what to simulate and how agents take part."""
 
@@ -77,3 +80,11 @@ class SessionRequest(Frozen):
         description=f"Per-tenant tokens (at least {MIN_TOKEN_CHARS} characters); generated "
         "when not given.",
     )
+
+
+class DeclaredSession(SessionRequest):
+    """A session the operator declares in a file (`twin serve --session-file`): it opens at
+    start-up under a name agents can join by; tokens missing from the file come from
+    `$TWIN_TOKEN_<TENANT>` or are generated."""
+
+    session_id: SessionId = "main"

@@ -35,7 +35,9 @@ class SessionRegistry:
     def live(self) -> int:
         return sum(1 for s in self.sessions.values() if s.ended is None)
 
-    def create(self, request: SessionRequest, client: str = OPERATOR) -> Session:
+    def create(
+        self, request: SessionRequest, client: str = OPERATOR, *, session_id: str | None = None
+    ) -> Session:
         """Build and start a session; ConfigError for a request beyond the caps or a bad
         scenario, CapacityReachedError when the gateway or this client holds too many."""
         if self.live() >= self.config.max_sessions:
@@ -51,7 +53,10 @@ class SessionRegistry:
                 f"{client} runs {held} sessions; the limit per client is "
                 f"{self.config.max_sessions_per_client}"
             )
-        session = Session(secrets.token_hex(8), scenario, request, self.config, owner=client)
+        if session_id is not None and session_id in self.sessions:
+            raise ConfigError(f"a session named {session_id!r} exists already")
+        session_id = session_id or secrets.token_hex(8)
+        session = Session(session_id, scenario, request, self.config, owner=client)
         self.sessions[session.id] = session
         session.start()
         log.info(
