@@ -12,6 +12,7 @@ import aiohttp
 import orjson
 
 from agents.policy import Policy
+from twin.schema.actions import Bundle
 from twin.schema.wire import (
     GATEWAY_MESSAGE,
     SCHEMA_VERSION,
@@ -42,6 +43,13 @@ class AgentStats:
     proposals: int = 0
     offers_made: int = 0
     offers_answered: int = 0
+    offers_accepted: int = 0  # of those answered, accepted
+    trades_applied: int = 0  # trades this tenant was party to that were carried out
+    trades_failed: int = 0
+    gpus_in: int = 0  # GPUs received, and given, in applied trades
+    gpus_out: int = 0
+    usd_in: float = 0.0  # budget received, and given, in applied trades
+    usd_out: float = 0.0
     errors: list[str] = field(default_factory=list)
     reconnects: int = 0
     reward: float = 0.0
@@ -80,6 +88,7 @@ class AgentClient:
         self.welcome: Welcomed | None = None
         self._seq = itertools.count(1)
         self._request: DecisionRequested | None = None
+        self._terms: dict[str, tuple[Bundle, Bundle]] = {}  # offer id -> (received, handed)
 
     async def run(self) -> AgentStats:
         """Play the session to its end; the agent's statistics."""
@@ -124,6 +133,9 @@ class AgentClient:
         elif isinstance(message, OfferReceived):
             accept = self.policy.answer(message.offer, self._request)
             answer = AcceptOffer if accept else RejectOffer
+            # What this tenant would receive (the offer's give) and hand over (its take).
+            self._terms[message.offer.offer_id] = (message.offer.give, message.offer.take)
+            self.stats.offers_accepted += accept
             await ws.send_str(
                 answer(
                     round=message.round, seq=next(self._seq), offer_id=message.offer.offer_id
@@ -135,6 +147,7 @@ class AgentClient:
             self.stats.reward += message.reward
             self.stats.difference_reward += message.difference_reward
             self.stats.defaulted_rounds += message.defaulted
+            self._settle(message)
             self.policy.learn(message)
         elif isinstance(message, SessionEnded):
             self.stats.end_reason = message.reason
@@ -142,6 +155,21 @@ class AgentClient:
             self.stats.errors.append(f"{message.code}: {message.detail}")
             if self.welcome is None:
                 raise HandshakeError(f"{message.code}: {message.detail}")
+
+    def _settle(self, message: RoundCommitted) -> None:
+        """Count the round's trades this tenant was party to, and what moved each way."""
+        for trade in message.trades:
+            terms = self._terms.pop(trade.offer_id, None)
+            if trade.status == "failed":
+                self.stats.trades_failed += 1
+            if trade.status != "applied" or terms is None:
+                continue
+            received, handed = terms
+            self.stats.trades_applied += 1
+            self.stats.gpus_in += sum(received.gpus.values())
+            self.stats.gpus_out += sum(handed.gpus.values())
+            self.stats.usd_in += received.usd
+            self.stats.usd_out += handed.usd
 
     async def _play(self, ws: aiohttp.ClientWebSocketResponse, request: DecisionRequested) -> None:
         turn = await self.policy.decide(request)
@@ -156,6 +184,7 @@ class AgentClient:
                 take=offer.take,
             )
             await ws.send_str(made.model_dump_json())
+            self._terms[made.offer_id] = (offer.take, offer.give)  # received, handed over
             self.stats.offers_made += 1
         proposal = Propose(
             round=rnd,

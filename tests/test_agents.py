@@ -94,6 +94,13 @@ async def test_built_in_agents_negotiate_a_session_to_its_end(
     assert sum(r.offers_answered for r in results) > 0
     events = [orjson.loads(line) for line in (await _events(server, s["session_id"])).splitlines()]
     assert any(e["kind"] == "trade_settled" and e["applied"] for e in events)
+    # Each side reports what moved; the GPUs and dollars that left one arrived at the other.
+    assert results[0].trades_applied > 0
+    assert results[0].gpus_out > 0
+    assert sum(r.gpus_in for r in results) == sum(r.gpus_out for r in results)
+    assert sum(r.usd_in for r in results) == pytest.approx(sum(r.usd_out for r in results))
+    applied = sum(1 for e in events if e["kind"] == "trade_settled" and e["applied"])
+    assert sum(r.trades_applied for r in results) == 2 * applied  # both parties count it
 
 
 async def _events(server: TestServer, session_id: str) -> bytes:

@@ -134,13 +134,16 @@ def _report(console: Any, agents: dict[str, str], policies: dict[str, Any], *,
     from twin.eventlog.metrics import Metrics
 
     table = Table(title="agents")
-    for col in ("tenant", "policy", "rounds", "defaulted", "offers made · answered", "reward",
-                "difference reward", "LLM valid first · fallbacks"):  # fmt: skip
+    for col in ("tenant", "policy", "rounds", "defaulted", "offers made · answered (accepted)",
+                "trades: GPUs in/out, $ in/out", "reward", "difference reward",
+                "LLM valid first · fallbacks"):  # fmt: skip
         table.add_column(col, justify="left" if col in ("tenant", "policy") else "right")
     for (tenant, name), s in zip(agents.items(), stats, strict=True):
         llm = getattr(policies[tenant], "stats", None)
         table.add_row(tenant, name, str(s.rounds), str(s.defaulted_rounds),
-                      f"{s.offers_made} · {s.offers_answered}", f"{s.reward:,.2f}",
+                      f"{s.offers_made} · {s.offers_answered} ({s.offers_accepted})",
+                      f"{s.trades_applied}: {s.gpus_in}/{s.gpus_out}, "
+                      f"{s.usd_in:,.0f}/{s.usd_out:,.0f}", f"{s.reward:,.2f}",
                       f"{s.difference_reward:,.2f}",
                       f"{llm.valid_first_try} · {llm.fallbacks}" if llm else "-")  # fmt: skip
     console.print(table)
