@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -53,29 +48,3 @@ def shared_traces() -> Path:
     if not path.is_dir():
         pytest.skip("../shared/traces is not beside the repository")
     return path
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def twin_serve(port: int, admin: str, output: Path, *args: str) -> subprocess.Popen[bytes]:
-    """A real `twin serve` on a loopback port with this operator token, its output in a file;
-    returns once it accepts connections."""
-    with output.open("wb") as sink:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "twin", "serve", "--port", str(port), *args],
-            env={**os.environ, "TWIN_ADMIN_TOKEN": admin}, stdout=sink, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return proc
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    pytest.fail("twin serve did not start: " + output.read_text())

@@ -17,8 +17,8 @@ from aiohttp.test_utils import TestServer
 from agents.client import AgentClient, HandshakeError
 from agents.llm import BOUND, LLMPolicy, render
 from agents.policies import BUILT_IN, Baseline, builtin
-from tests.conftest import free_port, twin_serve
 from tests.fake_llm import REQUESTS, fake_llm_app
+from twin.bench.server import free_port, start_serve
 from twin.gateway.app import create_app
 from twin.gateway.config import GatewayConfig, SessionRequest
 from twin.gateway.keys import REGISTRY
@@ -351,7 +351,7 @@ def test_separately_started_agents_join_a_declared_session_by_name(
     )
     monkeypatch.setenv("TWIN_TOKEN_INFERENCE", "inference-token-0123456789")
     port = free_port()
-    server = twin_serve(port, "operator-token-0123456789", tmp_path / "serve.log",
+    server = start_serve(port, "operator-token-0123456789", tmp_path / "serve.log",
                         "--session-file", str(declared))  # fmt: skip
     try:
         agents = [agent_process(port, tenant) for tenant in ("research", "inference")]

@@ -18,8 +18,8 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import free_port, twin_serve
 from tests.test_gateway import MARKET
+from twin.bench.server import free_port, start_serve
 from twin.schema.codes import ErrorCode
 from twin.schema.wire import AGENT_TYPES, SCHEMA_VERSION
 
@@ -41,7 +41,7 @@ class Server:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("fuzz")
     port, output = free_port(), tmp / "server.log"
-    proc = twin_serve(port, ADMIN, output, "--log-dir", str(tmp / "logs"))
+    proc = start_serve(port, ADMIN, output, "--log-dir", str(tmp / "logs"))
     url = f"http://127.0.0.1:{port}"
     try:
         yield Server(url, output, asyncio.run(_open_session(url)))

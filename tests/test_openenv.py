@@ -4,16 +4,14 @@ real `twin serve` process on a free loopback port."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import free_port
+from twin.bench.server import free_port, start_serve
 
 BIN = Path(sys.executable).parent
 
@@ -22,24 +20,10 @@ BIN = Path(sys.executable).parent
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
     output = tmp_path_factory.mktemp("serve") / "output.log"
-    with output.open("wb") as sink:
-        proc = subprocess.Popen(
-            [str(BIN / "twin"), "serve", "--port", str(port), "--scenario", "gpucluster-medium"],
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                break
-        except OSError:
-            time.sleep(0.1)
-    else:
-        proc.kill()
-        pytest.fail("twin serve did not start: " + output.read_text())
-    yield url
+    proc = start_serve(
+        port, "operator-token-for-openenv", output, "--scenario", "gpucluster-medium"
+    )
+    yield f"http://127.0.0.1:{port}"
     proc.terminate()  # SIGTERM: graceful shutdown
     assert proc.wait(timeout=15) == 0, output.read_text()
     assert "gateway_stopped" in output.read_text()

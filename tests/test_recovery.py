@@ -13,7 +13,7 @@ from typing import Any
 
 import aiohttp
 
-from tests.conftest import free_port, twin_serve
+from twin.bench.server import free_port, start_serve
 from twin.schema.wire import SCHEMA_VERSION
 
 ADMIN = "operator-token-for-recovery"
@@ -97,16 +97,16 @@ def test_a_session_killed_mid_way_is_restored_and_ends_as_if_never_interrupted(
     port, calm_port = free_port(), free_port()
     crashed_dir, calm_dir = tmp_path / "crashed", tmp_path / "calm"
     outputs = [tmp_path / f"server{i}.log" for i in range(3)]
-    servers = [twin_serve(port, ADMIN, outputs[0], "--log-dir", str(crashed_dir))]
+    servers = [start_serve(port, ADMIN, outputs[0], "--log-dir", str(crashed_dir))]
 
     def crash() -> None:
         servers[0].send_signal(signal.SIGKILL)
         servers[0].wait(timeout=10)
-        servers.append(twin_serve(port, ADMIN, outputs[1], "--log-dir", str(crashed_dir)))
+        servers.append(start_serve(port, ADMIN, outputs[1], "--log-dir", str(crashed_dir)))
 
     try:
         crashed = asyncio.run(run_session(f"http://127.0.0.1:{port}", crash))
-        servers.append(twin_serve(calm_port, ADMIN, outputs[2], "--log-dir", str(calm_dir)))
+        servers.append(start_serve(calm_port, ADMIN, outputs[2], "--log-dir", str(calm_dir)))
         calm = asyncio.run(run_session(f"http://127.0.0.1:{calm_port}", None))
     finally:
         for proc in servers:

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from twin.gateway.access import ADMIN_TOKEN_ENV, new_token
+from twin.gateway.tokens import ADMIN_TOKEN_ENV, new_token
 
 
 @dataclass(frozen=True)
@@ -43,24 +43,34 @@ def free_port() -> int:
         return port
 
 
+def start_serve(port: int, token: str, output: Path, *args: str) -> subprocess.Popen[bytes]:
+    """`twin serve` on a loopback port with this operator token, its output in `output`;
+    returns once it accepts connections (RuntimeError, with its output, if it does not)."""
+    with output.open("wb") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "twin", "serve", "--port", str(port), *args],
+            stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, ADMIN_TOKEN_ENV: token},
+        )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return proc
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    raise RuntimeError("twin serve did not start: " + output.read_text())
+
+
 @contextmanager
 def twin_serve(*args: str) -> Iterator[Served]:
-    """Run `twin serve` with an operator token until the block ends."""
+    """Run `twin serve` with a fresh operator token until the block ends."""
     port, token = free_port(), new_token()
     with tempfile.TemporaryDirectory() as tmp:
         output = Path(tmp) / "serve.log"
-        with output.open("wb") as sink:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "twin", "serve", "--port", str(port), *args],
-                stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, ADMIN_TOKEN_ENV: token},
-            )  # fmt: skip
+        proc = start_serve(port, token, output, *args)
         try:
-            for _ in range(300):
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-                    break
-                except OSError:
-                    time.sleep(0.05)
             yield Served(f"http://127.0.0.1:{port}", proc.pid, output, token)
         finally:
             proc.terminate()

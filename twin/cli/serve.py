@@ -203,17 +203,11 @@ def declared_session(path: Path, environ: Mapping[str, str]) -> DeclaredSession:
         raise ConfigError(f"--session-file {path}: cannot read it as YAML/JSON: {exc}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"--session-file {path}: a session must be a mapping")
+    agents, tokens = raw.get("agents"), raw.get("tokens", {})
+    if isinstance(agents, list) and isinstance(tokens, dict):  # else validation says what
+        env = {t: environ.get(f"TWIN_TOKEN_{str(t).upper().replace('-', '_')}") for t in agents}
+        tokens = {**{t: k for t, k in env.items() if k}, **tokens}
     try:
-        declared = DeclaredSession.model_validate(raw)
-    except ValidationError as exc:
-        raise ConfigError(f"--session-file {path}: {describe(exc, quote=False)}") from None
-    tokens = dict(declared.tokens)
-    for tenant in declared.agents:
-        from_env = environ.get(f"TWIN_TOKEN_{tenant.upper().replace('-', '_')}")
-        if tenant not in tokens and from_env:
-            tokens[tenant] = from_env
-    try:
-        return declared.model_copy(update={"tokens": DeclaredSession.model_validate(
-            {**raw, "tokens": tokens}).tokens})  # fmt: skip
+        return DeclaredSession.model_validate({**raw, "tokens": tokens})
     except ValidationError as exc:
         raise ConfigError(f"--session-file {path}: {describe(exc, quote=False)}") from None

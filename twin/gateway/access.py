@@ -16,10 +16,7 @@ from collections import Counter
 from aiohttp import web
 
 from twin.errors import CapacityReachedError, RefusedError
-from twin.gateway.tokens import ADMIN_TOKEN_ENV, new_token, same_token
 from twin.schema.codes import ErrorCode
-
-__all__ = ["ADMIN_TOKEN_ENV", "ClientLimits", "bearer", "client_of", "new_token", "same_token"]
 
 
 def bearer(request: web.Request) -> str | None:

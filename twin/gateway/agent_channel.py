@@ -13,13 +13,14 @@ import structlog
 from aiohttp import WSMsgType, web
 
 from twin.errors import CapacityReachedError, FrameError, RoundError
-from twin.gateway.access import client_of, same_token
+from twin.gateway.access import client_of
 from twin.gateway.config import GatewayConfig
 from twin.gateway.frames import TokenBucket, parse
 from twin.gateway.keys import CONFIG, REGISTRY
 from twin.gateway.links import AgentLink, error
 from twin.gateway.session import Session
 from twin.gateway.socket_reader import frames, socket
+from twin.gateway.tokens import same_token
 from twin.schema.codes import ErrorCode
 from twin.schema.wire import AGENT_MESSAGE, AGENT_TYPES, SCHEMA_VERSION, Hello, Welcomed
 

@@ -7,13 +7,13 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from twin.gateway import openenv_api, sessions_api
-from twin.gateway.access import new_token
 from twin.gateway.agent_channel import agent_socket
 from twin.gateway.config import GatewayConfig
 from twin.gateway.control_plane import ControlPlane
 from twin.gateway.keys import CONFIG, CONTROL, REGISTRY
 from twin.gateway.openapi import document
 from twin.gateway.registry import SessionRegistry, reaper
+from twin.gateway.tokens import new_token
 
 
 def create_app(config: GatewayConfig | None = None) -> web.Application:

@@ -19,13 +19,14 @@ from pydantic import BaseModel
 
 from twin import __version__
 from twin.errors import ControlError, FrameError, TwinError
-from twin.gateway.access import bearer, client_of, same_token, unauthorized
+from twin.gateway.access import bearer, client_of, unauthorized
 from twin.gateway.config import GatewayConfig
 from twin.gateway.control_plane import HttpEnv
 from twin.gateway.frames import decode
 from twin.gateway.http import code_of, dumps, json_of, read_body, refusal
 from twin.gateway.keys import CONFIG, CONTROL, REGISTRY
 from twin.gateway.socket_reader import frames, socket
+from twin.gateway.tokens import same_token
 from twin.rl.ego_env import EgoEnv, reset_options
 from twin.schema.codes import ErrorCode
 

@@ -22,10 +22,10 @@ import structlog
 from twin.errors import RoundError
 from twin.eventlog.log import EventLog, JsonlWriter
 from twin.gateway import recovery
-from twin.gateway.access import new_token
 from twin.gateway.config import GatewayConfig, SessionRequest
 from twin.gateway.links import AgentLink
 from twin.gateway.rounds import Round, SessionStatus, committed
+from twin.gateway.tokens import new_token
 from twin.schema.actions import ProvisionAction, TenantObservation
 from twin.schema.base import Frozen
 from twin.schema.codes import ErrorCode

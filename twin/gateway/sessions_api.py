@@ -6,11 +6,12 @@ from __future__ import annotations
 from aiohttp import web
 
 from twin.errors import RefusedError, TwinError
-from twin.gateway.access import bearer, client_of, same_token, unauthorized
+from twin.gateway.access import bearer, client_of, unauthorized
 from twin.gateway.config import SessionRequest
 from twin.gateway.http import dumps, json_of, read_body, refusal, validated
 from twin.gateway.keys import CONFIG, REGISTRY
 from twin.gateway.session import Session
+from twin.gateway.tokens import same_token
 from twin.schema.codes import ErrorCode
 
 
