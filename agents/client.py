@@ -23,6 +23,7 @@ from twin.schema.wire import (
     Hello,
     MakeOffer,
     OfferReceived,
+    OfferView,
     Propose,
     RejectOffer,
     RoundCommitted,
@@ -42,6 +43,8 @@ class AgentStats:
     rounds: int = 0
     proposals: int = 0
     offers_made: int = 0
+    offers_taken: int = 0  # of those made, accepted by the other side
+    offers_refused: int = 0  # of those made, rejected (or left unanswered)
     offers_answered: int = 0
     offers_accepted: int = 0  # of those answered, accepted
     trades_applied: int = 0  # trades this tenant was party to that were carried out
@@ -89,6 +92,7 @@ class AgentClient:
         self._seq = itertools.count(1)
         self._request: DecisionRequested | None = None
         self._terms: dict[str, tuple[Bundle, Bundle]] = {}  # offer id -> (received, handed)
+        self._answered: set[str] = set()  # offers answered in the open round
 
     async def run(self) -> AgentStats:
         """Play the session to its end; the agent's statistics."""
@@ -130,18 +134,10 @@ class AgentClient:
         elif isinstance(message, DecisionRequested):
             self._request = message
             await self._play(ws, message)
+            for offer in message.offers:  # made before this request reached us (a resume)
+                await self._answer(ws, message.round, offer)
         elif isinstance(message, OfferReceived):
-            accept = self.policy.answer(message.offer, self._request)
-            answer = AcceptOffer if accept else RejectOffer
-            # What this tenant would receive (the offer's give) and hand over (its take).
-            self._terms[message.offer.offer_id] = (message.offer.give, message.offer.take)
-            self.stats.offers_accepted += accept
-            await ws.send_str(
-                answer(
-                    round=message.round, seq=next(self._seq), offer_id=message.offer.offer_id
-                ).model_dump_json()
-            )
-            self.stats.offers_answered += 1
+            await self._answer(ws, message.round, message.offer)
         elif isinstance(message, RoundCommitted):
             self.stats.rounds += 1
             self.stats.reward += message.reward
@@ -156,9 +152,31 @@ class AgentClient:
             if self.welcome is None:
                 raise HandshakeError(f"{message.code}: {message.detail}")
 
+    async def _answer(
+        self, ws: aiohttp.ClientWebSocketResponse, round_: int, offer: OfferView
+    ) -> None:
+        """Answer an offer made to this tenant, once."""
+        if offer.offer_id in self._answered:
+            return
+        self._answered.add(offer.offer_id)
+        answer = await self.policy.answer(offer, self._request)
+        frame = AcceptOffer if answer.accept else RejectOffer
+        # What this tenant would receive (the offer's give) and hand over (its take).
+        self._terms[offer.offer_id] = (offer.give, offer.take)
+        self.stats.offers_accepted += answer.accept
+        await ws.send_str(
+            frame(round=round_, seq=next(self._seq), offer_id=offer.offer_id,
+                  reason=answer.reason).model_dump_json()
+        )  # fmt: skip
+        self.stats.offers_answered += 1
+
     def _settle(self, message: RoundCommitted) -> None:
         """Count the round's trades this tenant was party to, and what moved each way."""
+        self._answered.clear()
         for trade in message.trades:
+            if trade.from_tenant == self.hello.tenant:
+                self.stats.offers_taken += trade.status in ("applied", "failed")
+                self.stats.offers_refused += trade.status in ("rejected", "expired")
             terms = self._terms.pop(trade.offer_id, None)
             if trade.status == "failed":
                 self.stats.trades_failed += 1
@@ -182,6 +200,7 @@ class AgentClient:
                 to_tenant=offer.to_tenant,
                 give=offer.give,
                 take=offer.take,
+                reason=offer.reason,
             )
             await ws.send_str(made.model_dump_json())
             self._terms[made.offer_id] = (offer.take, offer.give)  # received, handed over
@@ -192,6 +211,7 @@ class AgentClient:
             provision=turn.provision,
             bids_usd_per_gpu=turn.bids_usd_per_gpu,
             placements=turn.placements,
+            reason=turn.reason,
         )
         await ws.send_str(proposal.model_dump_json())
         self.stats.proposals += 1

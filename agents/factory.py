@@ -42,5 +42,6 @@ def make_policy(
         builtin(fallback, tenants, tenant, seed),
         api_key=llm.api_key,
         tenant=tenant,
+        tenants=tuple(tenants),
         schema_format=llm.schema_format,
     )

@@ -1,9 +1,11 @@
 """An agent backed by a language model on any OpenAI-compatible chat-completions endpoint.
 
-The model's answer is constrained to the proposal's JSON Schema (response format
-`json_schema`) and validated with pydantic. An invalid or late answer is retried once with the
-problem fed back; a second failure falls back to the configured policy. Every call is counted:
-first-try validity, retries, fallbacks, token usage, latency.
+The model decides the whole turn: provisioning, placements among the kernel-scored plans, sealed
+bids under the auction, one offer to another tenant, answers to offers, and a stated reason. Its
+answer is constrained to a JSON Schema built from the request (response format `json_schema`,
+or `json_object` + schema for llama.cpp) and validated with pydantic. An invalid or late answer
+is retried once with the problem fed back; a second failure, or an endpoint that is down, falls
+back to the configured policy for that decision. Every call is counted.
 """
 
 from __future__ import annotations
@@ -11,52 +13,59 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any, Literal
 
 import aiohttp
 import orjson
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, ValidationError
 
-from agents.policy import Policy, Turn
-from twin.schema.actions import TenantObservation
+from agents import prompting
+from agents.policy import Answer, Policy, Turn
+from agents.turn import BOUND, answer_model, offer_answer_model, shape, to_turn
+from twin.schema.actions import REASON_CHARS
 from twin.schema.wire import DecisionRequested, OfferView, RoundCommitted
 
-BOUND = 8  # GPUs a pool may move by in one answer
-
-
-def template(name: str) -> str:
-    return (resources.files("agents") / "prompts" / f"{name}.txt").read_text()
+__all__ = ["BOUND", "ChatError", "LLMPolicy", "LLMStats"]
+MARGIN_S = 0.05  # answered this long before the round's deadline, to reach the gateway in time
 
 
 @dataclass
 class LLMStats:
-    """What the model did: answers, their validity, retries, fallbacks, tokens and latency."""
+    """What the model did: its turns and answers to offers, their validity, the fallbacks, tokens
+    and latency."""
 
     calls: int = 0
-    decisions: int = 0
+    asks: int = 0  # turns and offer answers asked of the model
+    decisions: int = 0  # turns
     valid_first_try: int = 0
     valid_after_retry: int = 0
-    fallbacks: int = 0
+    fallbacks: int = 0  # turns the fallback policy decided
+    offers_answered: int = 0
+    offer_fallbacks: int = 0  # answers to offers the fallback policy gave
+    offers_made: int = 0  # by the model itself
+    placements: int = 0  # by the model itself
     invalid: int = 0
     late: int = 0
     http_errors: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_ms: list[float] = field(default_factory=list)
-    answers: list[dict[str, int]] = field(default_factory=list)
+    turns: list[Turn] = field(default_factory=list)  # the model's own turns, in order
 
     def summary(self) -> dict[str, Any]:
         lat = sorted(self.latency_ms)
         return {
             "calls": self.calls,
+            "asks": self.asks,
             "decisions": self.decisions,
             "valid_first_try": self.valid_first_try,
-            "valid_first_try_share": self.valid_first_try / self.decisions
-            if self.decisions
-            else None,
+            "valid_first_try_share": self.valid_first_try / self.asks if self.asks else None,
             "valid_after_retry": self.valid_after_retry,
             "fallbacks": self.fallbacks,
+            "offers_answered": self.offers_answered,
+            "offer_fallbacks": self.offer_fallbacks,
+            "offers_made": self.offers_made,
+            "placements": self.placements,
             "invalid": self.invalid,
             "late": self.late,
             "http_errors": self.http_errors,
@@ -68,11 +77,11 @@ class LLMStats:
 
 
 class ChatError(Exception):
-    """The endpoint answered with an HTTP error or something that is not a chat completion."""
+    """The endpoint is unreachable, answered with an HTTP error, or not with a chat completion."""
 
 
 class LLMPolicy:
-    """Asks the model for each round's provisioning; offers are left to the fallback policy."""
+    """Asks the model for each whole turn, and for answers to offers that arrive after it."""
 
     name = "llm"
 
@@ -84,8 +93,9 @@ class LLMPolicy:
         *,
         api_key: str | None = None,
         timeout_s: float = 30.0,
-        max_tokens: int = 96,
+        max_tokens: int = 256,
         tenant: str = "",
+        tenants: tuple[str, ...] = (),
         schema_format: Literal["json_schema", "json_object"] = "json_schema",
     ) -> None:
         self.base_url = base_url.rstrip("/")
@@ -95,42 +105,94 @@ class LLMPolicy:
         self.timeout_s = timeout_s
         self.max_tokens = max_tokens
         self.tenant = tenant
+        self.tenants = tenants
         self.schema_format = schema_format
         self.stats = LLMStats()
         self._http: aiohttp.ClientSession | None = None
-        self._answer_model: type[BaseModel] | None = None
-        self._pools: tuple[str, ...] = ()
+        self._decided: dict[str, Answer] = {}  # answers given within the turn, by offer id
+        self._round_deadline = 0.0  # monotonic time the open round must be answered by
 
     # -- Policy ---------------------------------------------------------------------------
 
     async def decide(self, request: DecisionRequested) -> Turn:
         self.stats.decisions += 1
-        answer_model = self._model_for(request.view)
-        budget_s = min(self.timeout_s, max(request.deadline_ms / 1000 - 0.05, 0.05))
-        deadline = time.monotonic() + budget_s
+        self._round_deadline = time.monotonic() + request.deadline_ms / 1000 - MARGIN_S
+        tenant = self.tenant or request.view.tenant
+        model = answer_model(request, self.tenants or (tenant,))
         messages = [
-            {
-                "role": "system",
-                "content": template("system").format(tenant=self.tenant or request.view.tenant),
-            },
-            {"role": "user", "content": render(request, self._pools)},
+            {"role": "system", "content": prompting.system(tenant, self.tenants)},
+            {"role": "user", "content": prompting.decision(request, shape(model))},
         ]
+        answer = await self._ask(messages, model)
+        if answer is None:
+            self.stats.fallbacks += 1
+            self._decided = {}
+            turn = await self.fallback.decide(request)
+            turn.reason = f"fallback {self.fallback.name}: {turn.reason}"[:REASON_CHARS]
+            return turn
+        turn, self._decided = to_turn(answer)
+        self.stats.offers_made += len(turn.offers)
+        self.stats.placements += len(turn.placements)
+        self.stats.turns.append(turn)
+        return turn
+
+    async def answer(self, offer: OfferView, request: DecisionRequested | None) -> Answer:
+        decided = self._decided.pop(offer.offer_id, None)
+        if decided is not None:
+            self.stats.offers_answered += 1
+            return decided
+        if request is None:
+            return await self._fall_back(offer, request)
+        model = offer_answer_model()
+        tenant = self.tenant or request.view.tenant
+        messages = [
+            {"role": "system", "content": prompting.system(tenant, self.tenants)},
+            {"role": "user", "content": prompting.offer(offer, request, shape(model))},
+        ]
+        answer = await self._ask(messages, model)
+        if answer is None:
+            return await self._fall_back(offer, request)
+        self.stats.offers_answered += 1
+        raw = answer.model_dump()
+        return Answer(raw["answer"] == "accept", raw["reason"].strip())
+
+    async def _fall_back(self, offer: OfferView, request: DecisionRequested | None) -> Answer:
+        self.stats.offer_fallbacks += 1
+        answer = await self.fallback.answer(offer, request)
+        reason = f"fallback {self.fallback.name}: {answer.reason}"[:REASON_CHARS]
+        return Answer(answer.accept, reason)
+
+    def learn(self, outcome: RoundCommitted) -> None:
+        self.fallback.learn(outcome)
+
+    async def close(self) -> None:
+        if self._http is not None:
+            await self._http.close()
+
+    # -- asking ---------------------------------------------------------------------------
+
+    async def _ask(
+        self, messages: list[dict[str, str]], model: type[BaseModel]
+    ) -> BaseModel | None:
+        """A validated answer within the round's deadline (one retry with the problem fed
+        back), or None."""
+        self.stats.asks += 1
+        deadline = min(time.monotonic() + self.timeout_s, self._round_deadline)
         for attempt in (1, 2):
             left = deadline - time.monotonic()
             if left <= 0:
                 self.stats.late += 1
-                break
+                return None
+            content = ""
             try:
-                content = await asyncio.wait_for(self._chat(messages, answer_model), left)
-                answer = answer_model.model_validate_json(content)
+                content = await asyncio.wait_for(self._chat(messages, model), left)
+                answer = model.model_validate_json(content)
             except TimeoutError:
                 self.stats.late += 1
                 problem = "too late: answer faster, with the JSON object only"
-                content = ""
             except ChatError as exc:
                 self.stats.http_errors += 1
                 problem = str(exc)
-                content = ""
             except ValidationError as exc:
                 self.stats.invalid += 1
                 first = exc.errors()[0]
@@ -141,44 +203,16 @@ class LLMPolicy:
                     self.stats.valid_first_try += 1
                 else:
                     self.stats.valid_after_retry += 1
-                provision = {k: int(v) for k, v in answer.model_dump().items() if v}
-                self.stats.answers.append(provision)
-                return Turn(provision=provision)
-            messages += [
+                return answer
+            messages = [
+                *messages,
                 {"role": "assistant", "content": content or "(no answer)"},
-                {
-                    "role": "user",
-                    "content": f"That answer was rejected ({problem}). "
-                    "Reply again with the JSON object only.",
-                },
-            ]
-        self.stats.fallbacks += 1
-        return await self.fallback.decide(request)
-
-    def answer(self, offer: OfferView, request: DecisionRequested | None) -> bool:
-        return self.fallback.answer(offer, request)
-
-    def learn(self, outcome: RoundCommitted) -> None:
-        self.fallback.learn(outcome)
-
-    async def close(self) -> None:
-        if self._http is not None:
-            await self._http.close()
+                {"role": "user", "content": f"That answer was rejected ({problem}). "
+                 "Reply again with the JSON object only."},
+            ]  # fmt: skip
+        return None
 
     # -- the endpoint ---------------------------------------------------------------------
-
-    def _model_for(self, view: TenantObservation) -> type[BaseModel]:
-        pools = tuple(p.name for p in view.pools)
-        if self._answer_model is None or pools != self._pools:
-            # An enum of the allowed moves, not min/max: grammar-constrained servers (llama.cpp)
-            # enforce enums, and so every answer they give is within bounds.
-            moves = Literal[tuple(range(-BOUND, BOUND + 1))]  # type: ignore[valid-type]
-            fields: dict[str, Any] = dict.fromkeys(pools, (moves, ...))
-            self._answer_model = create_model(
-                "Proposal", __config__=ConfigDict(extra="forbid"), **fields
-            )
-            self._pools = pools
-        return self._answer_model
 
     def _response_format(self, schema: dict[str, Any]) -> dict[str, Any]:
         """The standard `json_schema` form; `json_object` with a `schema` for servers such as
@@ -190,7 +224,7 @@ class LLMPolicy:
             "json_schema": {"name": "proposal", "schema": schema, "strict": True},
         }
 
-    async def _chat(self, messages: list[dict[str, str]], answer_model: type[BaseModel]) -> str:
+    async def _chat(self, messages: list[dict[str, str]], model: type[BaseModel]) -> str:
         if self._http is None:
             self._http = aiohttp.ClientSession()
         body = {
@@ -198,7 +232,7 @@ class LLMPolicy:
             "messages": messages,
             "temperature": 0,
             "max_tokens": self.max_tokens,
-            "response_format": self._response_format(answer_model.model_json_schema()),
+            "response_format": self._response_format(model.model_json_schema()),
         }
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         self.stats.calls += 1
@@ -224,37 +258,3 @@ class LLMPolicy:
         self.stats.prompt_tokens += int(usage.get("prompt_tokens") or 0)
         self.stats.completion_tokens += int(usage.get("completion_tokens") or 0)
         return str(content)
-
-
-def render(request: DecisionRequested, pools: tuple[str, ...]) -> str:
-    """The observation, compactly, from the prompt template."""
-    v = request.view
-    budget = "unlimited" if v.budget_usd is None else f"${v.budget_usd:,.0f} left"
-    pool_lines = "\n".join(
-        f"- {p.name}: {p.ready} / {p.busy_gpus:.0f} / {p.pending}; +{p.free_capacity}; "
-        f"${p.price_usd_per_gpu_h:.2f}"
-        for p in v.pools
-    )
-    head = (
-        "\n".join(
-            f"- {j.job_id}: {j.gpus:g} GPUs, waited {j.wait_s:.0f} s, "
-            f"runs on {', '.join(j.pools) or 'any pool'}"
-            for j in v.head[:4]
-        )
-        or "- none"
-    )
-    example = orjson.dumps(dict.fromkeys(pools, 0)).decode()
-    return template("decision").format(
-        round=request.round,
-        t_s=request.t_s,
-        budget=budget,
-        spent_usd=v.spent_usd,
-        queue_length=v.queue_length,
-        queued_gpus=v.queued_gpus,
-        running_jobs=v.running_jobs,
-        pools=pool_lines,
-        head=head,
-        low=-BOUND,
-        high=BOUND,
-        example=example,
-    )

@@ -6,7 +6,7 @@ import math
 import random
 from collections.abc import Callable
 
-from agents.policy import OfferToMake, Policy, Quiet, Turn
+from agents.policy import Answer, OfferToMake, Policy, Quiet, Turn
 from twin.schema.actions import Bundle, PoolView, TenantObservation
 from twin.schema.wire import DecisionRequested, OfferView, RoundCommitted
 
@@ -94,42 +94,104 @@ class RandomPolicy(Quiet):
 
 
 class Negotiator:
-    """Budget-aware: provisions like the baseline while money lasts, sells idle GPUs it does not
-    need to other tenants for `price_usd_per_gpu` each, and buys GPUs offered at or below that
-    price when its queue is waiting."""
+    """Provisions like the baseline while money lasts, and trades idle GPUs at a fair price.
+
+    A GPU handed over now saves the buyer one provisioning delay (a full hour where the pool is
+    exhausted). Any buyer that runs work on a GPU values it at least at its rent, so one delay's
+    rent is surplus the trade surely creates: that is the ask, and the buyer keeps the rest. It
+    sells GPUs its queue does not need, split among the other tenants (those that bought before
+    first), and buys when its waiting jobs need the GPUs and a GPU now is worth more to it (its
+    value per GPU-hour at the pool's speed, over the wait it saves) than the price.
+    """
 
     name = "negotiator"
 
-    def __init__(self, tenants: list[str], me: str, price_usd_per_gpu: float = 2.0) -> None:
+    def __init__(self, tenants: list[str], me: str, *, trade: bool = True) -> None:
         self.others = [t for t in tenants if t != me]
-        self.price = price_usd_per_gpu
+        self.trade = trade
         self.baseline = Baseline()
-        self.round = 0
+        self.buyers: list[str] = []  # tenants that accepted an offer, most recent first
+        self._coming = 0  # GPUs this round's turn asked for and offers it accepted
 
     async def decide(self, request: DecisionRequested) -> Turn:
         view = request.view
-        self.round += 1
         low = view.budget_usd is not None and view.budget_usd < 0.2 * (
             view.budget_usd + view.spent_usd
         )
         turn = Turn() if low else await self.baseline.decide(request)
-        if view.queue_length == 0 and self.others:
-            spare = next((p for p in view.pools if _idle(p) > 0), None)
-            if spare is not None:
-                buyer = self.others[self.round % len(self.others)]
-                turn.offers.append(
-                    OfferToMake(buyer, Bundle(gpus={spare.name: 1}), Bundle(usd=self.price))
-                )
+        turn.reason = "budget low: holding" if low else "baseline: queue against idle GPUs"
+        self._coming = sum(n for n in turn.provision.values() if n > 0)
+        if self.trade and view.queue_length == 0 and self.others:
+            turn.offers = self._sell(view)
+            if turn.offers:
+                turn.reason += f"; selling {len(turn.offers)} lots of idle GPUs"
         return turn
 
-    def answer(self, offer: OfferView, request: DecisionRequested | None) -> bool:
-        wants = request is not None and request.view.queue_length > 0
-        gets_gpus = bool(offer.give.gpus) and not offer.take.gpus
-        per_gpu = offer.take.usd / max(sum(offer.give.gpus.values()), 1)
-        return wants and gets_gpus and per_gpu <= self.price
+    def _sell(self, view: TenantObservation) -> list[OfferToMake]:
+        order = self.buyers + [t for t in self.others if t not in self.buyers]
+        offers = []
+        for pool in view.pools:
+            spare = _idle(pool)
+            if spare <= 0:
+                continue
+            lot = math.ceil(spare / len(order))
+            for buyer in order:
+                n = min(lot, spare)
+                if n <= 0:
+                    break
+                spare -= n
+                ask = round(n * ask_usd_per_gpu(pool), 2)
+                why = f"{n} idle {pool.name} GPUs my queue does not need, at one delay's rent"
+                offers.append(OfferToMake(buyer, Bundle(gpus={pool.name: n}), Bundle(usd=ask), why))
+        return offers
+
+    async def answer(self, offer: OfferView, request: DecisionRequested | None) -> Answer:
+        if not self.trade or request is None:
+            return Answer(False, "not trading")
+        view = request.view
+        if offer.take.gpus or not offer.give.gpus:
+            return Answer(False, "I buy GPUs for money only")
+        pools = {p.name: p for p in view.pools}
+        usable = {name for job in view.head for name in job.pools}
+        n = sum(offer.give.gpus.values())
+        held = sum(max(_idle(p), 0) + p.pending for p in view.pools)
+        need = math.ceil(view.queued_gpus) - held - self._coming
+        if need < n:
+            return Answer(False, f"my queue needs {max(need, 0)} more GPUs, not {n}")
+        worth = 0.0
+        for name, k in offer.give.gpus.items():
+            pool = pools.get(name)
+            if pool is None or name not in usable:
+                return Answer(False, f"my waiting jobs cannot use {name}")
+            worth += k * worth_usd_per_gpu(view, pool)
+        if view.budget_usd is not None and view.budget_usd < offer.take.usd:
+            return Answer(False, "not enough budget left")
+        if offer.take.usd > worth:
+            return Answer(False, f"${offer.take.usd:.2f} is more than the ${worth:.2f} they "
+                          "are worth to me now")  # fmt: skip
+        self._coming += n
+        return Answer(True, f"${offer.take.usd:.2f} for {n} GPUs now, worth ${worth:.2f} to me")
 
     def learn(self, outcome: RoundCommitted) -> None:
-        return None
+        for trade in outcome.trades:
+            if trade.status == "applied" and trade.to_tenant in self.others:
+                if trade.to_tenant in self.buyers:
+                    self.buyers.remove(trade.to_tenant)
+                self.buyers.insert(0, trade.to_tenant)
+
+
+def ask_usd_per_gpu(pool: PoolView) -> float:
+    """A seller's price for one GPU of `pool` handed over now: its rent over one provisioning
+    delay (at least a minute)."""
+    return pool.price_usd_per_gpu_h * max(pool.mean_provision_delay_s, 60.0) / 3600
+
+
+def worth_usd_per_gpu(view: TenantObservation, pool: PoolView) -> float:
+    """What a GPU of `pool` now is worth to a tenant whose jobs wait: its work's value per
+    GPU-hour at the pool's speed, net of rent, over the wait it saves (a provisioning delay, or
+    an hour where the pool can provision no more)."""
+    wait_h = (pool.mean_provision_delay_s if pool.free_capacity > 0 else 3600.0) / 3600
+    return max(view.value_usd_per_gpu_h * pool.speed - pool.price_usd_per_gpu_h, 0.0) * wait_h
 
 
 BUILT_IN = ("baseline", "greedy", "fair_share", "random", "negotiator")

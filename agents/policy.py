@@ -14,6 +14,15 @@ class OfferToMake:
     to_tenant: str
     give: Bundle
     take: Bundle
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """Accept or reject an offer made to this tenant, and why."""
+
+    accept: bool
+    reason: str = ""
 
 
 @dataclass
@@ -24,6 +33,7 @@ class Turn:
     bids_usd_per_gpu: dict[str, float] = field(default_factory=dict)
     placements: list[Placement] = field(default_factory=list)
     offers: list[OfferToMake] = field(default_factory=list)
+    reason: str = ""
 
 
 class Policy(Protocol):
@@ -33,8 +43,8 @@ class Policy(Protocol):
 
     async def decide(self, request: DecisionRequested) -> Turn: ...
 
-    def answer(self, offer: OfferView, request: DecisionRequested | None) -> bool:
-        """Accept (True) or reject (False) an offer made to this tenant."""
+    async def answer(self, offer: OfferView, request: DecisionRequested | None) -> Answer:
+        """Accept or reject an offer made to this tenant (`request`: its round's request)."""
         ...
 
     def learn(self, outcome: RoundCommitted) -> None:
@@ -45,8 +55,8 @@ class Policy(Protocol):
 class Quiet:
     """Mixins for policies that never trade and do not learn."""
 
-    def answer(self, offer: OfferView, request: DecisionRequested | None) -> bool:
-        return False
+    async def answer(self, offer: OfferView, request: DecisionRequested | None) -> Answer:
+        return Answer(False, "this policy does not trade")
 
     def learn(self, outcome: RoundCommitted) -> None:
         return None

@@ -1,7 +1,9 @@
 """A tiny deterministic OpenAI-compatible chat endpoint, for the agent's protocol and error paths.
 
 The `model` name picks the behaviour: `valid`, `invalid-once`, `out-of-bounds`, `slow`, `http500`.
-It answers from the JSON Schema in the request (one key per property), and records requests.
+It answers with an instance of the JSON Schema in the request (1 where a number is allowed, 0
+in what an offer takes, the last choice of a string enum, one item per array), and records
+requests.
 """
 
 from __future__ import annotations
@@ -15,8 +17,27 @@ from aiohttp import web
 REQUESTS = web.AppKey("requests", list)
 
 
+def _instance(schema: dict[str, Any], value: int, defs: dict[str, Any]) -> Any:
+    if "$ref" in schema:
+        return _instance(defs[schema["$ref"].rsplit("/", 1)[-1]], value, defs)
+    if "const" in schema:
+        return schema["const"]
+    if "enum" in schema:
+        choices = schema["enum"]
+        return value if isinstance(choices[0], int) else choices[-1]
+    if schema.get("type") == "object":
+        props = schema.get("properties", {})
+        return {k: _instance(v, 0 if k.startswith("take") else value, defs)
+                for k, v in props.items()}  # fmt: skip
+    if schema.get("type") == "array":
+        return [_instance(schema["items"], value, defs)]
+    if schema.get("type") == "string":
+        return "fake reason"
+    return value
+
+
 def _answer(schema: dict[str, Any], value: int) -> str:
-    return orjson.dumps(dict.fromkeys(schema.get("properties", {}), value)).decode()
+    return orjson.dumps(_instance(schema, value, schema.get("$defs", {}))).decode()
 
 
 async def chat(request: web.Request) -> web.Response:

@@ -14,16 +14,19 @@ import orjson
 import pytest
 from aiohttp.test_utils import TestServer
 
+from agents import prompting
 from agents.client import AgentClient, HandshakeError
-from agents.llm import BOUND, LLMPolicy, render
+from agents.llm import BOUND, LLMPolicy
 from agents.policies import BUILT_IN, Baseline, builtin
+from agents.policy import Answer
+from agents.turn import answer_model, shape
 from tests.fake_llm import REQUESTS, fake_llm_app
 from twin.bench.server import free_port, start_serve
 from twin.gateway.app import create_app
 from twin.gateway.config import GatewayConfig, SessionRequest
 from twin.gateway.keys import REGISTRY
-from twin.schema.actions import PoolView, QueuedJob, TenantObservation
-from twin.schema.wire import DecisionRequested
+from twin.schema.actions import Bundle, PlanVerdict, PoolView, QueuedJob, TenantObservation
+from twin.schema.wire import DecisionRequested, OfferView
 
 MakeServer = Callable[..., Awaitable[TestServer]]
 
@@ -32,19 +35,27 @@ SHARED = {
     "name": "shared",
     "horizon_s": 4 * 3600,
     "pools": [
-        {"name": "a100", "gpu_type": "a100-80gb", "max_gpus": 32, "price_usd_per_gpu_h": 2.0},
+        {
+            "name": "a100",
+            "gpu_type": "a100-80gb",
+            "max_gpus": 32,
+            "price_usd_per_gpu_h": 2.0,
+            "provision_delay_s": {"dist": "constant", "value": 600},
+        },
         {
             "name": "h100",
             "gpu_type": "h100",
             "max_gpus": 16,
             "price_usd_per_gpu_h": 4.0,
             "speed": 2.0,
+            "provision_delay_s": {"dist": "constant", "value": 600},
         },
     ],
     "tenants": [
         {
             "name": n,
             "budget_usd": 2000,
+            "value_usd_per_gpu_h": 8.0,
             "policy": "static",
             "initial_gpus": {"a100": g},
             "workloads": [
@@ -79,7 +90,7 @@ async def test_built_in_agents_negotiate_a_session_to_its_end(
     aiohttp_server: MakeServer, tmp_path: Any
 ) -> None:
     server, s = await gateway(aiohttp_server, tmp_path, agents=TENANTS, mechanism="proportional")
-    policies = dict(zip(TENANTS, ("negotiator", "greedy", "fair_share", "negotiator"), strict=True))
+    policies = dict(zip(TENANTS, ("negotiator", "negotiator", "fair_share", "greedy"), strict=True))
     clients = [
         AgentClient(ws_url(server), s["session_id"], t, s["tokens"][t], builtin(p, TENANTS, t))
         for t, p in policies.items()
@@ -146,7 +157,9 @@ def test_every_built_in_policy_is_available() -> None:
         builtin("oracle", TENANTS, "alpha")
 
 
-def request(deadline_ms: int = 2000) -> DecisionRequested:
+def request(
+    deadline_ms: int = 2000, offers: list[OfferView] | None = None, mechanism: str = "proportional"
+) -> DecisionRequested:
     pools = [
         PoolView(
             name=n,
@@ -173,36 +186,116 @@ def request(deadline_ms: int = 2000) -> DecisionRequested:
         running_jobs=2,
         head=[
             QueuedJob(
-                job_id="j7", gpus=4, work_gpu_s=7200, priority=0, wait_s=300, pools=["a100", "h100"]
+                job_id="j7",
+                gpus=4,
+                work_gpu_s=7200,
+                priority=0,
+                wait_s=300,
+                pools=["a100", "h100"],
+                plans=[
+                    PlanVerdict(
+                        pool=p,
+                        feasible=True,
+                        score=s,
+                        tokens_per_s=t,
+                        usd_per_h=u,
+                        run_s=r,
+                        reasons=[],
+                    )
+                    for p, s, t, u, r in (
+                        ("a100", 0.42, 9e3, 8.0, 3600),
+                        ("h100", 0.61, 2e4, 16.0, 1620),
+                    )
+                ],
             )
         ],
         pools=pools,
     )
-    return DecisionRequested(round=3, t_s=900.0, deadline_ms=deadline_ms, view=view, offers=[])
+    return DecisionRequested(round=3, t_s=900.0, deadline_ms=deadline_ms,
+                             mechanism=mechanism, view=view, offers=offers or [])  # fmt: skip
 
 
 async def llm(
     aiohttp_server: MakeServer, model: str, timeout_s: float = 30.0
 ) -> tuple[LLMPolicy, Any]:
     server = await aiohttp_server(fake_llm_app())
-    policy = LLMPolicy(
-        str(server.make_url("/v1")), model, Baseline(), timeout_s=timeout_s, tenant="beta"
-    )
+    policy = LLMPolicy(str(server.make_url("/v1")), model, Baseline(), timeout_s=timeout_s,
+                       tenant="beta", tenants=tuple(TENANTS))  # fmt: skip
     return policy, server.app[REQUESTS]
 
 
-async def test_a_valid_answer_is_taken_as_the_proposal(aiohttp_server: MakeServer) -> None:
+async def test_the_model_decides_the_whole_turn(aiohttp_server: MakeServer) -> None:
     policy, requests = await llm(aiohttp_server, "valid")
     turn = await policy.decide(request())
     await policy.close()
     assert turn.provision == {"a100": 1, "h100": 1}
+    assert [(p.job_id, p.pool, p.plan) for p in turn.placements] == [("j7", "h100", None)]
+    (offer,) = turn.offers  # to the last other tenant: one GPU of each pool and $1, for nothing
+    assert (offer.to_tenant, offer.give.gpus, offer.give.usd) == (
+        "delta",
+        {"a100": 1, "h100": 1},
+        1,
+    )
+    assert offer.take == Bundle()
+    assert turn.reason == offer.reason == "fake reason"
     assert (policy.stats.valid_first_try, policy.stats.fallbacks) == (1, 0)
+    assert (policy.stats.offers_made, policy.stats.placements) == (1, 1)
     fmt = requests[0]["response_format"]
     assert fmt["type"] == "json_schema"
     schema = fmt["json_schema"]["schema"]
-    assert schema["properties"]["a100"]["enum"] == list(range(-BOUND, BOUND + 1))
     assert schema["additionalProperties"] is False
+    assert set(schema["required"]) == {"provision", "place", "offer", "reason"}
+    provision = schema["$defs"]["Provision"]["properties"]
+    assert provision["a100"]["enum"] == list(range(-BOUND, BOUND + 1))
+    assert schema["$defs"]["Place"]["properties"]["job"]["const"] == "j7"
+    assert schema["$defs"]["Offer"]["properties"]["to"]["enum"] == ["nobody", "alpha", "gamma",
+                                                                    "delta"]  # fmt: skip
     assert (policy.stats.prompt_tokens, policy.stats.completion_tokens) == (100, 10)
+
+
+async def test_bids_are_asked_for_only_under_the_auction(aiohttp_server: MakeServer) -> None:
+    policy, requests = await llm(aiohttp_server, "valid")
+    turn = await policy.decide(request(mechanism="auction"))
+    await policy.close()
+    assert turn.bids_usd_per_gpu == {"a100": 1.0, "h100": 1.0}
+    assert "bids" in requests[0]["response_format"]["json_schema"]["schema"]["required"]
+    assert "bids" not in answer_model(request(), tuple(TENANTS)).model_json_schema()["required"]
+
+
+async def test_offers_in_the_request_are_answered_within_the_turn(
+    aiohttp_server: MakeServer,
+) -> None:
+    offer = OfferView(offer_id="alpha-3-0", from_tenant="alpha", to_tenant="beta",
+                      give=Bundle(gpus={"a100": 2}), take=Bundle(usd=2), reason="idle")  # fmt: skip
+    policy, requests = await llm(aiohttp_server, "valid")
+    req = request(offers=[offer])
+    await policy.decide(req)
+    assert await policy.answer(offer, req) == Answer(False, "fake reason")
+    await policy.close()
+    assert len(requests) == 1  # the answer came with the turn
+    assert (
+        '- alpha-3-0 from alpha: you get 2 a100 GPUs, you pay $2.00 ("idle")'
+        in (requests[0]["messages"][1]["content"])
+    )
+    assert policy.stats.offers_answered == 1
+
+
+async def test_an_offer_after_the_turn_is_answered_by_the_model(
+    aiohttp_server: MakeServer,
+) -> None:
+    offer = OfferView(offer_id="gamma-3-0", from_tenant="gamma", to_tenant="beta",
+                      give=Bundle(usd=5.0), take=Bundle(gpus={"a100": 1}))  # fmt: skip
+    policy, requests = await llm(aiohttp_server, "valid")
+    req = request()
+    await policy.decide(req)
+    answer = await policy.answer(offer, req)
+    await policy.close()
+    assert answer == Answer(False, "fake reason")
+    schema = requests[1]["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["answer"]["enum"] == ["accept", "reject"]
+    assert "gamma offers you: you get $5.00, you pay 1 a100 GPUs" in requests[1]["messages"][1][
+        "content"]  # fmt: skip
+    assert (policy.stats.offers_answered, policy.stats.offer_fallbacks) == (1, 0)
 
 
 async def test_an_invalid_answer_is_retried_once_with_the_error_fed_back(
@@ -231,7 +324,8 @@ async def test_two_failures_fall_back_to_the_configured_policy(
     policy, requests = await llm(aiohttp_server, model)
     turn = await policy.decide(request())
     await policy.close()
-    assert turn == await Baseline().decide(request())
+    assert turn.provision == (await Baseline().decide(request())).provision
+    assert turn.reason.startswith("fallback baseline: ")
     assert policy.stats.fallbacks == 1
     assert getattr(policy.stats, counter) == 2
     assert len(requests) == 2
@@ -247,13 +341,15 @@ async def test_a_late_answer_falls_back_before_the_deadline(aiohttp_server: Make
     assert policy.stats.fallbacks == 1
 
 
-def test_the_observation_is_rendered_compactly() -> None:
-    text = render(request(), ("a100", "h100"))
+def test_the_request_is_rendered_compactly() -> None:
+    req = request()
+    text = prompting.decision(req, shape(answer_model(req, tuple(TENANTS))))
     assert "Queue: 3 jobs waiting for 6 GPUs; 2 running." in text
-    assert "- a100: 4 / 4 / 0; +10; $2.00" in text
-    assert "- j7: 4 GPUs, waited 300 s, runs on a100, h100" in text
-    assert '{"a100":0,"h100":0}' in text
-    assert len(text) < 1000
+    assert "- a100: 4 / 4 / 0; +10; $2.00; x1; 0 min" in text
+    assert "- j7: 4 GPUs, 5 min; a100 0.42 60 min, h100 0.61 27 min" in text
+    assert '"provision": {"a100": -8..8, "h100": -8..8}' in text
+    assert '"offer": {"to": nobody|alpha|gamma|delta' in text
+    assert len(text) < 1200
 
 
 def test_the_command_refuses_a_missing_token() -> None:
@@ -288,7 +384,7 @@ async def test_the_json_object_form_still_carries_the_schema(aiohttp_server: Mak
     await policy.close()
     fmt = server.app[REQUESTS][0]["response_format"]
     assert fmt["type"] == "json_object"
-    assert fmt["schema"]["required"] == ["a100", "h100"]
+    assert fmt["schema"]["$defs"]["Provision"]["required"] == ["a100", "h100"]
     assert turn.provision == {"a100": 1, "h100": 1}
 
 
@@ -298,7 +394,8 @@ async def test_an_endpoint_that_is_down_means_the_fallback_decides_at_once() -> 
     turn = await policy.decide(request())
     await policy.close()
     assert time.perf_counter() - start < 5.0  # not the round's whole deadline
-    assert turn == await Baseline().decide(request())
+    assert turn.provision == (await Baseline().decide(request())).provision
+    assert turn.reason.startswith("fallback baseline: ")
     assert (policy.stats.http_errors, policy.stats.fallbacks) == (2, 1)
 
 

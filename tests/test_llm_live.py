@@ -1,39 +1,30 @@
 """A real language model in the loop: SmolLM2-135M-Instruct under llama.cpp's OpenAI-compatible
-server negotiates through a real gateway against built-in agents.
+server negotiates for a tenant of the `market` scenario in `twin play`, against built-in agents,
+over the real gateway on loopback.
 
-llama.cpp's server answers the `json_object` + `schema` response format but returns HTTP 500
-for `json_schema`; a small proxy in this harness rewrites the one into the other, so the agent
-sends production endpoints exactly what they expect. The assertions are about the protocol
-(every answer schema-valid and within bounds), not about the wisdom of the decisions.
+llama.cpp's server enforces the `json_object` + `schema` response format as a grammar (it answers
+`json_schema` with HTTP 500), hence `--llm-schema-format json_object`. The assertions are about
+the protocol (every answer schema-valid and within bounds, the model's own offers or answers in
+the log), not about the wisdom of the decisions.
 """
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import json
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import aiohttp
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestServer
 
-from agents.client import AgentClient
-from agents.llm import BOUND, LLMPolicy
-from agents.policies import builtin
-from twin.gateway.app import create_app
-from twin.gateway.config import GatewayConfig, SessionRequest
-from twin.gateway.keys import REGISTRY
+from agents.llm import BOUND
+from twin.sim import scenarios
 
 pytestmark = pytest.mark.llm
-MakeServer = Callable[..., Awaitable[TestServer]]
 
 
 def model_file() -> Path | None:
@@ -95,119 +86,47 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     proc.wait(timeout=30)
 
 
-def schema_bridge(upstream: str) -> web.Application:
-    """Forward chat completions, turning `json_schema` into llama.cpp's `json_object` + schema."""
-
-    async def forward(request: web.Request) -> web.Response:
-        body: dict[str, Any] = await request.json()
-        fmt = body.get("response_format") or {}
-        if fmt.get("type") == "json_schema":
-            body["response_format"] = {
-                "type": "json_object",
-                "schema": fmt["json_schema"]["schema"],
-            }
-        async with (
-            aiohttp.ClientSession() as http,
-            http.post(f"{upstream}/chat/completions", json=body) as resp,
-        ):
-            return web.Response(
-                body=await resp.read(), status=resp.status, content_type="application/json"
-            )
-
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", forward)
-    return app
+def short_market(tmp_path: Path, rounds: int) -> Path:
+    """The built-in market scenario, cut to its first `rounds` decision rounds."""
+    scenario = scenarios.as_cluster(scenarios.load("market")).model_dump(mode="json")
+    scenario["horizon_s"] = rounds * scenario["decisions"]["interval_s"] + 1
+    path = tmp_path / "market.json"
+    path.write_text(json.dumps(scenario))
+    return path
 
 
-SCENARIO = {
-    "kind": "cluster",
-    "name": "llm-negotiation",
-    "horizon_s": 6 * 900 + 1,
-    "pools": [
-        {"name": "a100", "gpu_type": "a100-80gb", "max_gpus": 24, "price_usd_per_gpu_h": 2.0},
-        {
-            "name": "h100",
-            "gpu_type": "h100",
-            "max_gpus": 8,
-            "price_usd_per_gpu_h": 4.0,
-            "speed": 2.0,
-        },
-    ],
-    "tenants": [
-        {
-            "name": n,
-            "budget_usd": 1000,
-            "policy": "static",
-            "initial_gpus": {"a100": g},
-            "workloads": [
-                {
-                    "arrivals": {"process": "poisson", "rate_per_h": 8},
-                    "gpus": {"dist": "choice", "values": [1, 2, 4]},
-                    "service_s": {"dist": "exponential", "mean": 1800},
-                }
-            ],
-        }
-        for n, g in (("llm", 2), ("alpha", 4), ("beta", 0))
-    ],
-    "decisions": {"interval_s": 900, "triggers": []},
-}
-
-
-async def test_an_llm_agent_negotiates_against_built_in_agents(
-    llama_server: str, aiohttp_server: MakeServer, tmp_path: Path
-) -> None:
-    bridge = await aiohttp_server(schema_bridge(llama_server))
-    gateway = await aiohttp_server(create_app(GatewayConfig()))
-    tenants = ["llm", "alpha", "beta"]
-    session = gateway.app[REGISTRY].create(
-        SessionRequest(
-            scenario=SCENARIO, agents=tenants, round_timeout_ms=60_000, mechanism="proportional"
-        )
-    )
-    url = str(gateway.make_url("/v1/agents")).replace("http://", "ws://")
-    llm = LLMPolicy(
-        str(bridge.make_url("/v1")),
-        "smollm2-135m",
-        builtin("baseline", tenants, "llm"),
-        timeout_s=30.0,
-        tenant="llm",
-    )
-    agents = [
-        AgentClient(url, session.id, "llm", session.tokens["llm"], llm),
-        AgentClient(
-            url,
-            session.id,
-            "alpha",
-            session.tokens["alpha"],
-            builtin("negotiator", tenants, "alpha"),
-        ),
-        AgentClient(
-            url, session.id, "beta", session.tokens["beta"], builtin("greedy", tenants, "beta")
-        ),
-    ]
-    started = time.perf_counter()
-    results = await asyncio.gather(*(a.run() for a in agents))
-    wall_s = time.perf_counter() - started
-    await llm.close()
-    stats = llm.stats
-    print(
-        json.dumps(
-            {
-                "wall_s": round(wall_s, 2),
-                "decisions_per_s": stats.decisions / wall_s,
-                **stats.summary(),
-            }
-        )
-    )
-    assert all(r.end_reason == "horizon" for r in results)
-    assert results[0].rounds == 6
-    assert results[0].defaulted_rounds == 0
-    assert stats.decisions == 6
-    assert stats.valid_first_try + stats.valid_after_retry + stats.fallbacks == stats.decisions
-    assert stats.invalid == 0, "constrained decoding must give schema-valid answers"
-    assert stats.http_errors == 0
-    for answer in stats.answers:
-        assert set(answer) <= {"a100", "h100"}
-        assert all(-BOUND <= v <= BOUND for v in answer.values())
-    assert stats.prompt_tokens > 0
-    assert stats.completion_tokens > 0
+def test_twin_play_with_smollm2_negotiating_for_a_tenant(llama_server: str, tmp_path: Path) -> None:
+    out = tmp_path / "play"
+    argv = [sys.executable, "-m", "twin", "play", "--scenario", str(short_market(tmp_path, 4)),
+            "--agents", "research=negotiator,inference=llm,batch=fair_share",
+            "--llm-base-url", llama_server, "--llm-model", "smollm2-135m",
+            "--llm-schema-format", "json_object", "--round-timeout-ms", "120000",
+            "--out", str(out)]  # fmt: skip
+    result = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=900)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    report = json.loads((out / "agents.json").read_text())
+    agent = report["agents"]["inference"]
+    llm = agent["llm"]
+    counts = ("offers_made", "offers_answered", "offers_accepted", "trades_applied")
+    print(json.dumps({"wall_s": round(report["wall_s"], 1), **llm,
+                      **{k: agent[k] for k in counts}}))  # fmt: skip
+    assert agent["rounds"] == 4
+    assert llm["decisions"] == 4
+    assert llm["invalid"] == 0, "constrained decoding must give schema-valid answers"
+    assert llm["http_errors"] == 0
+    assert llm["valid_first_try"] + llm["valid_after_retry"] + llm["fallbacks"] + llm[
+        "offer_fallbacks"] == llm["asks"]  # fmt: skip
+    assert llm["prompt_tokens"] > 0
+    assert llm["completion_tokens"] > 0
+    records = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+    turns = [r for r in records if r["kind"] == "decision_made" and r["tenant"] == "inference"]
+    assert len(turns) == 4
+    for turn in turns:
+        assert set(turn["action"]["provision"]) <= {"h100", "a100"}
+        assert all(-BOUND <= v <= BOUND for v in turn["action"]["provision"].values())
+    # The model's own offers and answers are in the log with its reasons (not the fallback's).
+    own = [r for r in records if r["tenant"] == "inference"
+           and r["kind"] in ("offer_made", "offer_answered")
+           and not r["reason"].startswith("fallback")]  # fmt: skip
+    assert own, "the model made no offer and answered none itself"

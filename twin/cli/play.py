@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from twin.errors import ConfigError
-from twin.schema.vocabulary import EVENTS_FILE, MECHANISMS, SUMMARY_FILE
+from twin.schema.vocabulary import AGENTS_FILE, EVENTS_FILE, MECHANISMS, SUMMARY_FILE
 
 if TYPE_CHECKING:
     from agents.policy import Policy
@@ -37,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     pl.add_argument(
         "--llm-schema-format", choices=("json_schema", "json_object"), default="json_schema"
     )
-    pl.add_argument("--out", help=f"directory for {EVENTS_FILE} and {SUMMARY_FILE}")
+    pl.add_argument("--out", help=f"directory for {EVENTS_FILE}, {SUMMARY_FILE} and {AGENTS_FILE}")
     pl.set_defaults(func=play_command)
 
 
@@ -75,6 +75,7 @@ async def _play(
     args: argparse.Namespace, scenario: dict[str, Any], tenants: list[str], agents: dict[str, str]
 ) -> int:
     import asyncio
+    import time
 
     from aiohttp import web
     from rich.console import Console
@@ -106,13 +107,18 @@ async def _play(
     }
     url = f"ws://{host}:{port}/v1/agents"
     clients = [AgentClient(url, session.id, t, session.tokens[t], p) for t, p in policies.items()]
+    started = time.perf_counter()
     with console.status("starting") as status:
         runs = asyncio.gather(*(c.run() for c in clients))
         while not runs.done():
             hours = session.driver.now_s / 3600
-            status.update(f"round {session.driver.round} · t = {hours:.2f} h")
+            offers = sum(c.stats.offers_made for c in clients)
+            trades = sum(c.stats.trades_applied for c in clients) // 2  # both parties count one
+            status.update(f"round {session.driver.round} · t = {hours:.2f} h · "
+                          f"offers {offers} · trades {trades}")  # fmt: skip
             await asyncio.wait([runs], timeout=0.25)
         stats = runs.result()
+    wall_s = time.perf_counter() - started
     for policy in policies.values():
         close = getattr(policy, "close", None)
         if close is not None:
@@ -120,7 +126,26 @@ async def _play(
     events = session.events()
     await runner.cleanup()
     _report(console, agents, policies, stats=stats, events=events, out=args.out)
+    if args.out is not None:
+        _write_agents(Path(args.out) / AGENTS_FILE, agents, policies, stats, wall_s)
     return 0
+
+
+def _write_agents(path: Path, agents: dict[str, str], policies: dict[str, Any],
+                  stats: list[Any], wall_s: float) -> None:  # fmt: skip
+    """Each agent's report as JSON: its policy, what it did, and its model's counts."""
+    import dataclasses
+
+    import orjson
+
+    report: dict[str, Any] = {"wall_s": wall_s, "agents": {}}
+    for (tenant, name), s in zip(agents.items(), stats, strict=True):
+        llm = getattr(policies[tenant], "stats", None)
+        entry = {"policy": name, **dataclasses.asdict(s)}
+        if llm is not None:
+            entry["llm"] = {**llm.summary(), "asks_per_s": llm.asks / wall_s if wall_s else None}
+        report["agents"][tenant] = entry
+    path.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
 
 
 def _report(console: Any, agents: dict[str, str], policies: dict[str, Any], *,
@@ -133,20 +158,27 @@ def _report(console: Any, agents: dict[str, str], policies: dict[str, Any], *,
     from twin.eventlog.log import from_dict
     from twin.eventlog.metrics import Metrics
 
-    table = Table(title="agents")
-    for col in ("tenant", "policy", "rounds", "defaulted", "offers made · answered (accepted)",
-                "trades: GPUs in/out, $ in/out", "reward", "difference reward",
-                "LLM valid first · fallbacks"):  # fmt: skip
-        table.add_column(col, justify="left" if col in ("tenant", "policy") else "right")
+    trades = Table(title="negotiation")
+    trades.caption = "offers made (taken, refused) and answered (accepted); applied trades"
+    for col in ("tenant", "policy", "made", "taken", "refused", "answered", "accepted", "trades",
+                "GPUs in/out", "$ in/out"):  # fmt: skip
+        trades.add_column(col, justify="left" if col in ("tenant", "policy") else "right")
+    rewards = Table(title="rewards")
+    for col in ("tenant", "rounds", "defaulted", "reward", "difference reward",
+                "LLM valid first / asks", "LLM fallbacks"):  # fmt: skip
+        rewards.add_column(col, justify="left" if col == "tenant" else "right")
     for (tenant, name), s in zip(agents.items(), stats, strict=True):
         llm = getattr(policies[tenant], "stats", None)
-        table.add_row(tenant, name, str(s.rounds), str(s.defaulted_rounds),
-                      f"{s.offers_made} · {s.offers_answered} ({s.offers_accepted})",
-                      f"{s.trades_applied}: {s.gpus_in}/{s.gpus_out}, "
-                      f"{s.usd_in:,.0f}/{s.usd_out:,.0f}", f"{s.reward:,.2f}",
-                      f"{s.difference_reward:,.2f}",
-                      f"{llm.valid_first_try} · {llm.fallbacks}" if llm else "-")  # fmt: skip
-    console.print(table)
+        trades.add_row(tenant, name, str(s.offers_made), str(s.offers_taken),
+                       str(s.offers_refused), str(s.offers_answered), str(s.offers_accepted),
+                       str(s.trades_applied), f"{s.gpus_in}/{s.gpus_out}",
+                       f"{s.usd_in:,.0f}/{s.usd_out:,.0f}")  # fmt: skip
+        rewards.add_row(tenant, str(s.rounds), str(s.defaulted_rounds), f"{s.reward:,.2f}",
+                        f"{s.difference_reward:,.2f}",
+                        f"{llm.valid_first_try} / {llm.asks}" if llm else "-",
+                        f"{llm.fallbacks + llm.offer_fallbacks}" if llm else "-")  # fmt: skip
+    console.print(trades)
+    console.print(rewards)
     metrics = Metrics()
     records = [orjson.loads(line) for line in events.splitlines()]
     metrics.session = records[0]["session"] if records else ""
@@ -158,4 +190,5 @@ def _report(console: Any, agents: dict[str, str], policies: dict[str, Any], *,
         directory.mkdir(parents=True, exist_ok=True)
         (directory / EVENTS_FILE).write_bytes(events)
         (directory / SUMMARY_FILE).write_text(summary.model_dump_json(indent=2) + "\n")
-        console.print(f"wrote {directory / EVENTS_FILE} and {directory / SUMMARY_FILE}")
+        console.print(f"wrote {directory / EVENTS_FILE}, {directory / SUMMARY_FILE} and "
+                      f"{directory / AGENTS_FILE}")  # fmt: skip

@@ -58,7 +58,10 @@ def print_summary(summary: Summary, console: Console) -> None:
         console.print(pools)
     if summary.tenants and summary.jobs.arrived:
         tenants = Table(title="tenants")
-        for col in ("tenant", "jobs", "finished", "cost $", "SLA $", "value $", "reward $"):
+        traded = any(t.traded_usd for t in summary.tenants)
+        cols = ("tenant", "jobs", "finished", "cost $", "SLA $", "value $",
+                *(("traded $",) if traded else ()), "reward $")  # fmt: skip
+        for col in cols:
             tenants.add_column(col, justify="right" if col != "tenant" else "left")
         for t in summary.tenants:
             tenants.add_row(
@@ -68,6 +71,7 @@ def print_summary(summary: Summary, console: Console) -> None:
                 f"{t.cost_usd:,.2f}",
                 f"{t.sla_usd:,.2f}",
                 f"{t.value_usd:,.2f}",
+                *((f"{t.traded_usd:,.2f}",) if traded else ()),
                 f"{t.reward_usd:,.2f}",
             )
         console.print(tenants)

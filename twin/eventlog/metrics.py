@@ -10,6 +10,7 @@ from array import array
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -35,6 +36,7 @@ class _Tenant:
     cost_usd: float = 0.0
     sla_usd: float = 0.0
     value_usd: float = 0.0
+    traded_usd: float = 0.0
 
 
 @dataclass
@@ -58,6 +60,8 @@ class Metrics:
     _tenants: dict[str, _Tenant] = field(default_factory=lambda: defaultdict(_Tenant))
     _submit_s: dict[str, float] = field(default_factory=dict)
     _work: dict[str, float] = field(default_factory=dict)
+    # This round's offers (ids are unique within a round): maker, taker, $ each way.
+    _offers: dict[str, tuple[str, str, float, float]] = field(default_factory=dict)
     _wait_s: dict[str, float] = field(default_factory=dict)
     # Per finished job, as packed doubles (8 bytes a job, not a list's 32).
     _completion_s: array[float] = field(default_factory=lambda: array("d"))
@@ -118,6 +122,19 @@ class Metrics:
 
     def _on_sla_penalty(self, rec: Record) -> None:
         self._tenants[rec[2]].sla_usd += rec[5]
+
+    def _on_offer_made(self, rec: Record) -> None:
+        self._offers[rec[3]] = (rec[2], rec[4], _usd(rec[5]), _usd(rec[6]))
+
+    def _on_trade_settled(self, rec: Record) -> None:
+        offer = self._offers.get(rec[3])
+        if rec[5] and offer is not None:
+            maker, taker, given, taken = offer
+            self._tenants[maker].traded_usd += taken - given
+            self._tenants[taker].traded_usd += given - taken
+
+    def _on_round_committed(self, rec: Record) -> None:
+        self._offers.clear()
 
     def _on_gpus_ready(self, rec: Record) -> None:
         self._hold(rec[2], rec[3], rec[1], rec[4])
@@ -200,7 +217,8 @@ class Metrics:
                 cost_usd=t.cost_usd,
                 sla_usd=t.sla_usd,
                 value_usd=t.value_usd,
-                reward_usd=t.value_usd - t.cost_usd - t.sla_usd,
+                traded_usd=t.traded_usd,
+                reward_usd=t.value_usd + t.traded_usd - t.cost_usd - t.sla_usd,
             )
             for name, t in sorted(self._tenants.items())
             if name is not None
@@ -253,3 +271,9 @@ def quantiles(values: Sequence[float] | np.ndarray) -> Quantiles:
     return Quantiles(
         count=len(values), mean=float(a.mean()), p50=p50, p90=p90, p99=p99, max=float(a.max())
     )
+
+
+def _usd(bundle: Any) -> float:
+    """The dollars in a trade bundle, as the sim records it or as JSON decodes it."""
+    usd = bundle.get("usd", 0.0) if isinstance(bundle, dict) else bundle.usd
+    return float(usd)

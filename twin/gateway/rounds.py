@@ -22,7 +22,7 @@ class Round:
     deadline: float
     proposals: dict[str, tuple[int, Propose]] = field(default_factory=dict)
     offers: dict[str, tuple[str, int, MakeOffer]] = field(default_factory=dict)
-    answers: dict[str, tuple[str, int, bool]] = field(default_factory=dict)
+    answers: dict[str, tuple[str, int, bool, str]] = field(default_factory=dict)
     done: set[str] = field(default_factory=set)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     # Maintain: open_turns == set(asked) - done; open_offers == set(offers) - set(answers).

@@ -225,7 +225,12 @@ class Session:
         left_ms = max(int((r.deadline - self.loop.time()) * 1000), 0)
         offers = [self._view(o, frm) for frm, _, o in r.offers.values() if o.to_tenant == tenant]
         return DecisionRequested(
-            round=r.number, t_s=r.t_s, deadline_ms=left_ms, view=view, offers=offers
+            round=r.number,
+            t_s=r.t_s,
+            deadline_ms=left_ms,
+            mechanism=self.request.mechanism,
+            view=view,
+            offers=offers,
         )
 
     @staticmethod
@@ -236,6 +241,7 @@ class Session:
             to_tenant=offer.to_tenant,
             give=offer.give,
             take=offer.take,
+            reason=offer.reason,
         )
 
     async def _play(self, t_s: float, asked: list[str]) -> None:
@@ -271,16 +277,18 @@ class Session:
         self.round = None
         actions = {
             tenant: ProvisionAction(provision=p.provision, bids_usd_per_gpu=p.bids_usd_per_gpu,
-                                    placements=p.placements)
+                                    placements=p.placements, reason=p.reason)
             for tenant, (_, p) in r.proposals.items()
             if tenant in r.asked
         }  # fmt: skip
         order = {t: i for i, t in enumerate(self.tenants)}
         made = sorted(r.offers.values(), key=lambda x: (order[x[0]], x[1]))
-        offers = [Offer(o.offer_id, frm, o.to_tenant, o.give, o.take) for frm, _, o in made]
-        answers = {oid: yes for oid, (_, _, yes) in r.answers.items()}
+        offers = [Offer(o.offer_id, frm, o.to_tenant, o.give, o.take, o.reason)
+                  for frm, _, o in made]  # fmt: skip
+        answers = {oid: yes for oid, (_, _, yes, _) in r.answers.items()}
+        why = {oid: reason for oid, (_, _, _, reason) in r.answers.items() if reason}
         outcomes = self.driver.commit_round(
-            actions, self.defaults, offers=offers, answers=answers,
+            actions, self.defaults, offers=offers, answers=answers, answer_reasons=why,
             mechanism=self.request.mechanism,
         )  # fmt: skip
         defaulted = [t for t in r.asked if t not in actions]
@@ -358,7 +366,12 @@ class Session:
                     ErrorCode.BAD_OFFER,
                     f"no offer {message.offer_id!r} to {tenant!r} in round {r.number}",
                 )
-            r.answers[message.offer_id] = (tenant, message.seq, isinstance(message, AcceptOffer))
+            r.answers[message.offer_id] = (
+                tenant,
+                message.seq,
+                isinstance(message, AcceptOffer),
+                message.reason,
+            )
             r.open_offers.discard(message.offer_id)
             if self._settled(r):
                 r.wake.set()

@@ -9,13 +9,22 @@ from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt
 from twin.schema.base import Frozen
 from twin.schema.scenario import PlanSpec
 
+REASON_CHARS = 240
+"""The longest stated reason a decision, offer or answer may carry."""
+
+
+def _empty(text: str) -> bool:
+    return not text
+
 
 class Placement(Frozen):
     """Start a queued kernel job now on a pool, with this plan (scored by the kernel)."""
 
     job_id: str
     pool: str
-    plan: PlanSpec = PlanSpec()
+    plan: PlanSpec | None = Field(
+        None, description="The plan to run; none: the job's own plan, as scored in its verdicts."
+    )
 
 
 class Bundle(Frozen):
@@ -34,6 +43,9 @@ class ProvisionAction(Frozen):
     provision: dict[str, int] = Field(default_factory=dict)
     bids_usd_per_gpu: dict[str, NonNegativeFloat] = Field(default_factory=dict)
     placements: list[Placement] = Field(default_factory=list, max_length=256)
+    reason: str = Field(
+        "", max_length=REASON_CHARS, exclude_if=_empty, description="Why, in a few words."
+    )
 
 
 class GpuClusterAction(Frozen):
@@ -90,6 +102,12 @@ class TenantObservation(Frozen):
     reasons: list[str]
     budget_usd: float | None
     spent_usd: float
+    value_usd_per_gpu_h: NonNegativeFloat = Field(
+        0.0, description="What a GPU-hour of this tenant's finished work is worth."
+    )
+    sla_usd_per_job_h: NonNegativeFloat = Field(
+        0.0, description="The penalty per hour each of its jobs waits in the queue."
+    )
     queue_length: NonNegativeInt
     queued_gpus: NonNegativeFloat
     running_jobs: NonNegativeInt

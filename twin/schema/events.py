@@ -118,12 +118,14 @@ class OfferMade(Event):
     to_tenant: str
     give: dict[str, Any]
     take: dict[str, Any]
+    reason: str = Field("", description="The maker's stated reason.")
 
 
 class OfferAnswered(Event):
     kind: Literal["offer_answered"] = "offer_answered"
     offer_id: str
     accepted: bool
+    reason: str = Field("", description="The answerer's stated reason.")
 
 
 class TradeSettled(Event):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from twin.schema.base import Frozen
 
 
@@ -32,6 +34,7 @@ class TenantSummary(Frozen):
     cost_usd: float
     sla_usd: float
     value_usd: float
+    traded_usd: float = Field(0.0, description="Net dollars received in trades.")
     reward_usd: float
 
 

@@ -37,4 +37,5 @@ OPTIMIZERS: tuple[Optimizer, ...] = get_args(Optimizer)
 EVENTS_FILE = "events.jsonl"
 SUMMARY_FILE = "summary.json"
 REPLAY_FILE = "replay.json"
+AGENTS_FILE = "agents.json"  # a played session's per-agent report
 """What a run writes into its output directory: the event log, its summary, a replay's report."""

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, TypeAdapter
 
-from twin.schema.actions import Bundle, Placement, TenantObservation
+from twin.schema.actions import REASON_CHARS, Bundle, Placement, TenantObservation
 from twin.schema.base import Frozen
 from twin.schema.codes import ErrorCode
 from twin.schema.vocabulary import Mechanism
@@ -43,6 +43,7 @@ class Propose(Frozen):
     )
     placements: list[Placement] = Field(default_factory=list, max_length=256)
     final: bool = Field(False, description="Also end the turn (as EndTurn would).")
+    reason: str = Field("", max_length=REASON_CHARS, description="Why, in a few words (logged).")
 
 
 class MakeOffer(Frozen):
@@ -53,6 +54,7 @@ class MakeOffer(Frozen):
     to_tenant: str
     give: Bundle
     take: Bundle
+    reason: str = Field("", max_length=REASON_CHARS, description="Shown to the other tenant.")
 
 
 class AcceptOffer(Frozen):
@@ -60,6 +62,7 @@ class AcceptOffer(Frozen):
     round: NonNegativeInt
     seq: NonNegativeInt
     offer_id: str
+    reason: str = Field("", max_length=REASON_CHARS)
 
 
 class RejectOffer(Frozen):
@@ -67,6 +70,7 @@ class RejectOffer(Frozen):
     round: NonNegativeInt
     seq: NonNegativeInt
     offer_id: str
+    reason: str = Field("", max_length=REASON_CHARS)
 
 
 class EndTurn(Frozen):
@@ -94,6 +98,7 @@ class OfferView(Frozen):
     to_tenant: str
     give: Bundle
     take: Bundle
+    reason: str = ""
 
 
 class Welcomed(Frozen):
@@ -112,8 +117,12 @@ class DecisionRequested(Frozen):
     round: int
     t_s: float
     deadline_ms: int = Field(description="Wall-clock milliseconds left to answer.")
+    mechanism: Mechanism = Field(
+        "proportional",
+        description="How scarce GPUs are shared this round (bids count in 'auction').",
+    )
     view: TenantObservation
-    offers: list[OfferView]
+    offers: list[OfferView] = Field(description="Offers made to this tenant so far this round.")
 
 
 class OfferReceived(Frozen):

@@ -104,9 +104,11 @@ class ClusterModel:
         return mediator.commit(self, inputs)
 
     def settle_reward(self, tenant: int) -> float:
-        """Value earned minus money spent and SLA penalties since the tenant's last round."""
+        """Value earned and trade money received, minus money spent and SLA penalties, since the
+        tenant's last round."""
         ledger = self.ledgers[tenant]
-        total = ledger.value_usd - ledger.spent_at(self.env.now) - ledger.sla_usd
+        total = (ledger.value_usd + ledger.traded_usd - ledger.spent_at(self.env.now)
+                 - ledger.sla_usd)  # fmt: skip
         reward, self._reward_base[tenant] = total - self._reward_base[tenant], total
         return reward
 

@@ -165,6 +165,7 @@ class Driver(Generic[Obs, Act]):
         *,
         offers: Sequence[Offer] = (),
         answers: Mapping[str, bool] | None = None,
+        answer_reasons: Mapping[str, str] | None = None,
         mechanism: Mechanism = "proportional",
         announce_defaults: bool = True,
     ) -> Mapping[str, TenantOutcome]:
@@ -188,7 +189,8 @@ class Driver(Generic[Obs, Act]):
                 defaulted.append(tenant)
             else:
                 labels[tenant] = policy.name
-        return self.act(chosen, labels, offers=offers, answers=answers, mechanism=mechanism,
+        return self.act(chosen, labels, offers=offers, answers=answers,
+                        answer_reasons=answer_reasons, mechanism=mechanism,
                         defaulted=defaulted)  # fmt: skip
 
     def act(
@@ -198,6 +200,7 @@ class Driver(Generic[Obs, Act]):
         *,
         offers: Sequence[Offer] = (),
         answers: Mapping[str, bool] | None = None,
+        answer_reasons: Mapping[str, str] | None = None,
         mechanism: Mechanism = "proportional",
         defaulted: Sequence[str] = (),
     ) -> Mapping[str, TenantOutcome]:
@@ -221,16 +224,17 @@ class Driver(Generic[Obs, Act]):
                 ("decision_made", now, tenant, policies.get(tenant, "external"), action)
             )
         answers = answers or {}
+        why = answer_reasons or {}
         for offer in offers:
             self.log.append(
                 ("offer_made", now, offer.from_tenant, offer.offer_id, offer.to_tenant,
-                 offer.give, offer.take)
+                 offer.give, offer.take, offer.reason)
             )  # fmt: skip
         for offer in offers:
             if offer.offer_id in answers:
                 self.log.append(
                     ("offer_answered", now, offer.to_tenant, offer.offer_id,
-                     answers[offer.offer_id])
+                     answers[offer.offer_id], why.get(offer.offer_id, ""))
                 )  # fmt: skip
         accepted = frozenset(o for o, yes in answers.items() if yes) if answers else NONE_ACCEPTED
         outcomes = self.model.commit(RoundInputs(items, offers, accepted, mechanism))

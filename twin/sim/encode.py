@@ -251,12 +251,13 @@ class PlacementVerdict:
 
 def evaluate_placements(
     cfg: ClusterScenario,
-    requests: list[tuple[int, int, float, int, PlanSpec]],
+    requests: list[tuple[int, int, float, int, PlanSpec | None]],
     *,
     capacity_gpus: float,
     demand_gpus: tuple[float, ...],
 ) -> list[PlacementVerdict]:
-    """One kernel call for a round's placements: (tenant, workload, gpus, pool, plan) each.
+    """One kernel call for a round's placements: (tenant, workload, gpus, pool, plan) each; no
+    plan means the workload's own (under the pool's power cap), as the job's verdicts scored it.
 
     Difference rewards come from the same pass, with the tenants' demands as the round context.
     """
@@ -272,7 +273,8 @@ def evaluate_placements(
         unknown.append(gpu_type not in tables.gpu_names)
         gpu = tables.gpu_names.index(gpu_type) if not unknown[-1] else 0
         model = _model(tables.model_names, job, cfg.tenants[tenant].name, workload)
-        plans.append(dataclasses.replace(plan(model, gpu, gpus, job.mode, spec), tenant=tenant))
+        chosen = _capped(job.plan, cfg.pools[pool].power_cap_w) if spec is None else spec
+        plans.append(dataclasses.replace(plan(model, gpu, gpus, job.mode, chosen), tenant=tenant))
     v = evaluate(
         PlanBatch.from_plans(plans),
         ClusterContext(capacity_gpus=capacity_gpus, demand_gpus=demand_gpus),

@@ -28,6 +28,7 @@ class Ledger:
     spent_usd: float = 0.0
     sla_usd: float = 0.0
     value_usd: float = 0.0
+    traded_usd: float = 0.0  # net dollars received in trades with other tenants
     next_threshold: int = 0
     alarm: int = 0
     exhausted: bool = False
@@ -147,8 +148,10 @@ class Billing:
                     amount_usd))  # fmt: skip
 
     def move_budget(self, giver: int, taker: int, usd: float) -> None:
-        """Hand `usd` of budget from one tenant to another (unlimited budgets stay unlimited)."""
+        """Pay `usd` from one tenant to another: it counts in both rewards, and moves budget
+        (unlimited budgets stay unlimited)."""
         for ledger, delta in ((self.ledgers[giver], -usd), (self.ledgers[taker], usd)):
+            ledger.traded_usd += delta
             if ledger.budget_usd is not None:
                 ledger.budget_usd += delta
                 self.arm_alarm(ledger)

@@ -41,6 +41,7 @@ class Offer:
     to_tenant: str
     give: Bundle
     take: Bundle
+    reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,8 @@ def observe(model: ClusterModel, tenant: int, reasons: list[str]) -> TenantObser
         reasons=reasons,
         budget_usd=None if ledger.budget_usd is None else ledger.budget_usd - ledger.spent_at(now),
         spent_usd=ledger.spent_at(now),
+        value_usd_per_gpu_h=ledger.value_usd_per_gpu_s * 3600,
+        sla_usd_per_job_h=ledger.sla_usd_per_job_s * 3600,
         queue_length=len(q),
         queued_gpus=model.queued_milli[tenant] / 1000,
         running_jobs=sum(len(h.running) for h in model.holdings[tenant]),

@@ -76,11 +76,12 @@ def play_round(driver: Driver[Any, Any], rnd: RecordedRound) -> None:
     policies = {rec["tenant"]: rec["policy"] for rec in rnd.actions}
     offers = [
         Offer(o["offer_id"], o["tenant"], o["to_tenant"], Bundle.model_validate(o["give"]),
-              Bundle.model_validate(o["take"]))
+              Bundle.model_validate(o["take"]), o.get("reason", ""))
         for o in rnd.offers
     ]  # fmt: skip
     answers = {a["offer_id"]: a["accepted"] for a in rnd.answers}
-    driver.act(actions, policies, offers=offers, answers=answers,
+    why = {a["offer_id"]: a["reason"] for a in rnd.answers if a.get("reason")}
+    driver.act(actions, policies, offers=offers, answers=answers, answer_reasons=why,
                mechanism=rnd.commit["mechanism"], defaulted=rnd.commit["defaulted"])  # fmt: skip
 
 
