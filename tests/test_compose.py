@@ -1,19 +1,23 @@
-"""docker compose sessions: the real Compose v2 binary validates the file, hadolint the
+"""docker compose sessions: the real Compose v2 binary validates the files, hadolint the
 Dockerfile, and the compose topology runs without Docker (no engine here): each service's
 entrypoint and command become a local process with the service's environment, service host
-names resolve to 127.0.0.1, bind mounts to their host directories, and services start in
-dependency order once their own health checks pass."""
+names resolve to 127.0.0.1, bind mounts and files the Dockerfile copies to their sources,
+services start in dependency order once their own health checks pass, and every process, the
+servers included, must finish on its own when the session ends (as `docker compose up` needs)."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +49,7 @@ def config(project: Path, *files: str) -> dict[str, Any]:
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """A copy of the compose files, so that ./runs lands in the test's directory."""
-    for name in ("docker-compose.yml", "docker-compose.builtin.yml"):
+    for name in ("docker-compose.yml", "docker-compose.builtin.yml", "docker-compose.more.yml"):
         shutil.copy(ROOT / name, tmp_path / name)
     shutil.copytree(ROOT / "compose", tmp_path / "compose")
     return tmp_path
@@ -62,11 +66,23 @@ def entrypoints() -> dict[str, list[str]]:
     return out
 
 
+def copied_files(project: Path) -> dict[str, str]:
+    """Files the Dockerfile copies from the build context to an absolute path: image path ->
+    the file in `project` (or the repository)."""
+    out = {}
+    for line in (ROOT / "Dockerfile").read_text().splitlines():
+        if (m := re.match(r"COPY (?!--)(\S+) (/\S+)$", line)) is not None:
+            here = project / m[1]
+            out[m[2]] = str(here if here.exists() else ROOT / m[1])
+    return out
+
+
 def local(service: dict[str, Any], project: Path) -> tuple[list[str], dict[str, str]]:
     """The argv and environment that run a compose service as a local process."""
     argv = service.get("entrypoint") or entrypoints()[service["build"]["target"]]
     argv = [*argv, *(service.get("command") or [])]
     mounts = {v["target"]: v["source"] for v in service.get("volumes", []) if v["type"] == "bind"}
+    mounts |= copied_files(project)
 
     def here(text: str) -> str:
         text = re.sub(r"//(gateway|llm):", "//127.0.0.1:", text)
@@ -91,28 +107,34 @@ def healthy(service: dict[str, Any], env: dict[str, str]) -> bool:
 
 
 def play(project: Path, *files: str) -> dict[str, dict[str, Any]]:
-    """Start the topology in dependency order, run the agents to their end; their reports."""
+    """Start the topology in dependency order and run it to its end, servers included; the
+    agents' reports."""
     services = config(project, *files)["services"]
     servers = [n for n, s in services.items() if "healthcheck" in s]
     agents = [n for n in services if n not in servers]
-    procs, reports = [], {}
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    reports = {}
     try:
         for name in sorted(servers, key=lambda n: len(services[n].get("depends_on", {}))):
             argv, env = local(services[name], project)
             with (project / f"{name}.log").open("wb") as log:
-                procs.append(subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT))
+                procs[name] = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                               start_new_session=True)  # fmt: skip
             assert healthy(services[name], env), (project / f"{name}.log").read_text()[-2000:]
         running = {}
         for name in agents:
             argv, env = local(services[name], project)
             running[name] = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True)
         for name, proc in running.items():
-            out, _ = proc.communicate(timeout=300)
+            out, _ = proc.communicate(timeout=600)
             assert proc.returncode == 0, name
             reports[name] = json.loads(out.splitlines()[-1])
+        for name, server in procs.items():  # the session is over: the servers finish too
+            assert server.wait(timeout=60) == 0, (project / f"{name}.log").read_text()[-2000:]
     finally:
-        for proc in procs:
-            proc.terminate()
+        for proc in procs.values():
+            with contextlib.suppress(ProcessLookupError):  # the server and what it started
+                os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)
     return reports
 
@@ -127,9 +149,32 @@ def test_the_real_compose_binary_accepts_the_file_and_its_topology() -> None:
     assert services["batch"]["depends_on"]["llm"]["condition"] == "service_healthy"
     runs = [v for v in services["gateway"]["volumes"] if v["target"] == "/runs"]
     assert runs[0]["source"] == str(ROOT / "runs")
+    assert "--exit-when-done" in services["gateway"]["command"]
+    assert services["llm"]["command"] == ["--while-up", "http://gateway:8000/health"]
     builtin = config(ROOT, "docker-compose.yml", "docker-compose.builtin.yml")["services"]
     assert "llm" not in builtin  # only under its profile
     assert "llm" not in builtin["batch"]["depends_on"]
+    more = config(ROOT, "docker-compose.yml", "docker-compose.more.yml")["services"]
+    assert set(more) == set(services) | {"vision", "chat", "etl"}
+    for agent in ("vision", "chat", "etl"):
+        assert more[agent]["depends_on"]["gateway"]["condition"] == "service_healthy"
+
+
+def test_the_twin_image_installs_the_locked_runtime_dependencies() -> None:
+    locked = {
+        m[1].lower()
+        for m in re.finditer(
+            r"^([A-Za-z0-9_.-]+)==", (ROOT / "requirements.lock").read_text(), re.M
+        )
+    }
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for requirement in project["dependencies"]:
+        name = re.match(r"[A-Za-z0-9_.-]+", requirement)
+        assert name is not None
+        assert name[0].lower().replace("_", "-") in locked, f"{name[0]} is not in the lock"
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "--require-hashes --no-deps -r requirements.lock" in dockerfile
+    assert "pip install --no-cache-dir --no-deps ." in dockerfile
 
 
 def test_the_dockerfile_passes_hadolint() -> None:
@@ -147,6 +192,16 @@ def test_the_built_in_topology_plays_a_session_as_local_processes(project: Path)
     assert {r["defaulted_rounds"] for r in reports.values()} == {0}
     log = (project / "runs" / "main.jsonl").read_text().splitlines()
     assert json.loads(log[-1])["kind"] == "episode_ended"
+
+
+def test_more_agents_play_the_six_team_market(project: Path) -> None:
+    reports = play(project, "docker-compose.yml", "docker-compose.more.yml",
+                   "docker-compose.builtin.yml")  # fmt: skip
+    assert set(reports) == {"research", "inference", "batch", "vision", "chat", "etl"}
+    assert {r["end_reason"] for r in reports.values()} == {"horizon"}
+    assert {r["defaulted_rounds"] for r in reports.values()} == {0}
+    started = json.loads((project / "runs" / "main.jsonl").read_text().splitlines()[0])
+    assert started["scenario"] == "market-6"
 
 
 @pytest.mark.llm

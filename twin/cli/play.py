@@ -87,7 +87,10 @@ async def _play(
     from twin.gateway.keys import REGISTRY
 
     console = Console()
-    app = create_app(GatewayConfig(round_timeout_ms=args.round_timeout_ms))
+    # The operator's own process: the round deadline is whatever it asks for.
+    cap_ms = max(args.round_timeout_ms, GatewayConfig().max_round_timeout_ms)
+    app = create_app(GatewayConfig(round_timeout_ms=args.round_timeout_ms,
+                                   max_round_timeout_ms=cap_ms))  # fmt: skip
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

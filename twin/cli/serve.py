@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     import asyncio
 
     from twin.gateway.config import DeclaredSession
+    from twin.gateway.session import Session
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -55,6 +56,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="declare a session (YAML/JSON: session_id, scenario, seed, agents, tokens, ...) "
         "that agents join by name; tokens may come from $TWIN_TOKEN_<TENANT>",
     )
+    sv.add_argument(
+        "--exit-when-done",
+        action="store_true",
+        help="with --session or --session-file: stop once that session has ended and its "
+        "agents have left (a compose service that finishes)",
+    )
     sv.add_argument("--mechanism", choices=MECHANISMS, default="proportional")
     sv.add_argument("--clock", choices=CLOCKS, default="lockstep")
     sv.add_argument("--seed", type=int, default=0)
@@ -62,6 +69,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def serve_command(args: argparse.Namespace) -> int:
+    import asyncio
+
     import structlog
     from aiohttp import web
 
@@ -97,6 +106,7 @@ def serve_command(args: argparse.Namespace) -> int:
     if token is None:
         print(f"operator token (generated): {config.admin_token}", file=sys.stderr, flush=True)
     app = create_app(config)
+    stoppers: list[asyncio.Task[None]] = []  # held here: the loop keeps only weak references
     if args.session_file:
         declared = declared_session(Path(args.session_file), os.environ)
 
@@ -109,6 +119,8 @@ def serve_command(args: argparse.Namespace) -> int:
 
         async def open_declared(app: web.Application) -> None:
             session = app[REGISTRY].create(request, session_id=declared.session_id)
+            if args.exit_when_done:
+                stoppers.append(asyncio.create_task(stop_after(session)))
             structlog.get_logger().info(
                 "session_open", session_id=session.id, read_token=session.read_token,
                 generated_tokens={t: k for t, k in session.tokens.items()
@@ -127,6 +139,8 @@ def serve_command(args: argparse.Namespace) -> int:
 
         async def open_session(app: web.Application) -> None:
             session = app[REGISTRY].create(request)
+            if args.exit_when_done:
+                stoppers.append(asyncio.create_task(stop_after(session)))
             structlog.get_logger().info(
                 "session_open",
                 session_id=session.id,
@@ -145,6 +159,22 @@ def serve_command(args: argparse.Namespace) -> int:
     )
     log.info("gateway_stopped")
     return 0
+
+
+async def stop_after(session: Session, linger_s: float = 10.0) -> None:
+    """Stop the server (as SIGTERM would) once `session` has ended and its agents have left,
+    or `linger_s` after it ended."""
+    import asyncio
+    import signal
+
+    while session.task is None:
+        await asyncio.sleep(0.1)
+    await asyncio.wait([session.task])
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + linger_s
+    while session.agents and loop.time() < deadline:
+        await asyncio.sleep(0.1)
+    signal.raise_signal(signal.SIGTERM)
 
 
 def operator_token(path: str | None) -> str | None:
@@ -190,7 +220,8 @@ def _event_loop() -> asyncio.AbstractEventLoop:
 
 def declared_session(path: Path, environ: Mapping[str, str]) -> DeclaredSession:
     """The session a file declares, with tenant tokens from `$TWIN_TOKEN_<TENANT>` where the
-    file gives none; errors name the file and the field."""
+    file gives none, and a scenario file named relative to the session file; errors name the
+    file and the field."""
     import yaml
     from pydantic import ValidationError
 
@@ -203,6 +234,9 @@ def declared_session(path: Path, environ: Mapping[str, str]) -> DeclaredSession:
         raise ConfigError(f"--session-file {path}: cannot read it as YAML/JSON: {exc}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"--session-file {path}: a session must be a mapping")
+    scenario = raw.get("scenario")
+    if isinstance(scenario, str) and scenario.endswith((".yaml", ".yml", ".json")):
+        raw["scenario"] = str(path.parent / scenario)  # an absolute path stays as it is
     agents, tokens = raw.get("agents"), raw.get("tokens", {})
     if isinstance(agents, list) and isinstance(tokens, dict):  # else validation says what
         env = {t: environ.get(f"TWIN_TOKEN_{str(t).upper().replace('-', '_')}") for t in agents}
