@@ -11,6 +11,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -c "from twin.kernel import jit; jit.warm()"  # compile the kernel ahead
 	touch $(STAMP)
 
 # The tests run a real language model: llama.cpp's server (built from source, 5-8 minutes)

@@ -11,15 +11,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from twin.bench.kernel import random_plans
 from twin.kernel import (
     ClusterContext,
     Plan,
     PlanBatch,
     Reason,
+    Verdict,
     default_tables,
     evaluate,
     evaluate_one,
     formula,
+    jit,
     reason_names,
 )
 from twin.kernel.compile import fixing
@@ -329,3 +332,34 @@ def test_a_formula_error_points_at_the_formula_line() -> None:
     lines = range(first, first + len(source_lines))
     assert compiled.__code__.co_firstlineno == first
     assert all(line in lines for _, _, line in compiled.__code__.co_lines() if line)
+
+
+def bits(a: np.ndarray) -> np.ndarray:
+    """Floats as their bit patterns: equal only when identical (NaNs and signed zeros too)."""
+    return np.asarray(a, dtype=np.float64).view(np.int64)
+
+
+def test_compiled_single_and_batch_and_numpy_agree_bit_for_bit_on_100k_plans() -> None:
+    batch = random_plans(100_000, seed=11)
+    ctx = ClusterContext(capacity_gpus=4096, demand_gpus=(512.0, 64.0, 0.0, 2048.0))
+    compiled = evaluate(batch, ctx)
+    reference = evaluate(batch, ctx, engine="numpy")
+    for name in (*Verdict._fields[:-2], "credit"):  # every float column
+        assert np.array_equal(bits(getattr(compiled, name)), bits(getattr(reference, name))), name
+    assert np.array_equal(compiled.reasons, reference.reasons)
+    rows = [evaluate_one(batch.row(i), ctx, shares=compiled.shares) for i in range(len(batch))]
+    for j, name in enumerate(Verdict._fields):
+        column = np.array([row[j] for row in rows])
+        expected = getattr(compiled, name)
+        same = column == expected if name == "reasons" else bits(column) == bits(expected)
+        assert same.all(), f"{name}: row {int(np.flatnonzero(~same)[0])} differs"
+
+
+def test_the_compiled_formula_comes_from_the_formula_source() -> None:
+    # One source of truth: the compiled module is generated from formula.assess, per mode.
+    shape = jit.layout(default_tables())
+    text = jit.source(shape)
+    assert "def assess_train(F, I, model, gpu, n, tp, pp" in text
+    assert "def assess_serve(F, I, model, gpu, n, tp, pp" in text
+    assert '"cache": True, "error_model": "numpy"' in text
+    assert "fastmath" not in text  # no reassociation: the numbers stay numpy's

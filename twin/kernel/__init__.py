@@ -1,8 +1,8 @@
-"""The allocation kernel: numpy and the standard library only.
+"""The allocation kernel: numpy, and numba for the compiled formula (imported on first use).
 
-`evaluate(batch)` scores a structure-of-arrays batch of allocation plans in one vectorised pass;
-`evaluate_one(plan)` is the same formula compiled to plain Python for a single plan, and returns
-exactly the batch path's numbers.
+`evaluate(batch)` scores a structure-of-arrays batch of allocation plans and `evaluate_one(plan)`
+a single plan, both with the formula compiled by numba, and with exactly the same numbers as the
+formula run on numpy arrays (`evaluate(batch, engine="numpy")`, the reference).
 """
 
 from twin.kernel.evaluate import ClusterContext, Verdict, Verdicts, evaluate, evaluate_one

@@ -1,4 +1,5 @@
-"""Specialise the formula: scalar Python for one plan, and constant-folded variants per mode.
+"""Specialise the formula: scalar Python for one plan, constant-folded variants per mode, and
+the source numba compiles.
 
 `scalar(fn)` rewrites calls on the ops namespace `O`: `O.where(c, a, b)` becomes
 `(a if c else b)`, `O.maximum`/`O.minimum` become `max`/`min`, `O.sqrt`/`O.floor` their `math`
@@ -223,3 +224,83 @@ class NumpyOps:
     minimum = staticmethod(np.minimum)
     sqrt = staticmethod(np.sqrt)
     floor = staticmethod(np.floor)
+
+
+Slot = tuple[str, int, int]
+"""Where a table lives in the packed arrays: ("F" floats or "I" ints, offset, row width)."""
+
+
+def table_keys(fn: Callable[..., Any]) -> dict[str, str]:
+    """Each table the formula reads (`T.x[key]`), with its key expression (one per table)."""
+    keys: dict[str, set[str]] = {}
+    for node in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(fn)))):
+        if (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Attribute)
+            and isinstance(node.value.value, ast.Name)
+            and node.value.value.id == "T"
+        ):
+            keys.setdefault(node.value.attr, set()).add(ast.unparse(node.slice))
+    several = {k: v for k, v in keys.items() if len(v) > 1}
+    if several:
+        raise ValueError(f"tables read with more than one key cannot be packed: {several}")
+    return {k: next(iter(v)) for k, v in keys.items()}
+
+
+class _Packed(ast.NodeTransformer):
+    """`T.x[key]` becomes a read of the packed array at `key * width + offset`; `T.n` (ints)
+    becomes the literal."""
+
+    def __init__(self, slots: dict[str, Slot], ints: dict[str, int]) -> None:
+        self.slots = slots
+        self.ints = ints
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        self.generic_visit(node)
+        value = node.value
+        if not (
+            isinstance(value, ast.Attribute)
+            and isinstance(value.value, ast.Name)
+            and value.value.id == "T"
+        ):
+            return node
+        array, offset, width = self.slots[value.attr]
+        index: ast.expr = node.slice
+        if width > 1:
+            index = ast.BinOp(left=index, op=ast.Mult(), right=ast.Constant(width))
+        if offset:
+            index = ast.BinOp(left=index, op=ast.Add(), right=ast.Constant(offset))
+        return ast.copy_location(
+            ast.Subscript(value=ast.Name(id=array, ctx=ast.Load()), slice=index, ctx=ast.Load()),
+            node,
+        )
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.value, ast.Name) and node.value.id == "T" and node.attr in self.ints:
+            return ast.copy_location(ast.Constant(self.ints[node.attr]), node)
+        return node
+
+
+def packed_source(
+    fn: Callable[..., Any], name: str, slots: dict[str, Slot], ints: dict[str, int],
+    **fixed: bool,
+) -> str:  # fmt: skip
+    """The scalar formula as source text for numba: tables read from the packed arrays `F`
+    (floats) and `I` (ints), passed first instead of `O` and `T`; same operations, same order."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    for transformer in (_Fix(fixed), _Packed(slots, ints), _Constants(fn.__globals__), _Bits(),
+                        _Inline()):  # fmt: skip
+        tree = transformer.visit(tree)
+    _drop_dead(tree)
+    func = tree.body[0]
+    assert isinstance(func, ast.FunctionDef)
+    func.name = name
+    params = [a for a in func.args.args if a.arg not in ("O", "T")]
+    func.args.args = [ast.arg("F"), ast.arg("I"), *params]
+    for a in func.args.args:
+        a.annotation = None
+    func.returns = None
+    func.body = [s for s in func.body if not (isinstance(s, ast.Expr)
+                                                and isinstance(s.value, ast.Constant))]  # fmt: skip
+    return ast.unparse(ast.fix_missing_locations(tree))

@@ -1,15 +1,18 @@
-"""The kernel's API: evaluate a batch of plans, or one plan, with exactly the same numbers."""
+"""The kernel's API: evaluate a batch of plans, or one plan, with exactly the same numbers.
+
+Both run the formula compiled by numba (`twin.kernel.jit`); `engine="numpy"` runs the same
+formula on numpy arrays instead, the reference the compiled code is tested against bit for bit.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-from twin.kernel import formula, settle
+from twin.kernel import formula, jit, settle
 from twin.kernel.compile import NumpyOps, fixing, scalar
 from twin.kernel.plans import INFEASIBLE, Plan, PlanBatch, Reason
 from twin.kernel.tables import Tables, default_tables
@@ -130,34 +133,19 @@ class Verdicts:
 
 
 def evaluate(
-    batch: PlanBatch, ctx: ClusterContext = ALONE, tables: Tables | None = None
+    batch: PlanBatch,
+    ctx: ClusterContext = ALONE,
+    tables: Tables | None = None,
+    *,
+    engine: Literal["compiled", "numpy"] = "compiled",
 ) -> Verdicts:
-    """Evaluate B plans in one vectorised pass (numpy, in chunks of `CHUNK` rows)."""
+    """Evaluate B plans: the compiled formula over the rows (or numpy's vectorised pass)."""
     t = tables or default_tables()
     size = len(batch)
     _validate(batch, t)
-    out = {
-        name: np.empty(size, dtype=np.int64 if name == "reasons" else np.float64)
-        for name in COLUMNS
-    }
-    if size <= SMALL:
-        return _evaluate_small(batch, ctx, tables)
-    with np.errstate(all="ignore"):
-        for lo in range(0, size, CHUNK):
-            sl = slice(lo, min(lo + CHUNK, size))
-            mode = batch.mode[sl]
-            first = int(mode[0])
-            assess = _BATCH[first] if (mode == first).all() else formula.assess
-            prec = np.ascontiguousarray(batch.precision[sl].T)
-            cols = assess(
-                _NP, t, batch.model[sl], batch.gpu[sl], batch.n_gpus[sl], batch.tp[sl],
-                batch.pp[sl], prec[0], prec[1], prec[2], prec[3], prec[4], prec[5], mode,
-                batch.micro_batch[sl], batch.seq_len[sl], batch.micro_batches[sl],
-                batch.optimizer[sl], batch.zero[sl], batch.checkpointing[sl],
-                batch.power_cap_w[sl], batch.tokens[sl],
-            )  # fmt: skip
-            for name, col in zip(COLUMNS, cols, strict=True):
-                out[name][sl] = col
+    if engine == "compiled" and size <= SMALL:
+        return _evaluate_small(batch, ctx, t)
+    out = _assess_numpy(batch, t) if engine == "numpy" else _assess_compiled(batch, t)
     tenant = batch.tenant if len(batch.tenant) == size else np.zeros(size, dtype=np.int64)
     n = batch.n_gpus
     gpus, starving, fair = _round(tenant, n, ctx)
@@ -180,25 +168,83 @@ def evaluate(
     return Verdicts(credit=credit, shares=shares, **out)
 
 
+def _columns(batch: PlanBatch) -> list[np.ndarray]:
+    """The plan columns in the formula's argument order, contiguous, in the compiled types."""
+    names = ("model", "gpu", "n_gpus", "tp", "pp", "precision", "mode", "micro_batch",
+             "seq_len", "micro_batches", "optimizer", "zero", "checkpointing", "power_cap_w",
+             "tokens")  # fmt: skip
+    return [
+        np.ascontiguousarray(getattr(batch, n), dtype=np.float64 if n in FLOAT_ARGS else np.int64)
+        for n in names
+    ]
+
+
+FLOAT_ARGS = frozenset(
+    ("n_gpus", "tp", "pp", "micro_batch", "seq_len", "micro_batches", "power_cap_w", "tokens")
+)
+
+
+def _assess_compiled(batch: PlanBatch, t: Tables) -> dict[str, np.ndarray]:
+    code, packed = jit.for_tables(t)
+    size = len(batch)
+    cols = np.empty((len(COLUMNS) - 1, size))
+    reasons = np.empty(size, dtype=np.int64)
+    code.batch(packed.floats, packed.ints, *_columns(batch), cols, reasons)
+    out: dict[str, np.ndarray] = dict(zip(COLUMNS[:-1], cols, strict=True))
+    out["reasons"] = reasons
+    return out
+
+
+def _assess_numpy(batch: PlanBatch, t: Tables) -> dict[str, np.ndarray]:
+    """The formula on numpy arrays, in chunks of `CHUNK` rows."""
+    size = len(batch)
+    out = {
+        name: np.empty(size, dtype=np.int64 if name == "reasons" else np.float64)
+        for name in COLUMNS
+    }
+    with np.errstate(all="ignore"):
+        for lo in range(0, size, CHUNK):
+            sl = slice(lo, min(lo + CHUNK, size))
+            mode = batch.mode[sl]
+            first = int(mode[0])
+            assess = _BATCH[first] if (mode == first).all() else formula.assess
+            prec = np.ascontiguousarray(batch.precision[sl].T)
+            cols = assess(
+                _NP, t, batch.model[sl], batch.gpu[sl], batch.n_gpus[sl], batch.tp[sl],
+                batch.pp[sl], prec[0], prec[1], prec[2], prec[3], prec[4], prec[5], mode,
+                batch.micro_batch[sl], batch.seq_len[sl], batch.micro_batches[sl],
+                batch.optimizer[sl], batch.zero[sl], batch.checkpointing[sl],
+                batch.power_cap_w[sl], batch.tokens[sl],
+            )  # fmt: skip
+            for name, col in zip(COLUMNS, cols, strict=True):
+                out[name][sl] = col
+    return out
+
+
 def _validate(batch: PlanBatch, t: Tables) -> None:
     problems = batch.problems(t.layer_stride // 216, len(t.gpu_names))
     if problems:
         raise ValueError("invalid plans: " + "; ".join(problems))
 
 
-def _evaluate_small(batch: PlanBatch, ctx: ClusterContext, tables: Tables | None) -> Verdicts:
-    """Few rows: the scalar formula and round terms in Python beat numpy's per-call overhead.
+def _evaluate_small(batch: PlanBatch, ctx: ClusterContext, t: Tables) -> Verdicts:
+    """Few rows: the compiled formula row by row, and the round terms in Python, beat numpy's
+    per-call overhead.
 
     Same operations in the same order as the array path (tenant sums accumulate in row order,
     as bincount does), so the numbers are the same.
     """
-    t = tables or default_tables()
-    _validate(batch, t)
-    one = _SCALAR.get(id(tables)) or _compile_scalar(tables)
-    cols = [getattr(batch, name).tolist() for name in ASSESS_ARGS]
+    code, packed = jit.for_tables(t)
+    one, fl, il = code.one, packed.floats, packed.ints
+    cols = [
+        [float(v) for v in getattr(batch, name).tolist()]
+        if name in FLOAT_ARGS
+        else [int(v) for v in getattr(batch, name).tolist()]
+        for name in ASSESS_ARGS
+    ]
     prec = batch.precision.tolist()
     rows = [
-        one[m](None, None, model, gpu, n, tp, pp, *pr, m, mb, seq, mbs, opt, zero, ckpt, cap, tok)
+        one(fl, il, model, gpu, n, tp, pp, *pr, m, mb, seq, mbs, opt, zero, ckpt, cap, tok)
         for model, gpu, n, tp, pp, pr, m, mb, seq, mbs, opt, zero, ckpt, cap, tok in zip(
             *cols[:5], prec, *cols[5:], strict=True
         )
@@ -267,15 +313,22 @@ def evaluate_one(
     tables: Tables | None = None,
     shares: Shares | None = None,
 ) -> Verdict:
-    """Evaluate one plan in plain Python (a few microseconds), with the batch path's numbers.
+    """Evaluate one plan with the compiled formula (about a microsecond), with the batch path's
+    numbers.
 
     `shares` are the per-tenant totals of the round the plan belongs to (from
     `evaluate(...).shares`); without them the plan is alone in its round.
     """
     p0, p1, p2, p3, p4, p5 = plan.precision
-    one = _SCALAR.get(id(tables)) or _compile_scalar(tables)
-    mem, step_s, tps, power_w, throttle, stability, usd_h, job_s, score, reasons = one[plan.mode](
-        None, None, plan.model, plan.gpu, plan.n_gpus, plan.tp, plan.pp, p0, p1, p2, p3, p4, p5,
+    known = _ONE.get(id(tables))
+    if known is None or known[0] is not tables:
+        code, packed = jit.for_tables(tables or default_tables())
+        known = _ONE[id(tables)] = (tables, code.one, packed.floats, packed.ints)
+    _, one, fl, il = known
+    # A Plan holds its sizes as floats and its codes as ints: the types the code was compiled
+    # for, so no call compiles anew.
+    mem, step_s, tps, power_w, throttle, stability, usd_h, job_s, score, reasons = one(
+        fl, il, plan.model, plan.gpu, plan.n_gpus, plan.tp, plan.pp, p0, p1, p2, p3, p4, p5,
         plan.mode, plan.micro_batch, plan.seq_len, plan.micro_batches, plan.optimizer, plan.zero,
         plan.checkpointing, plan.power_cap_w, plan.tokens,
     )  # fmt: skip
@@ -305,18 +358,6 @@ def evaluate_one(
     return Verdict(mem, step_s, tps, power_w, throttle, stability, usd_h, job_s, score, reasons, c)
 
 
-_SCALAR: dict[int, tuple[Callable[..., Any], Callable[..., Any]]] = {}
+_ONE: dict[int, tuple[Tables | None, Any, np.ndarray, np.ndarray]] = {}
+"""Per tables object (None: the shipped ones): the compiled single-plan entry and its arrays."""
 _new = tuple.__new__
-
-
-def _compile_scalar(tables: Tables | None) -> tuple[Callable[..., Any], Callable[..., Any]]:
-    """The scalar formula per mode, with `tables` (default: the shipped ones) bound in."""
-    t = (tables or default_tables()).as_tuples()
-    one = (scalar(formula.assess, t, train=True), scalar(formula.assess, t, train=False))
-    _SCALAR[id(tables)] = one
-    if tables is not None:
-        _KEEP.append(tables)  # keep the id stable while it is a cache key
-    return one
-
-
-_KEEP: list[Tables] = []
