@@ -14,7 +14,7 @@ import numpy as np
 
 from twin.kernel import formula, jit, settle
 from twin.kernel.compile import NumpyOps, fixing, scalar
-from twin.kernel.plans import INFEASIBLE, Plan, PlanBatch, Reason
+from twin.kernel.plans import INFEASIBLE, LIMITS, PRECISIONS, Plan, PlanBatch, Reason
 from twin.kernel.tables import Tables, default_tables
 
 CHUNK = 8192  # rows per numpy pass: big enough to amortise calls, small enough for cache
@@ -179,6 +179,8 @@ def _columns(batch: PlanBatch) -> list[np.ndarray]:
     ]
 
 
+_COMPILED_DTYPES = (np.dtype(np.float64), np.dtype(np.int64))
+
 FLOAT_ARGS = frozenset(
     ("n_gpus", "tp", "pp", "micro_batch", "seq_len", "micro_batches", "power_cap_w", "tokens")
 )
@@ -222,7 +224,19 @@ def _assess_numpy(batch: PlanBatch, t: Tables) -> dict[str, np.ndarray]:
 
 
 def _validate(batch: PlanBatch, t: Tables) -> None:
-    problems = batch.problems(t.layer_stride // 216, len(t.gpu_names))
+    """Refuse a batch with a value out of range, naming the field and row. The common case (all
+    in range) is one compiled pass per column; only a bad batch is searched for the culprit."""
+    n_models, n_gpus = t.layer_stride // 216, len(t.gpu_names)
+    within = jit.for_tables(t)[0].within
+    bounds = {**LIMITS, "model": (0, n_models - 1), "gpu": (0, n_gpus - 1)}
+    columns = [(getattr(batch, name), float(lo), float(hi)) for name, (lo, hi) in bounds.items()]
+    columns.append((batch.precision, 0.0, float(len(PRECISIONS) - 1)))
+    if all(
+        col.dtype in _COMPILED_DTYPES and col.flags.c_contiguous and within(col, lo, hi)
+        for col, lo, hi in columns
+    ):
+        return
+    problems = batch.problems(n_models, n_gpus)
     if problems:
         raise ValueError("invalid plans: " + "; ".join(problems))
 

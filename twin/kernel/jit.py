@@ -64,6 +64,14 @@ def batch(F, I, model, gpu, n, tp, pp, prec, mode, mb, seq, mbs, opt, zero, ckpt
         out[7, i] = r[7]
         out[8, i] = r[8]
         reasons[i] = r[9]
+
+
+@njit(**OPTIONS)
+def within(values, lo, hi):
+    for v in values.flat:
+        if not (lo <= v <= hi):  # NaN compares false: out of range
+            return False
+    return True
 """
 
 _HEAD = '''"""Generated from twin/kernel/formula.py by twin.kernel.jit; do not edit."""
@@ -167,6 +175,7 @@ class Compiled:
 
     one: Any
     batch: Any
+    within: Any  # (array, lo, hi) -> every value in [lo, hi]
     layout: Layout
     load_s: float  # generating, importing and (the first time anywhere) compiling
 
@@ -204,7 +213,8 @@ def compiled(shape: Layout) -> Compiled:
         partial.replace(path)  # atomic: concurrent processes see a whole file or none
     module = _import(path, digest)
     _warm(module)
-    made = Compiled(module.one, module.batch, shape, time.perf_counter() - started)
+    made = Compiled(module.one, module.batch, module.within, shape,
+                    time.perf_counter() - started)  # fmt: skip
     _MODULES[digest] = made
     return made
 
@@ -229,6 +239,8 @@ def _warm(module: ModuleType) -> None:
                  f + 1, i, i, i, f, f, np.zeros((9, 1)), np.zeros(1, dtype=np.int64))  # fmt: skip
     module.one(packed.floats, packed.ints, 0, 0, 1.0, 1.0, 1.0, 0, 0, 0, 0, 0, 0, 0, 1.0, 1.0,
                1.0, 0, 0, 0, 0.0, 0.0)  # fmt: skip
+    for column in (f, i, prec):
+        module.within(column, 0.0, 1.0)
 
 
 def warm() -> float:
