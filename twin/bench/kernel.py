@@ -111,7 +111,7 @@ def bench_kernel(quick: bool) -> Result:
         size: _rates(random_plans(size, seed=2), repeats if size > 1 else 50, "compiled")
         for size in sizes
     }
-    numpy = {
+    reference = {
         size: _rates(random_plans(size, seed=2), repeats if size > 1 else 50, "numpy")
         for size in sizes
     }
@@ -128,7 +128,7 @@ def bench_kernel(quick: bool) -> Result:
         "  batch size     compiled wall/s     compiled CPU/s        numpy wall/s   compiled/numpy",
         *(
             f"  {size:>10,} {compiled[size][0]:>18,.0f} {compiled[size][1]:>18,.0f} "
-            f"{numpy[size][0]:>19,.0f} {compiled[size][0] / numpy[size][0]:>15.1f}x"
+            f"{reference[size][0]:>19,.0f} {compiled[size][0] / reference[size][0]:>15.1f}x"
             for size in sizes
         ),
         f"  batch of {big:,}, training plans only: {train_wall:,.0f}/s wall, "
@@ -144,7 +144,7 @@ def bench_kernel(quick: bool) -> Result:
         "single_vs_target": round(TARGET_SINGLE_US / single_us, 2),
         **{f"batch_{size}_evals_per_s_wall": round(compiled[size][0]) for size in sizes},
         **{f"batch_{size}_evals_per_s_cpu": round(compiled[size][1]) for size in sizes},
-        **{f"batch_{size}_vs_numpy": round(compiled[size][0] / numpy[size][0], 2)
+        **{f"batch_{size}_vs_numpy": round(compiled[size][0] / reference[size][0], 2)
            for size in sizes},
         f"batch_{big}_train_evals_per_s_wall": round(train_wall),
         "batch_vs_target": round(compiled[big][0] / TARGET_BATCH_PER_S, 2),

@@ -1,16 +1,19 @@
-"""Specialise the formula: scalar Python for one plan, constant-folded variants per mode, and
-the source numba compiles.
+"""Specialise the formula: constant-folded numpy variants per mode, the scalar source numba
+compiles, and scalar Python for the round terms.
 
-`scalar(fn)` rewrites calls on the ops namespace `O`: `O.where(c, a, b)` becomes
-`(a if c else b)`, `O.maximum`/`O.minimum` become `max`/`min`, `O.sqrt`/`O.floor` their `math`
-forms. Nothing else changes, so the scalar function performs the same IEEE operations in the
-same order as numpy does on arrays: both paths agree bit for bit.
+`scalar(fn)` (and `packed_source` for numba) rewrites calls on the ops namespace `O`:
+`O.where(c, a, b)` becomes `(a if c else b)`, `O.maximum`/`O.minimum` become `max`/`min`,
+`O.sqrt`/`O.floor` their `math` forms. Nothing else changes, so the scalar function performs
+the same IEEE operations in the same order as numpy does on arrays: both agree bit for bit.
 
 Reason bits set by `flag * BIT` become `BIT if flag else 0` in scalar code (the same int).
 
 `fixing(name=value)` replaces a variable by a constant and folds what becomes constant
 (`O.where(True, a, b)` is `a`, `x & True` is `x`), so a batch whose rows share a mode skips the
 other mode's terms. The surviving operations are unchanged, so results are unchanged too.
+
+`packed_source` also turns table reads `T.x[key]` into reads of two packed arrays, at offsets
+`twin.kernel.jit` lays out.
 """
 
 from __future__ import annotations
@@ -125,13 +128,7 @@ class _Constants(ast.NodeTransformer):
 
 
 class _Inline(ast.NodeTransformer):
-    """Ops calls become inline Python; table reads `T.x[i]` become reads of globals `T_x`."""
-
-    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
-        self.generic_visit(node)
-        if isinstance(node.value, ast.Name) and node.value.id == "T":
-            return ast.copy_location(ast.Name(id=f"T_{node.attr}", ctx=ast.Load()), node)
-        return node
+    """Ops calls become inline Python."""
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
@@ -176,9 +173,7 @@ def _drop_dead(tree: ast.Module) -> None:
         fn.body = body
 
 
-def _rebuild(
-    fn: Callable[..., Any], *transformers: ast.NodeTransformer, env: dict[str, Any] | None = None
-) -> Callable[..., Any]:
+def _rebuild(fn: Callable[..., Any], *transformers: ast.NodeTransformer) -> Callable[..., Any]:
     lines, first_line = inspect.getsourcelines(fn)
     tree = ast.parse(textwrap.dedent("".join(lines)))
     ast.increment_lineno(tree, first_line - 1)  # tracebacks point at the formula's own lines
@@ -193,22 +188,16 @@ def _rebuild(
         flags=__future__.annotations.compiler_flag,
         dont_inherit=True,
     )
-    namespace: dict[str, Any] = {
-        **fn.__globals__,
-        **(env or {}),
-        "_sqrt": math.sqrt,
-        "_floor": _floor,
-    }
+    namespace: dict[str, Any] = {**fn.__globals__, "_sqrt": math.sqrt, "_floor": _floor}
     exec(code, namespace)
     compiled: Callable[..., Any] = namespace[fn.__name__]
     return compiled
 
 
-def scalar(fn: Callable[..., Any], tables: Any = None, **fixed: bool) -> Callable[..., Any]:
-    """The scalar twin of a formula function (same signature; `O` and `T` are ignored: the
-    tables, as tuples, are bound into the function)."""
-    env = {} if tables is None else {f"T_{k}": v for k, v in vars(tables).items()}
-    return _rebuild(fn, _Fix(fixed), _Constants(fn.__globals__), _Bits(), _Inline(), env=env)
+def scalar(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The scalar twin of a formula function that reads no tables (same signature; `O` is
+    ignored). The formula itself, which reads tables, is compiled by `twin.kernel.jit`."""
+    return _rebuild(fn, _Constants(fn.__globals__), _Bits(), _Inline())
 
 
 def fixing(fn: Callable[..., Any], **fixed: bool) -> Callable[..., Any]:
@@ -230,17 +219,25 @@ Slot = tuple[str, int, int]
 """Where a table lives in the packed arrays: ("F" floats or "I" ints, offset, row width)."""
 
 
+def _table_read(node: ast.AST) -> str | None:
+    """The table `T.x[key]` reads (`x`), or None for any other node."""
+    if (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.value, ast.Attribute)
+        and isinstance(node.value.value, ast.Name)
+        and node.value.value.id == "T"
+    ):
+        return node.value.attr
+    return None
+
+
 def table_keys(fn: Callable[..., Any]) -> dict[str, str]:
     """Each table the formula reads (`T.x[key]`), with its key expression (one per table)."""
     keys: dict[str, set[str]] = {}
     for node in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(fn)))):
-        if (
-            isinstance(node, ast.Subscript)
-            and isinstance(node.value, ast.Attribute)
-            and isinstance(node.value.value, ast.Name)
-            and node.value.value.id == "T"
-        ):
-            keys.setdefault(node.value.attr, set()).add(ast.unparse(node.slice))
+        if (table := _table_read(node)) is not None:
+            assert isinstance(node, ast.Subscript)
+            keys.setdefault(table, set()).add(ast.unparse(node.slice))
     several = {k: v for k, v in keys.items() if len(v) > 1}
     if several:
         raise ValueError(f"tables read with more than one key cannot be packed: {several}")
@@ -257,14 +254,10 @@ class _Packed(ast.NodeTransformer):
 
     def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
         self.generic_visit(node)
-        value = node.value
-        if not (
-            isinstance(value, ast.Attribute)
-            and isinstance(value.value, ast.Name)
-            and value.value.id == "T"
-        ):
+        table = _table_read(node)
+        if table is None:
             return node
-        array, offset, width = self.slots[value.attr]
+        array, offset, width = self.slots[table]
         index: ast.expr = node.slice
         if width > 1:
             index = ast.BinOp(left=index, op=ast.Mult(), right=ast.Constant(width))

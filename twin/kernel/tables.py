@@ -1,15 +1,16 @@
 """Lookup tables the formula reads, built once from `data/*.json`.
 
-Every table is flat float64, so the same index expression works on numpy arrays (batch path)
-and on tuples (single-plan path). Keys: kl = model * 216 + layer precisions (attention * 36 +
-mlp * 6 + moe); ke = model * 36 + edge precisions (embedding * 6 + head); kn = model * 6 + norm
-precision; kgl / kge prefix those with the accelerator: (gpu * n_models + model) * 216 + ...
+Every table is flat (float64, or int64 for the degenerate-plan bits), so one index expression
+reads it on numpy arrays and, once `twin.kernel.jit` has packed the tables, in compiled code.
+Keys: kl = model * 216 + layer precisions (attention * 36 + mlp * 6 + moe); ke = model * 36 +
+edge precisions (embedding * 6 + head); kn = model * 6 + norm precision; kgl / kge prefix those
+with the accelerator: (gpu * n_models + model) * 216 + ...
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -121,14 +122,6 @@ class Tables:
     def model(self, name: str) -> int:
         """The index of a model preset by name."""
         return _index(self.model_names, name, "model")
-
-    def as_tuples(self) -> Tables:
-        """The same tables as tuples of Python floats (for the single-plan path)."""
-        values: dict[str, Any] = {
-            f.name: tuple(v.tolist()) if isinstance(v := getattr(self, f.name), np.ndarray) else v
-            for f in fields(self)
-        }
-        return replace(self, **values)
 
 
 def _index(names: tuple[str, ...], name: str, what: str) -> int:
