@@ -50,7 +50,6 @@ class LLMStats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_ms: list[float] = field(default_factory=list)
-    turns: list[Turn] = field(default_factory=list)  # the model's own turns, in order
 
     def summary(self) -> dict[str, Any]:
         lat = sorted(self.latency_ms)
@@ -133,7 +132,6 @@ class LLMPolicy:
         turn, self._decided = to_turn(answer)
         self.stats.offers_made += len(turn.offers)
         self.stats.placements += len(turn.placements)
-        self.stats.turns.append(turn)
         return turn
 
     async def answer(self, offer: OfferView, request: DecisionRequested | None) -> Answer:

@@ -11,8 +11,9 @@ from twin.schema.actions import Bundle, PoolView, TenantObservation
 from twin.schema.wire import DecisionRequested, OfferView, RoundCommitted
 
 
-def _idle(p: PoolView) -> int:
-    return p.ready - math.ceil(p.busy_gpus)
+def _unmet(view: TenantObservation) -> int:
+    """GPUs the waiting jobs need beyond the idle and pending ones the tenant holds."""
+    return math.ceil(view.queued_gpus) - sum(p.idle_gpus + p.pending for p in view.pools)
 
 
 def _cheapest(view: TenantObservation) -> list[PoolView]:
@@ -33,10 +34,10 @@ class Baseline(Quiet):
         pools = _cheapest(view)
         if not pools:
             return Turn()
-        idle = sum(max(_idle(p), 0) for p in view.pools)
+        idle = sum(p.idle_gpus for p in view.pools)
         delta = min(max(math.ceil(view.queued_gpus) - idle, -1), 2)
         if delta < 0:
-            holder = next((p for p in reversed(pools) if _idle(p) > 0), None)
+            holder = next((p for p in reversed(pools) if p.idle_gpus > 0), None)
             return Turn(provision={holder.name: -1}) if holder else Turn()
         return Turn(provision={pools[0].name: delta}) if delta else Turn()
 
@@ -49,7 +50,7 @@ class Greedy(Quiet):
 
     async def decide(self, request: DecisionRequested) -> Turn:
         view = request.view
-        need = math.ceil(view.queued_gpus) - sum(max(_idle(p), 0) + p.pending for p in view.pools)
+        need = _unmet(view)
         usable = {name for job in view.head for name in job.pools}
         pools = [p for p in view.ranked_pools("speed") if p.name in usable]
         return Turn(provision={pools[0].name: need}) if need > 0 and pools else Turn()
@@ -71,8 +72,8 @@ class FairShare(Quiet):
             capacity = p.ready + p.pending + p.free_capacity
             share = capacity // self.tenants
             held = p.ready + p.pending
-            if held > share and _idle(p) > 0:
-                change[p.name] = -min(held - share, _idle(p))
+            if held > share and p.idle_gpus > 0:
+                change[p.name] = -min(held - share, p.idle_gpus)
             elif wanted > 0 and held < share:
                 n = min(share - held, wanted)
                 change[p.name] = n
@@ -131,7 +132,7 @@ class Negotiator:
         order = self.buyers + [t for t in self.others if t not in self.buyers]
         offers = []
         for pool in view.pools:
-            spare = _idle(pool)
+            spare = pool.idle_gpus
             if spare <= 0:
                 continue
             lot = math.ceil(spare / len(order))
@@ -154,8 +155,7 @@ class Negotiator:
         pools = {p.name: p for p in view.pools}
         usable = {name for job in view.head for name in job.pools}
         n = sum(offer.give.gpus.values())
-        held = sum(max(_idle(p), 0) + p.pending for p in view.pools)
-        need = math.ceil(view.queued_gpus) - held - self._coming
+        need = _unmet(view) - self._coming
         if need < n:
             return Answer(False, f"my queue needs {max(need, 0)} more GPUs, not {n}")
         worth = 0.0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import math
+from functools import cache
 from importlib import resources
 
 from twin.schema.actions import Bundle, PoolView, TenantObservation
@@ -11,6 +11,7 @@ from twin.schema.wire import DecisionRequested, OfferView
 HEAD_SHOWN = 4  # waiting jobs shown, of the ones the request carries
 
 
+@cache
 def template(name: str) -> str:
     return (resources.files("agents") / "prompts" / f"{name}.txt").read_text()
 
@@ -86,7 +87,7 @@ def decision(request: DecisionRequested, shape: str) -> str:
 def offer(offer: OfferView, request: DecisionRequested, shape: str) -> str:
     """The user message for an answer to one offer made after the turn."""
     v = request.view
-    idle = sum(max(p.ready - math.ceil(p.busy_gpus), 0) for p in v.pools)
+    idle = sum(p.idle_gpus for p in v.pools)
     pools = "; ".join(
         f"{p.name} ${p.price_usd_per_gpu_h:.2f} x{p.speed:g} "
         f"{p.mean_provision_delay_s / 60:.0f} min"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt
@@ -67,6 +68,11 @@ class PoolView(Frozen):
     pending: NonNegativeInt
     down: NonNegativeInt = Field(description="GPUs of the pool (all tenants) under repair.")
     free_capacity: NonNegativeInt = Field(description="GPUs the pool can still provision.")
+
+    @property
+    def idle_gpus(self) -> int:
+        """Ready GPUs of this tenant that no job of it is using (a fraction counts as busy)."""
+        return max(self.ready - math.ceil(self.busy_gpus), 0)
 
 
 class PlanVerdict(Frozen):
