@@ -8,6 +8,7 @@ answers that validate, and a 135M-parameter model has little to get wrong.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
@@ -21,7 +22,8 @@ PLACE_MAX = 4  # placements in one answer
 BID_LEVELS_USD = (0, 1, 2, 3, 4, 6, 8, 12, 16)  # sealed bids per GPU, under the auction
 USD_LEVELS = (0, 1, 2, 5, 10, 20, 50)  # dollars offered or asked in one offer
 NOBODY = "nobody"
-REASON_CHARS = 120
+VERDICTS = ("accept", "reject")
+SAID_CHARS = 120  # a reason the model writes: shorter than the wire allows, to keep it terse
 
 STRICT = ConfigDict(extra="forbid")
 
@@ -60,17 +62,17 @@ def answer_model(request: DecisionRequested, tenants: tuple[str, ...]) -> type[B
         fields["offer"] = (offer, ...)
     offered = tuple(o.offer_id for o in request.offers)
     if offered:
-        verdicts: dict[str, Any] = dict.fromkeys(offered, (_enum(("accept", "reject")), ...))
+        verdicts: dict[str, Any] = dict.fromkeys(offered, (_enum(VERDICTS), ...))
         fields["answers"] = (create_model("Answers", __config__=STRICT, **verdicts), ...)
-    fields["reason"] = (str, Field(max_length=REASON_CHARS))
+    fields["reason"] = (str, Field(max_length=SAID_CHARS))
     return create_model("Turn", __config__=STRICT, **fields)
 
 
+@cache
 def offer_answer_model() -> type[BaseModel]:
-    """The model of an answer to one offer."""
-    return create_model("OfferAnswer", __config__=STRICT,
-                        answer=(_enum(("accept", "reject")), ...),
-                        reason=(str, Field(max_length=REASON_CHARS)))  # fmt: skip
+    """The model of an answer to one offer (the same for every offer)."""
+    return create_model("OfferAnswer", __config__=STRICT, answer=(_enum(VERDICTS), ...),
+                        reason=(str, Field(max_length=SAID_CHARS)))  # fmt: skip
 
 
 def shape(model: type[BaseModel]) -> str:

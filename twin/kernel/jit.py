@@ -176,8 +176,6 @@ class Compiled:
     one: Any
     batch: Any
     within: Any  # (array, lo, hi) -> every value in [lo, hi]
-    layout: Layout
-    load_s: float  # generating, importing and (the first time anywhere) compiling
 
 
 _MODULES: dict[str, Compiled] = {}
@@ -190,13 +188,15 @@ def for_tables(tables: Tables) -> tuple[Compiled, Packed]:
     known = _READY.get(id(tables))
     if known is None or known[0] is not tables:
         shape = layout(tables)
-        known = (tables, compiled(shape), pack(tables, shape))
+        packed = pack(tables, shape)
+        known = (tables, compiled(shape, packed), packed)
         _READY[id(tables)] = known
     return known[1], known[2]
 
 
-def compiled(shape: Layout) -> Compiled:
-    """Import (generating on first use) the module for `shape`; compile or load its code."""
+def compiled(shape: Layout, packed: Packed) -> Compiled:
+    """Import (generating on first use) the module for `shape`; compile or load its code (a
+    first call on `packed`, tables laid out by `shape`)."""
     text = source(shape)
     import numba
 
@@ -204,7 +204,6 @@ def compiled(shape: Layout) -> Compiled:
     known = _MODULES.get(digest)
     if known is not None:
         return known
-    started = time.perf_counter()
     path = cache_dir() / f"kernel-{digest[:16]}" / f"{MODULE}.py"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -212,9 +211,8 @@ def compiled(shape: Layout) -> Compiled:
         partial.write_text(text)
         partial.replace(path)  # atomic: concurrent processes see a whole file or none
     module = _import(path, digest)
-    _warm(module)
-    made = Compiled(module.one, module.batch, module.within, shape,
-                    time.perf_counter() - started)  # fmt: skip
+    _warm(module, packed)
+    made = Compiled(module.one, module.batch, module.within)
     _MODULES[digest] = made
     return made
 
@@ -230,9 +228,9 @@ def _import(path: Path, digest: str) -> ModuleType:
     return module
 
 
-def _warm(module: ModuleType) -> None:
-    """Compile (or load from the cache) both entry points for the plan column types."""
-    packed = Packed(np.zeros(1), np.zeros(1, dtype=np.int64))
+def _warm(module: ModuleType, packed: Packed) -> None:
+    """Compile (or load from the cache) the entry points for the plan column types, with one
+    valid plan (the first model and accelerator) read from real tables."""
     f, i = np.zeros(1), np.zeros(1, dtype=np.int64)
     prec = np.zeros((1, 6), dtype=np.int64)
     module.batch(packed.floats, packed.ints, i, i, f + 1, f + 1, f + 1, prec, i, f + 1, f + 1,
