@@ -434,7 +434,49 @@ async def test_openenv_discovery_endpoints(aiohttp_client: MakeClient) -> None:
     tools = await (
         await client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
     ).json()
-    assert tools["result"] == {"tools": []}
+    listed = {t["name"]: t["inputSchema"] for t in tools["result"]["tools"]}
+    assert set(listed) == {"reset", "step", "state"}
+    assert listed["step"]["properties"]["action"] == schema["action"]
+
+
+async def mcp_call(client: Client, name: str, **arguments: Any) -> dict[str, Any]:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": name, "arguments": arguments}}  # fmt: skip
+    reply: dict[str, Any] = await (await client.post("/mcp", json=body)).json()
+    return reply
+
+
+async def test_mcp_tools_run_an_episode_and_refuse_with_coded_reasons(
+    aiohttp_client: MakeClient,
+) -> None:
+    client = await serve(aiohttp_client)
+    reset = (await mcp_call(client, "reset", seed=1, episode_id="m1", scenario="gpucluster-easy"))[
+        "result"
+    ]
+    assert reset["isError"] is False
+    assert reset["structuredContent"]["observation"]["active_gpus"] == 1
+    step = await mcp_call(client, "step", episode_id="m1", action={"gpus_to_provision": 2})
+    assert step["result"]["structuredContent"]["observation"]["active_gpus"] >= 1
+    state = (await mcp_call(client, "state", episode_id="m1"))["result"]["structuredContent"]
+    assert state["step_count"] == 1
+    bad = (await mcp_call(client, "step", episode_id="m1", action={"gpus": "many"}))["result"]
+    assert bad["isError"] is True
+    assert bad["content"][0]["text"].startswith("VALIDATION_ERROR: ")
+    unknown = await mcp_call(client, "delete_everything")
+    assert unknown["error"]["code"] == -32602
+
+
+async def test_mcp_tools_need_the_operator_token_where_the_plane_is_closed(
+    aiohttp_client: MakeClient,
+) -> None:
+    client = await serve(aiohttp_client, open_env_plane=False)
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "reset", "arguments": {"seed": 1}}}  # fmt: skip
+    refused = await (await client.post("/mcp", json=body, headers={"Authorization": ""})).json()
+    assert refused["result"]["isError"] is True
+    assert refused["result"]["content"][0]["text"].startswith("UNAUTHORIZED: ")
+    allowed = await (await client.post("/mcp", json=body)).json()  # with the operator token
+    assert allowed["result"]["isError"] is False
 
 
 async def test_openenv_websocket_runs_an_isolated_episode(aiohttp_client: MakeClient) -> None:

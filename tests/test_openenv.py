@@ -3,11 +3,13 @@ real `twin serve` process on a free loopback port."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,3 +58,25 @@ def test_the_generic_client_completes_an_episode(server: str) -> None:
         state = env.state()
         assert state["step_count"] == steps
         assert state["total_reward"] == pytest.approx(total)
+
+
+def test_openenvs_mcp_client_plays_an_episode_through_the_tools(server: str) -> None:
+    from openenv.core.mcp_client import MCPToolClient
+
+    async def play() -> tuple[list[str], list[dict[str, Any]], dict[str, Any]]:
+        client = MCPToolClient(base_url=server)
+        try:
+            names = [t.name for t in await client.list_tools()]
+            results = [await client.call_tool("reset", seed=3)]
+            while not results[-1]["done"] and len(results) < 200:
+                results.append(await client.call_tool("step", action={"gpus_to_provision": 1}))
+            return names, results, await client.call_tool("state")
+        finally:
+            await client.close()
+
+    names, results, state = asyncio.run(play())
+    assert names == ["reset", "step", "state"]
+    assert results[0]["observation"]["active_gpus"] == 1
+    assert results[-1]["done"]
+    assert state["step_count"] == len(results) - 1  # the tools act on one episode: the session's
+    assert state["total_reward"] == pytest.approx(sum(r["reward"] or 0.0 for r in results[1:]))

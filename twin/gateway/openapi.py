@@ -84,7 +84,7 @@ def document(control: ControlPlane) -> dict[str, Any]:
         "/health": {"get": _op("Liveness", ok)},
         "/metadata": {"get": _op("What this environment is", ok)},
         "/schema": {"get": _op("Action, observation and state schemas", ok)},
-        "/mcp": {"post": _op("JSON-RPC 2.0 (MCP) stub", ok)},
+        "/mcp": {"post": _op("MCP over JSON-RPC 2.0: the reset, step and state tools", ok)},
         "/v1/sessions": {
             "post": _op("Create a negotiation session",
                         {"201": {"description": "created", **_json({"type": "object"})}},

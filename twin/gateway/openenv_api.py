@@ -1,5 +1,5 @@
-"""The OpenEnv control plane's routes: WS `/ws`, HTTP `/reset`, `/step`, `/state`, and the
-discovery endpoints (`/health`, `/metadata`, `/schema`, `/mcp`).
+"""The OpenEnv control plane's routes: WS `/ws`, HTTP `/reset`, `/step`, `/state`, the same
+calls as MCP tools (`/mcp`), and the discovery endpoints (`/health`, `/metadata`, `/schema`).
 
 The plane is open (no token) when the operator allows it, as on loopback by default;
 otherwise it takes the operator's bearer token. Environment calls run in a worker thread, so a
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -27,7 +28,7 @@ from twin.gateway.http import code_of, dumps, json_of, read_body, refusal
 from twin.gateway.keys import CONFIG, CONTROL, REGISTRY
 from twin.gateway.socket_reader import frames, socket
 from twin.gateway.tokens import same_token
-from twin.rl.ego_env import EgoEnv, reset_options
+from twin.rl.ego_env import EgoEnv, EgoOptions, reset_options
 from twin.schema.codes import ErrorCode
 
 OPENENV_TYPES = ("reset", "step", "state", "close")
@@ -59,40 +60,52 @@ async def schema(request: web.Request) -> web.Response:
 
 async def http_reset(request: web.Request) -> web.Response:
     async def call(now: float) -> BaseModel:
-        control = request.app[CONTROL]
-        options = reset_options(await read_body(request, optional=True))
-        new = options.episode_id not in control.http_envs
-        held, options = control.for_reset(client_of(request), options, now)
-        try:
-            return await _in_turn(held, held.env.reset, options)
-        except TwinError:
-            if new and held.env.driver is None:  # nothing was ever reset: keep no slot
-                control.discard(str(options.episode_id))
-            raise
+        return await _reset(request, await read_body(request, optional=True), now)
 
     return await _answer(request, call)
 
 
 async def http_step(request: web.Request) -> web.Response:
     async def call(now: float) -> BaseModel:
-        body = await read_body(request)
-        action = body.get("action")
-        if not isinstance(action, dict):
-            raise ControlError(ErrorCode.VALIDATION_ERROR, 'the body must be {"action": {...}}')
-        episode = _episode(body.get("episode_id"))
-        held = request.app[CONTROL].find(client_of(request), episode, now)
-        return await _in_turn(held, held.env.step, action)
+        return await _step(request, await read_body(request), now)
 
     return await _answer(request, call)
 
 
 async def http_state(request: web.Request) -> web.Response:
     async def call(now: float) -> BaseModel:
-        episode = _episode(request.query.get("episode_id"))
-        held = request.app[CONTROL].find(client_of(request), episode, now)
-        return await _in_turn(held, held.env.state)
+        return await _state(request, {"episode_id": request.query.get("episode_id")}, now)
 
     return await _answer(request, call)
+
+
+async def _reset(request: web.Request, raw: dict[str, Any], now: float) -> BaseModel:
+    """Reset (or open) the caller's environment `episode_id` with the options in `raw`."""
+    control = request.app[CONTROL]
+    options = reset_options(raw)
+    new = options.episode_id not in control.http_envs
+    held, options = control.for_reset(client_of(request), options, now)
+    try:
+        return await _in_turn(held, held.env.reset, options)
+    except TwinError:
+        if new and held.env.driver is None:  # nothing was ever reset: keep no slot
+            control.discard(str(options.episode_id))
+        raise
+
+
+async def _step(request: web.Request, body: dict[str, Any], now: float) -> BaseModel:
+    """Step the caller's environment `episode_id` with `action`."""
+    action = body.get("action")
+    if not isinstance(action, dict):
+        raise ControlError(ErrorCode.VALIDATION_ERROR, 'the body must be {"action": {...}}')
+    held = request.app[CONTROL].find(client_of(request), _episode(body.get("episode_id")), now)
+    return await _in_turn(held, held.env.step, action)
+
+
+async def _state(request: web.Request, body: dict[str, Any], now: float) -> BaseModel:
+    """The state of the caller's environment `episode_id`."""
+    held = request.app[CONTROL].find(client_of(request), _episode(body.get("episode_id")), now)
+    return await _in_turn(held, held.env.state)
 
 
 async def _answer(
@@ -193,16 +206,43 @@ def _error(code: ErrorCode, message: str) -> str:
     return dumps({"type": "error", "data": {"code": code.value, "message": message}})
 
 
+TOOLS: dict[str, tuple[str, Callable[..., Awaitable[BaseModel]]]] = {
+    "reset": ("Start (or restart) an episode; the arguments are the reset options.", _reset),
+    "step": ("Apply one action to an episode; its observation, reward and done flag.", _step),
+    "state": ("An episode's state: its id, step count and virtual time.", _state),
+}
+
+
+def _tools(request: web.Request) -> list[dict[str, Any]]:
+    """The plane's environment calls as MCP tools, with JSON Schemas for their arguments."""
+    episode = {"type": "string", "description": "The episode (default: the caller's one)."}
+    inputs = {
+        "reset": EgoOptions.model_json_schema(),
+        "step": {"type": "object", "required": ["action"], "properties": {
+            "action": request.app[CONTROL].schema()["action"], "episode_id": episode}},
+        "state": {"type": "object", "properties": {"episode_id": episode}},
+    }  # fmt: skip
+    return [
+        {"name": name, "description": description, "inputSchema": inputs[name]}
+        for name, (description, _) in TOOLS.items()
+    ]
+
+
 async def mcp(request: web.Request) -> web.Response:
-    """A JSON-RPC 2.0 stub: it answers `initialize` and `tools/list` (no tools yet)."""
+    """MCP over JSON-RPC 2.0: `initialize`, `tools/list`, and `tools/call` for `reset`, `step`
+    and `state` (the same calls as the HTTP routes, under the same access rule). A failing call
+    is a tool result with `isError` and the coded reason, as MCP has it.
+
+    `openenv/session/create` (OpenEnv's MCP client) names a new episode; calls that carry its
+    `session_id` and no `episode_id` act on that episode."""
     try:
         call = orjson.loads(await request.read() or b"{}")
     except orjson.JSONDecodeError:
         return _rpc(None, error=(-32700, "Parse error"))
     if not isinstance(call, dict) or "method" not in call:
         return _rpc(None, error=(-32600, "Invalid Request"))
-    ident = call.get("id")
-    if call["method"] == "initialize":
+    ident, method = call.get("id"), call["method"]
+    if method == "initialize":
         return _rpc(
             ident,
             result={
@@ -211,9 +251,31 @@ async def mcp(request: web.Request) -> web.Response:
                 "capabilities": {"tools": {}},
             },
         )
-    if call["method"] == "tools/list":
-        return _rpc(ident, result={"tools": []})
-    return _rpc(ident, error=(-32601, f"Method not found: {str(call['method'])[:80]}"))
+    if method == "tools/list":
+        return _rpc(ident, result={"tools": _tools(request)})
+    if method == "openenv/session/create":
+        return _rpc(ident, result={"session_id": secrets.token_hex(8)})
+    if method != "tools/call":
+        return _rpc(ident, error=(-32601, f"Method not found: {str(method)[:80]}"))
+    params = call.get("params")
+    params = params if isinstance(params, dict) else {}
+    name, arguments = params.get("name"), params.get("arguments", {})
+    session = params.get("session_id")
+    if name not in TOOLS or not isinstance(arguments, dict):
+        return _rpc(ident, error=(-32602, f"Invalid params: tools are {', '.join(TOOLS)}; "
+                                          "arguments must be an object"))  # fmt: skip
+    if isinstance(session, str) and "episode_id" not in arguments:
+        arguments = {**arguments, "episode_id": session}
+    try:
+        _allowed(request)
+        record = await TOOLS[name][1](request, arguments, asyncio.get_running_loop().time())
+    except TwinError as exc:
+        text = f"{code_of(exc).value}: {exc}"
+        return _rpc(ident, result={"content": [{"type": "text", "text": text}], "isError": True})
+    data = record.model_dump(mode="json")
+    return _rpc(ident, result={"content": [{"type": "text", "text": dumps(data)}],
+                               "structuredContent": data, "data": data,
+                               "isError": False})  # fmt: skip
 
 
 def _rpc(
