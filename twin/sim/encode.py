@@ -212,10 +212,6 @@ def _model(names: tuple[str, ...], job: KernelJob, tenant: str, w: int) -> int:
     return names.index(job.model)
 
 
-def _plan(model: int, gpu: int, gpus: float, job: KernelJob) -> Plan:
-    return plan(model, gpu, gpus, job.mode, job.plan)
-
-
 def plan(
     model: int, gpu: int, gpus: float, mode: str, spec: PlanSpec, *, tokens: float = 0.0
 ) -> Plan:

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
-
-from twin.sim.jobrecord import JobRecord
+from typing import Any
 
 
 @dataclass(slots=True, eq=False)
@@ -44,9 +41,3 @@ class Job:
     quality: float = 1.0  # its current run's plan score (or its pool's relative speed)
     flags: tuple[str, ...] = ()  # degenerate-plan reasons of its current run
     version: int = 0  # bumped on every enqueue (lazy heap deletion)
-
-
-class JobSource(Protocol):
-    """Anything that yields job records in non-decreasing `submit_s` order."""
-
-    def __iter__(self) -> Iterator[JobRecord]: ...

@@ -52,10 +52,6 @@ def read_openb(path: Path, log: ReadLog) -> Iterator[JobRecord]:
         )
 
 
-def _whole(seconds: float | None) -> float | None:
-    return None if seconds is None else float(round(seconds))
-
-
 def read_dlrm(path: Path, log: ReadLog, *, include_cpu: bool = False) -> Iterator[JobRecord]:
     """DLRM inference instances by service (`app_name`). Rows are not in time order, so the
     file is read whole and sorted (24k rows). Instances alive at the start submit at 0 (left
