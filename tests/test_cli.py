@@ -221,9 +221,16 @@ def test_play_runs_a_whole_session_of_agents_in_one_command(tmp_path: Path) -> N
 
 def test_play_with_a_dead_model_endpoint_finishes_on_fallbacks(tmp_path: Path) -> None:
     result = twin("play", "--agents", "research=llm,inference=fair_share",
-                  "--llm-base-url", "http://127.0.0.1:9/v1", "--llm-model", "none")  # fmt: skip
+                  "--llm-base-url", "http://127.0.0.1:9/v1", "--llm-model", "none",
+                  "--out", str(tmp_path))  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
+    report = json.loads((tmp_path / "agents.json").read_text())["agents"]["research"]
+    assert report["end_reason"] == "horizon"
+    assert report["defaulted_rounds"] == 0  # the fallback answered in time, every round
+    llm = report["llm"]
+    assert llm["decisions"] == report["rounds"] == llm["fallbacks"]
+    assert llm["http_errors"] == 2 * llm["asks"]  # each question, and its one retry
 
 
 def test_a_bad_declared_session_is_one_clear_line(tmp_path: Path) -> None:
