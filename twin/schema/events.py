@@ -159,7 +159,8 @@ class RoundCredited(Event):
     `useful_gpus` are its running jobs' GPUs weighted by their plans' scores (a job without a
     model plan by its pool's relative speed), `score` their mean over the GPUs it holds, floored
     at 0.01 for a degenerate strategy (the reasons say which), and `difference_reward` its
-    useful GPUs minus the over-commitment its demand adds to the round."""
+    useful GPUs minus the over-commitment its demand adds to the round; `reward_usd` is the
+    money reward its agent heard for the round."""
 
     kind: Literal["round_credited"] = "round_credited"
     held_gpus: float
@@ -168,6 +169,11 @@ class RoundCredited(Event):
     score: float
     difference_reward: float
     reasons: list[str]
+    reward_usd: float = Field(
+        0.0,
+        description="The tenant's reward since its previous round, as its agent heard it: value "
+        "earned and trade money received, minus spend (accrued to now) and SLA penalties.",
+    )
 
 
 class JobFailed(Event):

@@ -48,4 +48,4 @@ def credit_round(model: ClusterModel, out: dict[str, TenantOutcome]) -> None:
             tuple(reasons),
         )
         model.emit(("round_credited", now, name, held[t], demand[t], credit.useful_gpus[t],
-                    score, o.difference_reward, reasons))  # fmt: skip
+                    score, o.difference_reward, reasons, o.reward))  # fmt: skip

@@ -50,9 +50,9 @@ def commit(model: ClusterModel, inputs: RoundInputs[ProvisionAction]) -> dict[st
     for p in range(len(model.pools)):
         _grant(model, p, ordered, inputs, out)
     _place(model, ordered, out)
-    credit_round(model, out)
     for tenant, o in out.items():
         o.reward = model.settle_reward(index[tenant])
+    credit_round(model, out)
     return out
 
 
