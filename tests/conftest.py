@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -48,3 +50,33 @@ def shared_traces() -> Path:
     if not path.is_dir():
         pytest.skip("../shared/traces is not beside the repository")
     return path
+
+
+def twin_command(*args: str) -> subprocess.CompletedProcess[str]:
+    """`twin ARGS...` in a fresh interpreter, as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "twin", *args], capture_output=True, text=True, check=False
+    )
+
+
+@pytest.fixture(scope="session")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Three real runs to analyse, made once through the `twin` command, each with
+    `--export parquet,csv,perfetto --report`: a scenario run, a replay of openb (whose trace
+    records start times) on its node inventory, and a negotiation session of three agents."""
+    openb = SHARED / "traces" / "alibaba-gpu-v2023-openb"
+    if not openb.is_dir():
+        pytest.skip("../shared/traces is not beside the repository")
+    root = tmp_path_factory.mktemp("analysis")
+    outputs = ("--export", "parquet,csv,perfetto", "--report")
+    commands = {
+        "run": ("run", "--scenario", "default"),
+        "replay": ("replay", "--trace", str(openb / "openb_pod_list_default.csv"),
+                   "--cluster", str(openb / "openb_node_list_gpu_node.csv")),
+        "session": ("play", "--agents",
+                    "research=negotiator,inference=negotiator,batch=fair_share"),
+    }  # fmt: skip
+    for name, command in commands.items():
+        result = twin_command(*command, "--out", str(root / name), *outputs)
+        assert result.returncode == 0, result.stderr
+    return {name: root / name for name in commands}

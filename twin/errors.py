@@ -4,6 +4,7 @@ TwinError                   the twin cannot do what was asked
 ├── ConfigError             a scenario, file or option is invalid
 │   └── ScenarioNotFoundError   a scenario name is neither built in nor a file
 ├── TraceError              a trace file cannot be read
+├── EventLogError           a run's event log cannot be read or exported
 ├── ActionError             an action names something the model does not have
 ├── SessionEndedError       a finished episode was asked to go on
 ├── EnvNotReadyError        an environment was used before its first reset
@@ -33,6 +34,11 @@ class ScenarioNotFoundError(ConfigError):
 
 class TraceError(TwinError):
     """Raised when a trace file cannot be read; the message names the file, line and field."""
+
+
+class EventLogError(TwinError):
+    """Raised when a run's event log cannot be read or exported; the message names the file
+    and line."""
 
 
 class ActionError(TwinError):

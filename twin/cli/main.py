@@ -16,10 +16,12 @@ from twin.schema.vocabulary import EVENTS_FILE, SUMMARY_FILE
 def _run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from twin.cli.analyse import check_output_options, write_outputs
     from twin.cli.render import print_summary
     from twin.sim import scenarios
     from twin.sim.runner import run_episode
 
+    check_output_options(args)
     scenario = scenarios.load(args.scenario, args.set or ())
     out = Path(args.out) if args.out else None
     summary, _ = run_episode(scenario, seed=args.seed, policy=args.policy, out_dir=out)
@@ -27,6 +29,7 @@ def _run(args: argparse.Namespace) -> int:
     print_summary(summary, console)
     if out is not None:
         console.print(f"wrote {out / EVENTS_FILE} and {out / SUMMARY_FILE}")
+    write_outputs(args, console)
     return 0
 
 
@@ -75,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="twin", description=__doc__)
     parser.add_argument("--version", action="version", version=f"twin {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+    from twin.cli import analyse, kernel, play, replay, serve
 
     run = sub.add_parser("run", help="play a scenario to its end and summarise it")
     run.add_argument("--scenario", default="default", help="built-in name or YAML/JSON file")
@@ -84,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--set", action="append", metavar="PATH=VALUE", help="override a scenario field"
     )
+    analyse.add_output_options(run)
     run.set_defaults(func=_run)
 
     scen = sub.add_parser("scenarios", help="list the built-in scenarios")
@@ -94,8 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     schema.add_argument("--write", metavar="DIR", help="write every schema as DIR/<name>.json")
     schema.set_defaults(func=_schema)
 
-    from twin.cli import kernel, play, replay, serve
-
+    analyse.add_parsers(sub)
     kernel.add_parser(sub)
     replay.add_parsers(sub)
     serve.add_parser(sub)

@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from twin.cli.analyse import add_output_options, check_output_options, write_outputs
 from twin.errors import ConfigError
 from twin.schema.vocabulary import AGENTS_FILE, EVENTS_FILE, MECHANISMS, SUMMARY_FILE
 
@@ -38,6 +39,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--llm-schema-format", choices=("json_schema", "json_object"), default="json_schema"
     )
     pl.add_argument("--out", help=f"directory for {EVENTS_FILE}, {SUMMARY_FILE} and {AGENTS_FILE}")
+    add_output_options(pl)
     pl.set_defaults(func=play_command)
 
 
@@ -62,6 +64,7 @@ def play_command(args: argparse.Namespace) -> int:
     from twin.logs import configure_logging
     from twin.sim import scenarios
 
+    check_output_options(args)
     configure_logging("warning")  # the operator's log stays quiet; the console tells the story
     scenario = scenarios.as_cluster(scenarios.load(args.scenario))
     tenants = [t.name for t in scenario.tenants]
@@ -131,6 +134,7 @@ async def _play(
     _report(console, agents, policies, stats=stats, events=events, out=args.out)
     if args.out is not None:
         _write_agents(Path(args.out) / AGENTS_FILE, agents, policies, stats, wall_s)
+    write_outputs(args, console)
     return 0
 
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from twin.cli.analyse import add_output_options, check_output_options, write_outputs
 from twin.replay.registry import JOB_FORMATS, NODE_FORMATS
 from twin.schema.vocabulary import EVENTS_FILE, QUEUE_POLICIES, REPLAY_FILE, SUMMARY_FILE
 
@@ -46,6 +47,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     rp.add_argument("--max-jobs", type=int, help="replay at most this many jobs of the window")
     rp.add_argument("--seed", type=int, default=0)
     rp.add_argument("--out", help=f"directory for {EVENTS_FILE}, {SUMMARY_FILE} and {REPLAY_FILE}")
+    add_output_options(rp)
     rp.set_defaults(func=replay_command)
 
     tr = sub.add_parser("trace", help="synthetic traces")
@@ -68,6 +70,7 @@ def replay_command(args: argparse.Namespace) -> int:
     from twin.replay.run import ReplayOptions, replay
     from twin.replay.window import Window
 
+    check_output_options(args)
     options = ReplayOptions(
         fmt=args.format,
         trace=TraceOptions(
@@ -101,6 +104,7 @@ def replay_command(args: argparse.Namespace) -> int:
     print_report(report, console)
     if out is not None:
         console.print(f"wrote {out / EVENTS_FILE}, {out / SUMMARY_FILE} and {out / REPLAY_FILE}")
+    write_outputs(args, console)
     return 0
 
 

@@ -12,7 +12,7 @@ from typing import Any, BinaryIO
 import orjson
 from pydantic import BaseModel
 
-from twin.schema.events import EVENT_FIELDS
+from twin.schema.events import EVENT_DEFAULTS, EVENT_FIELDS
 
 Record = tuple[Any, ...]
 Consumer = Callable[[list[Record]], None]
@@ -29,9 +29,15 @@ def to_dict(record: Record, session: str) -> dict[str, Any]:
 
 
 def from_dict(obj: dict[str, Any]) -> Record:
-    """The record tuple for a decoded JSON object (inverse of `to_dict`)."""
+    """The record tuple for a decoded JSON object (inverse of `to_dict`); a field added to the
+    schema since the log was written takes its default."""
     kind = obj["kind"]
-    return (kind, obj["t_s"], obj["tenant"], *(obj[name] for name in EVENT_FIELDS[kind]))
+    try:
+        return (kind, obj["t_s"], obj["tenant"], *(obj[name] for name in EVENT_FIELDS[kind]))
+    except KeyError:
+        defaults = EVENT_DEFAULTS[kind]
+        payload = (obj[name] if name in obj else defaults[name] for name in EVENT_FIELDS[kind])
+        return (kind, obj["t_s"], obj.get("tenant"), *payload)
 
 
 def _jsonable(value: object) -> object:

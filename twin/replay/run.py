@@ -117,6 +117,9 @@ def replay(
             simulated=validate.quantiles(simulated),
             quantiles=list(validate.QUANTILES),
             ks_distance=validate.ks_distance(observed, simulated),
+            cdf_levels=list(validate.CDF_LEVELS),
+            observed_cdf_s=validate.cdf_curve(observed),
+            simulated_cdf_s=validate.cdf_curve(simulated),
         )
     report = ReplayReport(
         trace=str(path),

@@ -26,3 +26,13 @@ def quantiles(values: Sequence[float] | np.ndarray) -> list[float | None]:
     if not len(values):
         return [None] * len(QUANTILES)
     return [float(q) for q in np.quantile(np.asarray(values, dtype=float), QUANTILES)]
+
+
+CDF_LEVELS = tuple(i / 100 for i in range(101))
+
+
+def cdf_curve(values: Sequence[float] | np.ndarray) -> list[float]:
+    """The quantile function at `CDF_LEVELS` (a CDF drawn with its axes swapped)."""
+    if not len(values):
+        return []
+    return [float(q) for q in np.quantile(np.asarray(values, dtype=float), CDF_LEVELS)]

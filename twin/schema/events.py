@@ -356,3 +356,13 @@ def _kind(model: type[Event]) -> str:
 
 EVENT_FIELDS: dict[str, tuple[str, ...]] = {_kind(m): _payload_fields(m) for m in EVENT_MODELS}
 """Payload field names per kind, in the order the sim writes them after (kind, t_s, tenant)."""
+
+EVENT_DEFAULTS: dict[str, dict[str, Any]] = {
+    _kind(m): {
+        name: f.get_default(call_default_factory=True)
+        for name, f in m.model_fields.items()
+        if name not in _COMMON and not f.is_required()
+    }
+    for m in EVENT_MODELS
+}
+"""Per kind, the payload fields that have defaults (a log written before they existed)."""

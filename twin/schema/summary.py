@@ -74,6 +74,15 @@ class DelayComparison(Frozen):
     simulated: list[float | None]
     quantiles: list[float]
     ks_distance: float
+    cdf_levels: list[float] = Field(
+        default_factory=list, description="Levels of the two delay curves below (0 to 1)."
+    )
+    observed_cdf_s: list[float] = Field(
+        default_factory=list, description="Observed delay at each level (its quantile function)."
+    )
+    simulated_cdf_s: list[float] = Field(
+        default_factory=list, description="Simulated delay at each level."
+    )
 
 
 class TraceTenant(Frozen):

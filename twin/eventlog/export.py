@@ -1,0 +1,184 @@
+"""Export a run's event log for analysis, in one streaming pass over `events.jsonl`.
+
+- `parquet` / `csv`: one table per event kind (`<kind>.parquet`), plus `jobs` (one row per job)
+  and `rounds` (one row per tenant per decision round), under `<run>/parquet` or `<run>/csv`;
+- `perfetto`: `<run>/timeline.perfetto.json`, a Chrome trace-event timeline.
+
+Memory is bounded by the batch size and the jobs in flight, not by the log's length.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import IO, Any, Literal, Protocol
+
+import orjson
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from twin.errors import EventLogError
+from twin.eventlog.columns import JSON, Columns, event_schema, required_fields
+from twin.eventlog.jobs import JOBS_SCHEMA, JobTable
+from twin.eventlog.perfetto import PerfettoWriter
+from twin.eventlog.rounds import ROUNDS_SCHEMA, RoundTable
+from twin.schema.events import EVENT_FIELDS
+from twin.schema.vocabulary import EVENTS_FILE
+
+Format = Literal["parquet", "csv", "perfetto"]
+FORMATS: tuple[Format, ...] = ("parquet", "csv", "perfetto")
+TIMELINE_FILE = "timeline.perfetto.json"
+BATCH_ROWS = 65_536
+
+
+def parse_formats(spec: str) -> list[Format]:
+    """`parquet,perfetto` -> ["parquet", "perfetto"]; names an unknown format."""
+    out: list[Format] = []
+    for name in filter(None, (p.strip() for p in spec.split(","))):
+        if name not in FORMATS:
+            raise EventLogError(f"unknown export format {name!r}; allowed: {', '.join(FORMATS)}")
+        if name not in out:
+            out.append(name)
+    if not out:
+        raise EventLogError(f"name at least one export format: {', '.join(FORMATS)}")
+    return out
+
+
+def read_events(path: Path) -> Iterator[dict[str, Any]]:
+    """The events of a JSONL log, checked line by line: EventLogError names a bad line."""
+    try:
+        stream = path.open("rb")
+    except OSError as exc:
+        raise EventLogError(f"{path}: cannot read the event log ({exc.strerror})") from None
+    with stream:
+        for number, line in enumerate(stream, 1):
+            if not line.strip():
+                continue
+            try:
+                event = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                raise EventLogError(f"{path}:{number}: not JSON ({exc.msg})") from None
+            if not isinstance(event, dict) or event.get("kind") not in EVENT_FIELDS:
+                kind = event.get("kind") if isinstance(event, dict) else None
+                raise EventLogError(f"{path}:{number}: not an event record (kind {kind!r})")
+            missing = [f for f in required_fields(event["kind"]) if f not in event]
+            if missing or "t_s" not in event:
+                raise EventLogError(
+                    f"{path}:{number}: {event['kind']} lacks {', '.join(missing) or 't_s'}"
+                )
+            yield event
+
+
+class _Sink(Protocol):
+    def write(self, batch: pa.RecordBatch) -> None: ...
+    def close(self) -> None: ...
+
+
+def _parquet_sink(path: Path, schema: pa.Schema) -> _Sink:
+    sink: _Sink = pq.ParquetWriter(path, schema, compression="zstd")
+    return sink
+
+
+def _csv_sink(path: Path, schema: pa.Schema) -> _Sink:
+    sink: _Sink = pacsv.CSVWriter(path, schema)
+    return sink
+
+
+class Tables:
+    """Event, job and round tables written in batches as events stream past."""
+
+    def __init__(self, out_dir: Path, fmt: Literal["parquet", "csv"]) -> None:
+        self.out_dir = out_dir
+        self.suffix = f".{fmt}"
+        self._nested = fmt == "parquet"
+        self._open: Callable[[Path, pa.Schema], _Sink] = (
+            _parquet_sink if fmt == "parquet" else _csv_sink
+        )
+        self._columns: dict[str, Columns] = {}
+        self._sinks: dict[str, _Sink] = {}
+        self.rows: dict[str, int] = {}
+        out_dir.mkdir(parents=True, exist_ok=True)
+        self._jobs = Columns(JOBS_SCHEMA if self._nested else _flat(JOBS_SCHEMA))
+        self._rounds = Columns(ROUNDS_SCHEMA if self._nested else _flat(ROUNDS_SCHEMA))
+        self._columns["jobs"], self._columns["rounds"] = self._jobs, self._rounds
+        self._job_table = JobTable(lambda row: self._add("jobs", row))
+        self._round_table = RoundTable(lambda row: self._add("rounds", row))
+
+    def take(self, event: dict[str, Any]) -> None:
+        kind = event["kind"]
+        columns = self._columns.get(kind)
+        if columns is None:
+            columns = self._columns[kind] = Columns(event_schema(kind, nested=self._nested))
+        self._add(kind, event, columns)
+        self._job_table.take(event)
+        self._round_table.take(event)
+
+    def _add(self, table: str, row: dict[str, Any], columns: Columns | None = None) -> None:
+        columns = columns or self._columns[table]
+        columns.rows.append(row)
+        if len(columns.rows) >= BATCH_ROWS:
+            self._flush(table, columns)
+
+    def _flush(self, table: str, columns: Columns) -> None:
+        sink = self._sinks.get(table)
+        if sink is None:
+            sink = self._sinks[table] = self._open(self.path(table), columns.schema)
+        n = len(columns.rows)
+        sink.write(columns.take())
+        self.rows[table] = self.rows.get(table, 0) + n
+
+    def path(self, table: str) -> Path:
+        return self.out_dir / f"{table}{self.suffix}"
+
+    def close(self) -> list[Path]:
+        """Write what is left; the files written: every table, empty where nothing happened,
+        so queries over many runs find the same tables."""
+        self._job_table.close()
+        for kind in EVENT_FIELDS:
+            if kind not in self._columns:
+                self._columns[kind] = Columns(event_schema(kind, nested=self._nested))
+        for table, columns in self._columns.items():
+            if columns.rows or table not in self._sinks:
+                self._flush(table, columns)
+        for sink in self._sinks.values():
+            sink.close()
+        return [self.path(t) for t in sorted(self._sinks)]
+
+
+def _flat(schema: pa.Schema) -> pa.Schema:
+    """`schema` with list columns as JSON text (a CSV cell holds no list)."""
+    return pa.schema(
+        [
+            pa.field(f.name, pa.string(), metadata=JSON) if pa.types.is_list(f.type) else f
+            for f in schema
+        ]
+    )
+
+
+def export(run_dir: Path, formats: Sequence[Format], out_dir: Path | None = None) -> list[Path]:
+    """Write the requested exports of `run_dir/events.jsonl` (beside it, or in `out_dir`);
+    the paths written."""
+    log_path = run_dir / EVENTS_FILE if run_dir.is_dir() else run_dir
+    target = out_dir or log_path.parent
+    tables = [Tables(target / fmt, fmt) for fmt in formats if fmt != "perfetto"]
+    timeline: PerfettoWriter | None = None
+    stream: IO[bytes] | None = None
+    if "perfetto" in formats:
+        target.mkdir(parents=True, exist_ok=True)
+        stream = (target / TIMELINE_FILE).open("wb")
+        timeline = PerfettoWriter(stream)
+    try:
+        for event in read_events(log_path):
+            for t in tables:
+                t.take(event)
+            if timeline is not None:
+                timeline.take(event)
+        written = [p for t in tables for p in t.close()]
+        if timeline is not None:
+            timeline.close()
+            written.append(target / TIMELINE_FILE)
+    finally:
+        if stream is not None:
+            stream.close()
+    return written
