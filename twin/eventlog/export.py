@@ -9,7 +9,7 @@ Memory is bounded by the batch size and the jobs in flight, not by the log's len
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, Literal, Protocol
 
@@ -46,28 +46,33 @@ def parse_formats(spec: str) -> list[Format]:
 
 
 def read_events(path: Path) -> Iterator[dict[str, Any]]:
-    """The events of a JSONL log, checked line by line: EventLogError names a bad line."""
+    """The events of a JSONL log file, checked line by line: EventLogError names a bad line."""
     try:
         stream = path.open("rb")
     except OSError as exc:
         raise EventLogError(f"{path}: cannot read the event log ({exc.strerror})") from None
     with stream:
-        for number, line in enumerate(stream, 1):
-            if not line.strip():
-                continue
-            try:
-                event = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                raise EventLogError(f"{path}:{number}: not JSON ({exc.msg})") from None
-            if not isinstance(event, dict) or event.get("kind") not in EVENT_FIELDS:
-                kind = event.get("kind") if isinstance(event, dict) else None
-                raise EventLogError(f"{path}:{number}: not an event record (kind {kind!r})")
-            missing = [f for f in required_fields(event["kind"]) if f not in event]
-            if missing or "t_s" not in event:
-                raise EventLogError(
-                    f"{path}:{number}: {event['kind']} lacks {', '.join(missing) or 't_s'}"
-                )
-            yield event
+        yield from parse_events(stream, str(path))
+
+
+def parse_events(lines: Iterable[bytes], where: str) -> Iterator[dict[str, Any]]:
+    """The events of JSONL lines; EventLogError names `where` and the bad line's number."""
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise EventLogError(f"{where}:{number}: not JSON ({exc.msg})") from None
+        if not isinstance(event, dict) or event.get("kind") not in EVENT_FIELDS:
+            kind = event.get("kind") if isinstance(event, dict) else None
+            raise EventLogError(f"{where}:{number}: not an event record (kind {kind!r})")
+        missing = [f for f in required_fields(event["kind"]) if f not in event]
+        if missing or "t_s" not in event:
+            raise EventLogError(
+                f"{where}:{number}: {event['kind']} lacks {', '.join(missing) or 't_s'}"
+            )
+        yield event
 
 
 class _Sink(Protocol):

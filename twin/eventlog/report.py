@@ -13,6 +13,7 @@ import html
 import string
 from array import array
 from collections import defaultdict
+from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -86,12 +87,14 @@ class _Samples:
             self.queueing_s[row["tenant"]].append(row["queueing_delay_s"])
 
 
-def _fold(log_path: Path) -> tuple[Summary, Series, _Samples, list[dict[str, Any]]]:
+def _fold(
+    events: Iterable[dict[str, Any]],
+) -> tuple[Summary, Series, _Samples, list[dict[str, Any]]]:
     metrics, series, samples = Metrics(), Series(), _Samples()
     round_rows: list[dict[str, Any]] = []
     jobs, rounds = JobTable(samples), RoundTable(lambda row: round_rows.append(dict(row)))
     chunk = []
-    for event in read_events(log_path):
+    for event in events:
         if not metrics.session:
             metrics.session = event.get("session", "")
         series.take(event)
@@ -185,7 +188,7 @@ def _replay(path: Path) -> str:
     return _section("Replay: simulated against observed", facts, caption, _figure(plot))
 
 
-def _negotiation(rows: list[dict[str, Any]], agents_path: Path) -> str:
+def _negotiation(rows: list[dict[str, Any]], agents_path: Path | None) -> str:
     if not rows or not any(r["offers_made"] or r["policy"] == "agent" for r in rows):
         return ""
     by_tenant: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -208,7 +211,7 @@ def _negotiation(rows: list[dict[str, Any]], agents_path: Path) -> str:
     table = _table(["tenant", "rounds", "defaulted", "offers made", "accepted", "trades",
                     "traded $", "reward $", "difference reward"], totals)  # fmt: skip
     parts = [_figure(figures.rounds(arrays)), table]
-    if agents_path.is_file():
+    if agents_path is not None and agents_path.is_file():
         agents = orjson.loads(agents_path.read_bytes()).get("agents", {})
         parts.append(_table(
             ["tenant", "policy", "LLM asks", "valid first try", "fallbacks"],
@@ -223,9 +226,10 @@ def _figure(svg: str) -> str:
     return f"<figure>{svg}</figure>"
 
 
-def render(log_path: Path) -> str:
-    """The report's HTML for the log at `log_path` (and the reports beside it)."""
-    summary, series, samples, round_rows = _fold(log_path)
+def render(events: Iterable[dict[str, Any]], beside: Path | None = None) -> str:
+    """The report's HTML for a log's events (and the replay's and agents' reports in the
+    directory `beside`, if given)."""
+    summary, series, samples, round_rows = _fold(events)
     end_s = summary.end_t_s
 
     def reduced(pairs: dict[str, _Pair]) -> dict[str, figures.Step]:
@@ -248,8 +252,9 @@ def render(log_path: Path) -> str:
                              ("queueing delay (s)", waits)])  # fmt: skip
         parts.append(_section("Job completion time and queueing delay", _figure(plot)))
     parts.append(_section("Tenants", _tenants(summary, samples)))
-    parts.append(_replay(log_path.parent / REPLAY_FILE))
-    parts.append(_negotiation(round_rows, log_path.parent / AGENTS_FILE))
+    if beside is not None:
+        parts.append(_replay(beside / REPLAY_FILE))
+    parts.append(_negotiation(round_rows, beside / AGENTS_FILE if beside is not None else None))
     template = string.Template(
         resources.files("twin.eventlog").joinpath("report.html").read_text(encoding="utf-8")
     )
@@ -262,7 +267,7 @@ def render(log_path: Path) -> str:
 def write_report(run_dir: Path, target: Path) -> Path:
     """Write the report of the run in `run_dir` (or of the log file it names) to `target`."""
     log_path = run_dir / EVENTS_FILE if run_dir.is_dir() else run_dir
-    page = render(log_path)
+    page = render(read_events(log_path), log_path.parent)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(page, encoding="utf-8")
     return target

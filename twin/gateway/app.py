@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from twin.gateway import openenv_api, sessions_api
+from twin.gateway import dashboard, openenv_api, sessions_api
 from twin.gateway.agent_channel import agent_socket
 from twin.gateway.config import GatewayConfig
 from twin.gateway.control_plane import ControlPlane
-from twin.gateway.keys import CONFIG, CONTROL, REGISTRY
+from twin.gateway.keys import CONFIG, CONTROL, REGISTRY, REPORTS
 from twin.gateway.openapi import document
 from twin.gateway.registry import SessionRegistry, reaper
 from twin.gateway.tokens import new_token
@@ -26,6 +27,7 @@ def create_app(config: GatewayConfig | None = None) -> web.Application:
     app[CONFIG] = config
     app[REGISTRY] = SessionRegistry(config)
     app[CONTROL] = ControlPlane(config)
+    app[REPORTS] = asyncio.Semaphore(1)
     openapi = document(app[CONTROL])
 
     async def openapi_json(request: web.Request) -> web.Response:
@@ -47,6 +49,7 @@ def create_app(config: GatewayConfig | None = None) -> web.Application:
             web.get("/openapi.json", openapi_json),
             *sessions_api.ROUTES,
             *openenv_api.ROUTES,
+            *dashboard.routes(),
         ]
     )
     return app

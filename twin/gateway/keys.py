@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from aiohttp import web
 
 from twin.gateway.config import GatewayConfig
@@ -11,3 +13,4 @@ from twin.gateway.registry import SessionRegistry
 CONFIG = web.AppKey("config", GatewayConfig)
 REGISTRY = web.AppKey("sessions", SessionRegistry)
 CONTROL = web.AppKey("control", ControlPlane)
+REPORTS = web.AppKey("reports", asyncio.Semaphore)  # reports drawn at once

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import io
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import structlog
@@ -49,6 +49,7 @@ from twin.sim.reproduce import RecordedRound, play_round
 log = structlog.get_logger()
 
 ADVANCE_CHUNK = 20_000  # SimPy events between yields to the event loop
+FOLLOW_PIECE_BYTES = 1 << 20  # the most a follower is sent in one write
 
 
 class Session:
@@ -83,6 +84,11 @@ class Session:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._file = path.open("wb")  # a restored session writes its log again
             self.log.subscribe(JsonlWriter(self._file, session_id))
+        # Followers (live dashboards) wait on `grew`, replaced by a fresh event at each flush.
+        self.grew = asyncio.Event()
+        self.log_closed = False
+        self.report_html: bytes | None = None  # drawn once the session has ended
+        self.log.subscribe(self._wake)
         self.driver: Driver[TenantObservation, ProvisionAction] = Driver(
             scenario, seed=request.seed, session=session_id, log=self.log
         )
@@ -162,6 +168,8 @@ class Session:
             self.log.flush()
             if self._file is not None:
                 self._file.close()
+            self.log_closed = True
+            self._wake()
             bound.info("session_ended", reason=self.ended, rounds=self.rounds)
             for link in list(self.agents.values()):
                 await link.send(SessionEnded(reason=self.ended or "closed"))
@@ -405,6 +413,30 @@ class Session:
                     ErrorCode.VALIDATION_ERROR,
                     f"unknown pool {unknown[0]!r}; pools: {sorted(pools)}",
                 )
+
+    def _wake(self, chunk: object = None) -> None:
+        grew, self.grew = self.grew, asyncio.Event()
+        grew.set()
+
+    async def follow(self, piece_bytes: int = FOLLOW_PIECE_BYTES) -> AsyncIterator[bytes]:
+        """The log from its start, then each flush as it comes (a round's records at a time),
+        in pieces of whole lines; ends once the session has ended and its log is closed."""
+        offset = 0
+        while True:
+            grew = self.grew
+            with self.jsonl.getbuffer() as view:  # released before the log writes again
+                end = len(view)
+                if end - offset > piece_bytes:
+                    cut = bytes(view[offset : offset + piece_bytes]).rfind(b"\n") + 1
+                    end = offset + (cut or piece_bytes)
+                piece = bytes(view[offset:end])
+            if piece:
+                offset = end
+                yield piece
+            elif self.log_closed:
+                return
+            else:
+                await grew.wait()
 
     def events(self) -> bytes:
         """The session's event log so far, as JSONL."""

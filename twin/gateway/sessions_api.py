@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from aiohttp import web
 
 from twin.errors import RefusedError, TwinError
 from twin.gateway.access import bearer, client_of, unauthorized
 from twin.gateway.config import SessionRequest
-from twin.gateway.http import dumps, json_of, read_body, refusal, validated
-from twin.gateway.keys import CONFIG, REGISTRY
+from twin.gateway.http import dumps, json_of, problem, read_body, refusal, validated
+from twin.gateway.keys import CONFIG, REGISTRY, REPORTS
 from twin.gateway.session import Session
 from twin.gateway.tokens import same_token
 from twin.schema.codes import ErrorCode
@@ -70,12 +72,61 @@ async def get_session(request: web.Request) -> web.Response:
         return refusal(exc)
 
 
-async def session_events(request: web.Request) -> web.Response:
+async def session_events(request: web.Request) -> web.StreamResponse:
+    """The session's event log as JSONL; with `?follow=1`, kept open and streamed as the
+    session goes on, until it ends (a live dashboard's feed)."""
+    try:
+        session = _readable(request)
+        follow = request.query.get("follow", "0") not in {"0", "false", ""}
+        client = client_of(request)
+        if follow:
+            request.app[REGISTRY].limits.claim("event streams", client)
+    except TwinError as exc:
+        return refusal(exc)
+    if not follow:
+        return web.Response(body=session.events(), content_type="application/x-ndjson")
+    response = web.StreamResponse(headers={"Cache-Control": "no-store"})
+    response.content_type = "application/x-ndjson"
+    try:
+        await response.prepare(request)
+        async for piece in session.follow():
+            await response.write(piece)
+        await response.write_eof()
+    except ConnectionResetError:
+        pass  # the reader went away
+    finally:
+        request.app[REGISTRY].limits.release("event streams", client)
+    return response
+
+
+NO_ANALYSIS = "reports need the analysis extra: pip install 'cluster-twin[analysis]'"
+
+
+async def session_report(request: web.Request) -> web.Response:
+    """The session's HTML report (so far, or final once it has ended)."""
     try:
         session = _readable(request)
     except TwinError as exc:
         return refusal(exc)
-    return web.Response(body=session.events(), content_type="application/x-ndjson")
+    cached = session.report_html
+    if cached is None:
+        try:
+            from twin.eventlog.report import render
+        except ImportError:
+            return problem(501, ErrorCode.NOT_AVAILABLE, NO_ANALYSIS)
+        from twin.eventlog.export import parse_events
+
+        ended = session.log_closed
+        log = session.events()
+        async with request.app[REPORTS]:  # one report drawn at a time
+            page = await asyncio.to_thread(
+                lambda: render(parse_events(log.splitlines(), f"session {session.id}"))
+            )
+        cached = page.encode()
+        if ended:
+            session.report_html = cached
+    return web.Response(body=cached, content_type="text/html", charset="utf-8",
+                        headers={"Cache-Control": "no-store"})  # fmt: skip
 
 
 async def delete_session(request: web.Request) -> web.Response:
@@ -97,5 +148,6 @@ ROUTES = [
         ("GET", SESSION, get_session),
         ("DELETE", SESSION, delete_session),
         ("GET", f"{SESSION}/events", session_events),
+        ("GET", f"{SESSION}/report", session_report),
     )
 ]
