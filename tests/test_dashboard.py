@@ -8,14 +8,17 @@ A real aiohttp server on loopback, real websocket agents, Debian's chromium.
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
+import duckdb
 import orjson
 import pytest
 
 from agents.client import AgentClient
 from agents.factory import make_policy
 from tests.browser import chromium, new_page
+from tests.conftest import twin_command
 from tests.test_gateway import ADMIN, MARKET, Client, MakeClient, new_session, serve
 
 LIVE = {"scenario": "market", "clock": "realtime", "speed": 2400.0}  # 4 virtual h in 6 s
@@ -170,3 +173,34 @@ async def test_the_dashboard_follows_a_live_session_in_chromium(
     outside = [u for u in watched.requests if not u.startswith((app_origin, "blob:" + base))]
     assert outside == [], "the dashboard asks nothing of anyone but the gateway"
     assert not any(ADMIN in u for u in watched.requests), "the token never travels in a URL"
+
+
+# -- exports beside the gateway's logs --------------------------------------------------------
+
+
+async def test_an_ended_session_s_log_is_exported_and_reported_beside_it(
+    aiohttp_client: MakeClient, tmp_path: Path
+) -> None:
+    client = await serve(aiohttp_client, log_dir=str(tmp_path), export=["parquet", "perfetto"],
+                         report=True)  # fmt: skip
+    session = await new_session(client, scenario=MARKET)
+    await ended(client, session)
+    folder = tmp_path / session["session_id"]
+    for _ in range(100):  # written off the event loop just after the session ends
+        if (folder / "report.html").exists():
+            break
+        await asyncio.sleep(0.05)
+    log = (tmp_path / f"{session['session_id']}.jsonl").read_bytes()
+    arrived = sum(b'"kind":"job_arrived"' in line for line in log.splitlines())
+    [(rows,)] = duckdb.sql(
+        f"select count(*) from '{folder}/parquet/job_arrived.parquet'"
+    ).fetchall()
+    assert rows == arrived > 0
+    assert (folder / "timeline.perfetto.json").stat().st_size > 0
+    assert "<figure><svg" in (folder / "report.html").read_text()
+
+
+def test_serve_refuses_exports_without_a_log_dir() -> None:
+    result = twin_command("serve", "--export", "parquet")
+    assert result.returncode == 2
+    assert "give --log-dir" in result.stderr

@@ -40,12 +40,14 @@ def add_output_options(parser: argparse.ArgumentParser) -> None:
 
 def check_output_options(args: argparse.Namespace) -> None:
     """Refuse the options before the run starts rather than after it."""
-    from twin.eventlog.export import parse_formats
+    from twin.eventlog.formats import parse_formats
 
     if (args.export or args.report) and not args.out:
         raise ConfigError("--export and --report write into the run directory: give --out")
     if args.export:
         parse_formats(args.export)
+    if args.export or args.report:
+        require_analysis()
 
 
 def write_outputs(args: argparse.Namespace, console: Console) -> None:
@@ -59,8 +61,21 @@ def write_outputs(args: argparse.Namespace, console: Console) -> None:
         _report(run_dir, None, console)
 
 
+def require_analysis() -> None:
+    """ConfigError, not a traceback, when the analysis extra is missing."""
+    import importlib.util
+
+    missing = [m for m in ("pyarrow", "matplotlib") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ConfigError(
+            f"{' and '.join(missing)} not installed: pip install 'cluster-twin[analysis]'"
+        )
+
+
 def _export(run_dir: Path, spec: str, out: Path | None, console: Console) -> None:
-    from twin.eventlog.export import export, parse_formats
+    require_analysis()
+    from twin.eventlog.export import export
+    from twin.eventlog.formats import parse_formats
 
     written = export(run_dir, parse_formats(spec), out)
     folders = sorted({str(p.parent) for p in written if p.suffix in {".parquet", ".csv"}})
@@ -69,6 +84,7 @@ def _export(run_dir: Path, spec: str, out: Path | None, console: Console) -> Non
 
 
 def _report(run_dir: Path, out: Path | None, console: Console) -> None:
+    require_analysis()
     from twin.eventlog.report import write_report
 
     target = out or (run_dir if run_dir.is_dir() else run_dir.parent) / REPORT_FILE

@@ -18,7 +18,7 @@ from twin.schema.vocabulary import CLOCKS, MECHANISMS
 if TYPE_CHECKING:
     import asyncio
 
-    from twin.gateway.config import DeclaredSession
+    from twin.gateway.config import DeclaredSession, GatewayConfig
     from twin.gateway.session import Session
 
 
@@ -33,6 +33,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--max-tenants", type=int, default=64, help="tenants a session's scenario may have"
     )
     sv.add_argument("--log-dir", help="write each session's event log (<session>.jsonl) here")
+    sv.add_argument(
+        "--export",
+        metavar="FORMATS",
+        help="with --log-dir: when a session ends, export its log (parquet, csv and/or "
+        "perfetto, comma-separated) into <log-dir>/<session>/",
+    )
+    sv.add_argument(
+        "--report", action="store_true", help="with --log-dir: write each ended session's report"
+    )
     sv.add_argument(
         "--admin-token-file",
         help=f"the operator token (else ${ADMIN_TOKEN_ENV}; on loopback, generated and printed)",
@@ -75,36 +84,20 @@ def serve_command(args: argparse.Namespace) -> int:
     from aiohttp import web
 
     from twin.gateway.app import create_app
-    from twin.gateway.config import GatewayConfig, SessionRequest
+    from twin.gateway.config import SessionRequest
     from twin.gateway.keys import REGISTRY
-    from twin.gateway.tokens import new_token
     from twin.logs import configure_logging
     from twin.sim import scenarios
 
     configure_logging()
     scenarios.load(args.scenario)  # a bad scenario is an error before the server starts
     token = operator_token(args.admin_token_file)
-    loopback = is_loopback(args.host)
-    if token is None and not loopback:
-        raise ConfigError(
-            f"serving on {args.host} (not loopback) needs an operator token: "
-            f"--admin-token-file FILE or ${ADMIN_TOKEN_ENV}"
-        )
-    if args.scenario_dir is not None and not Path(args.scenario_dir).is_dir():
-        raise ConfigError(f"--scenario-dir {args.scenario_dir}: not a directory")
-    config = GatewayConfig(
-        scenario=args.scenario,
-        scenario_dir=args.scenario_dir,
-        admin_token=token or new_token(),
-        open_env_plane=loopback or args.open_env_plane,
-        max_sessions=args.max_sessions,
-        max_tenants=args.max_tenants,
-        max_connections_per_client=max(256, 4 * args.max_tenants),
-        round_timeout_ms=args.round_timeout_ms,
-        log_dir=args.log_dir,
-    )
+    config = gateway_config(args, token)
     if token is None:
         print(f"operator token (generated): {config.admin_token}", file=sys.stderr, flush=True)
+        host = f"[{args.host}]" if ":" in args.host else args.host
+        print(f"dashboard: http://{host}:{args.port}/#token={config.admin_token}",
+              file=sys.stderr, flush=True)  # fmt: skip
     app = create_app(config)
     stoppers: list[asyncio.Task[None]] = []  # held here: the loop keeps only weak references
     if args.session_file:
@@ -159,6 +152,41 @@ def serve_command(args: argparse.Namespace) -> int:
     )
     log.info("gateway_stopped")
     return 0
+
+
+def gateway_config(args: argparse.Namespace, token: str | None) -> GatewayConfig:
+    """The gateway's settings from the command line, refused before the server starts."""
+    from twin.cli.analyse import require_analysis
+    from twin.eventlog.formats import parse_formats
+    from twin.gateway.config import GatewayConfig
+    from twin.gateway.tokens import new_token
+
+    loopback = is_loopback(args.host)
+    if token is None and not loopback:
+        raise ConfigError(
+            f"serving on {args.host} (not loopback) needs an operator token: "
+            f"--admin-token-file FILE or ${ADMIN_TOKEN_ENV}"
+        )
+    if (args.export or args.report) and not args.log_dir:
+        raise ConfigError("--export and --report write beside the session logs: give --log-dir")
+    formats = parse_formats(args.export) if args.export else []
+    if args.export or args.report:
+        require_analysis()
+    if args.scenario_dir is not None and not Path(args.scenario_dir).is_dir():
+        raise ConfigError(f"--scenario-dir {args.scenario_dir}: not a directory")
+    return GatewayConfig(
+        scenario=args.scenario,
+        scenario_dir=args.scenario_dir,
+        admin_token=token or new_token(),
+        open_env_plane=loopback or args.open_env_plane,
+        max_sessions=args.max_sessions,
+        max_tenants=args.max_tenants,
+        max_connections_per_client=max(256, 4 * args.max_tenants),
+        round_timeout_ms=args.round_timeout_ms,
+        log_dir=args.log_dir,
+        export=formats,
+        report=args.report,
+    )
 
 
 async def stop_after(session: Session, linger_s: float = 10.0) -> None:

@@ -24,25 +24,10 @@ from twin.eventlog.jobs import JOBS_SCHEMA, JobTable
 from twin.eventlog.perfetto import PerfettoWriter
 from twin.eventlog.rounds import ROUNDS_SCHEMA, RoundTable
 from twin.schema.events import EVENT_FIELDS
-from twin.schema.vocabulary import EVENTS_FILE
+from twin.schema.vocabulary import EVENTS_FILE, ExportFormat
 
-Format = Literal["parquet", "csv", "perfetto"]
-FORMATS: tuple[Format, ...] = ("parquet", "csv", "perfetto")
 TIMELINE_FILE = "timeline.perfetto.json"
 BATCH_ROWS = 65_536
-
-
-def parse_formats(spec: str) -> list[Format]:
-    """`parquet,perfetto` -> ["parquet", "perfetto"]; names an unknown format."""
-    out: list[Format] = []
-    for name in filter(None, (p.strip() for p in spec.split(","))):
-        if name not in FORMATS:
-            raise EventLogError(f"unknown export format {name!r}; allowed: {', '.join(FORMATS)}")
-        if name not in out:
-            out.append(name)
-    if not out:
-        raise EventLogError(f"name at least one export format: {', '.join(FORMATS)}")
-    return out
 
 
 def read_events(path: Path) -> Iterator[dict[str, Any]]:
@@ -161,7 +146,9 @@ def _flat(schema: pa.Schema) -> pa.Schema:
     )
 
 
-def export(run_dir: Path, formats: Sequence[Format], out_dir: Path | None = None) -> list[Path]:
+def export(
+    run_dir: Path, formats: Sequence[ExportFormat], out_dir: Path | None = None
+) -> list[Path]:
     """Write the requested exports of `run_dir/events.jsonl` (beside it, or in `out_dir`);
     the paths written."""
     log_path = run_dir / EVENTS_FILE if run_dir.is_dir() else run_dir

@@ -8,7 +8,7 @@ from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, StringCo
 
 from twin.gateway.tokens import MIN_TOKEN_CHARS
 from twin.schema.base import Frozen
-from twin.schema.vocabulary import Clock, Mechanism
+from twin.schema.vocabulary import Clock, ExportFormat, Mechanism
 
 Token = Annotated[str, StringConstraints(min_length=MIN_TOKEN_CHARS, max_length=512)]
 
@@ -52,6 +52,10 @@ class GatewayConfig(Frozen):
     env_idle_timeout_s: PositiveFloat = 300.0
     reap_every_s: PositiveFloat = 5.0
     log_dir: str | None = None
+    export: list[ExportFormat] = Field(
+        default_factory=list, description="With log_dir: exports written when a session ends."
+    )
+    report: bool = Field(False, description="With log_dir: write each ended session's report.")
 
 
 SessionId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")]

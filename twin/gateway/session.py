@@ -14,14 +14,14 @@ import asyncio
 import contextlib
 import io
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import structlog
 
 from twin.errors import RoundError
 from twin.eventlog.log import EventLog, JsonlWriter
-from twin.gateway import recovery
+from twin.gateway import analysis, recovery
 from twin.gateway.config import GatewayConfig, SessionRequest
 from twin.gateway.links import AgentLink
 from twin.gateway.rounds import Round, SessionStatus, committed
@@ -49,7 +49,6 @@ from twin.sim.reproduce import RecordedRound, play_round
 log = structlog.get_logger()
 
 ADVANCE_CHUNK = 20_000  # SimPy events between yields to the event loop
-FOLLOW_PIECE_BYTES = 1 << 20  # the most a follower is sent in one write
 
 
 class Session:
@@ -171,6 +170,9 @@ class Session:
             self.log_closed = True
             self._wake()
             bound.info("session_ended", reason=self.ended, rounds=self.rounds)
+            if self._file is not None and self.config.log_dir is not None:
+                path = recovery.log_path(self.config.log_dir, self.id)
+                await analysis.write_beside(path, self.config.export, self.config.report)
             for link in list(self.agents.values()):
                 await link.send(SessionEnded(reason=self.ended or "closed"))
 
@@ -417,26 +419,6 @@ class Session:
     def _wake(self, chunk: object = None) -> None:
         grew, self.grew = self.grew, asyncio.Event()
         grew.set()
-
-    async def follow(self, piece_bytes: int = FOLLOW_PIECE_BYTES) -> AsyncIterator[bytes]:
-        """The log from its start, then each flush as it comes (a round's records at a time),
-        in pieces of whole lines; ends once the session has ended and its log is closed."""
-        offset = 0
-        while True:
-            grew = self.grew
-            with self.jsonl.getbuffer() as view:  # released before the log writes again
-                end = len(view)
-                if end - offset > piece_bytes:
-                    cut = bytes(view[offset : offset + piece_bytes]).rfind(b"\n") + 1
-                    end = offset + (cut or piece_bytes)
-                piece = bytes(view[offset:end])
-            if piece:
-                offset = end
-                yield piece
-            elif self.log_closed:
-                return
-            else:
-                await grew.wait()
 
     def events(self) -> bytes:
         """The session's event log so far, as JSONL."""

@@ -10,6 +10,7 @@ from aiohttp import web
 from twin.errors import RefusedError, TwinError
 from twin.gateway.access import bearer, client_of, unauthorized
 from twin.gateway.config import SessionRequest
+from twin.gateway.feed import follow
 from twin.gateway.http import dumps, json_of, problem, read_body, refusal, validated
 from twin.gateway.keys import CONFIG, REGISTRY, REPORTS
 from twin.gateway.session import Session
@@ -77,19 +78,19 @@ async def session_events(request: web.Request) -> web.StreamResponse:
     session goes on, until it ends (a live dashboard's feed)."""
     try:
         session = _readable(request)
-        follow = request.query.get("follow", "0") not in {"0", "false", ""}
+        following = request.query.get("follow", "0") not in {"0", "false", ""}
         client = client_of(request)
-        if follow:
+        if following:
             request.app[REGISTRY].limits.claim("event streams", client)
     except TwinError as exc:
         return refusal(exc)
-    if not follow:
+    if not following:
         return web.Response(body=session.events(), content_type="application/x-ndjson")
     response = web.StreamResponse(headers={"Cache-Control": "no-store"})
     response.content_type = "application/x-ndjson"
     try:
         await response.prepare(request)
-        async for piece in session.follow():
+        async for piece in follow(session):
             await response.write(piece)
         await response.write_eof()
     except ConnectionResetError:

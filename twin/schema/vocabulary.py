@@ -34,6 +34,10 @@ MODES: tuple[Mode, ...] = get_args(Mode)
 Optimizer = Literal["none", "sgd", "adam"]
 OPTIMIZERS: tuple[Optimizer, ...] = get_args(Optimizer)
 
+ExportFormat = Literal["parquet", "csv", "perfetto"]
+EXPORT_FORMATS: tuple[ExportFormat, ...] = get_args(ExportFormat)
+"""What an event log exports to: typed tables (Parquet, CSV) or a Perfetto timeline."""
+
 EVENTS_FILE = "events.jsonl"
 SUMMARY_FILE = "summary.json"
 REPLAY_FILE = "replay.json"
