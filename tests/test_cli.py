@@ -240,3 +240,47 @@ def test_a_bad_declared_session_is_one_clear_line(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "session.yaml: field tokens.research: String should have at least 16" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def on_a_terminal(*args: str) -> str:
+    """What `twin ARGS...` shows on a 160-column terminal (a pseudo-terminal)."""
+    import os
+    import pty
+
+    master, slave = pty.openpty()
+    env = {**os.environ, "COLUMNS": "160", "LINES": "40", "TERM": "xterm"}
+    proc = subprocess.Popen([sys.executable, "-m", "twin", *args], stdout=slave, stderr=slave,
+                            env=env)  # fmt: skip
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            data = os.read(master, 1 << 16)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        out += data
+    os.close(master)
+    assert proc.wait() == 0, out.decode(errors="replace")
+    return out.decode(errors="replace")
+
+
+@pytest.mark.parametrize(
+    ("args", "shown"),
+    [
+        (["run", "--scenario", "default"], ["running (virtual time)", "of 24 h", "h/s", "eta"]),
+        (["replay", "--trace", "{openb}", "--gpus", "100"], ["replaying", "of 8,153 jobs", "eta"]),
+    ],
+)
+def test_long_work_shows_a_progress_bar_on_a_terminal_only(
+    shared_traces: Path, args: list[str], shown: list[str]
+) -> None:
+    openb = shared_traces / "alibaba-gpu-v2023-openb" / "openb_pod_list_default.csv"
+    args = [a.format(openb=openb) for a in args]
+    screen = on_a_terminal(*args)
+    for text in shown:
+        assert text in screen
+    piped = twin(*args)
+    assert piped.returncode == 0
+    assert shown[0] not in piped.stdout + piped.stderr

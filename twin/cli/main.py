@@ -17,6 +17,7 @@ def _run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from twin.cli.analyse import check_output_options, write_outputs
+    from twin.cli.progress import horizon_h, progress_bar
     from twin.cli.render import print_summary
     from twin.sim import scenarios
     from twin.sim.runner import run_episode
@@ -24,8 +25,12 @@ def _run(args: argparse.Namespace) -> int:
     check_output_options(args)
     scenario = scenarios.load(args.scenario, args.set or ())
     out = Path(args.out) if args.out else None
-    summary, _ = run_episode(scenario, seed=args.seed, policy=args.policy, out_dir=out)
     console = Console()
+    with progress_bar(console, "running (virtual time)", horizon_h(scenario), "h") as advance:
+        summary, _ = run_episode(
+            scenario, seed=args.seed, policy=args.policy, out_dir=out,
+            progress=None if advance is None else lambda t_s: advance(t_s / 3600),
+        )  # fmt: skip
     print_summary(summary, console)
     if out is not None:
         console.print(f"wrote {out / EVENTS_FILE} and {out / SUMMARY_FILE}")

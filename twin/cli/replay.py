@@ -62,8 +62,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 def replay_command(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+    from twin.cli.progress import count_lines, progress_bar
     from twin.cli.render import print_summary
     from twin.replay.formats.flat import parse_map
     from twin.replay.load import TraceOptions
@@ -91,15 +91,11 @@ def replay_command(args: argparse.Namespace) -> int:
     )
     out = Path(args.out) if args.out else None
     console = Console()
-    if console.is_terminal:
-        columns = (SpinnerColumn(), TextColumn("replaying {task.fields[jobs]:,} jobs read"))
-        with Progress(*columns, TimeElapsedColumn(), console=console, transient=True) as bar:
-            task = bar.add_task("replay", total=None, jobs=0)
-            summary, report = replay(
-                Path(args.trace), options, out_dir=out, progress=lambda n: bar.update(task, jobs=n)
-            )
-    else:
-        summary, report = replay(Path(args.trace), options, out_dir=out)
+    path = Path(args.trace)
+    lines = count_lines(path) if console.is_terminal else None
+    total = min(lines, args.max_jobs) if lines and args.max_jobs else lines
+    with progress_bar(console, "replaying", total, "jobs") as advance:
+        summary, report = replay(path, options, out_dir=out, progress=advance)
     print_summary(summary, console)
     print_report(report, console)
     if out is not None:

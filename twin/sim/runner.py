@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -12,9 +12,11 @@ from twin.eventlog.metrics import Metrics
 from twin.schema.scenario import Scenario
 from twin.schema.summary import Summary
 from twin.schema.vocabulary import EVENTS_FILE, SUMMARY_FILE
-from twin.sim.driver import Driver
+from twin.sim.driver import PAUSED, Driver
 from twin.sim.jobrecord import JobRecord
 from twin.sim.kinds import kind_of
+
+PROGRESS_EVERY = 50_000  # SimPy events between progress reports
 
 
 def run_episode(
@@ -26,9 +28,11 @@ def run_episode(
     sources: Iterable[Iterable[JobRecord]] = (),
     keep_log: bool = False,
     metrics: Metrics | None = None,
+    progress: Callable[[float], None] | None = None,
 ) -> tuple[Summary, Driver[Any, Any]]:
     """Play `scenario` to its end, every tenant by its policy (`policy` for all, if given);
-    write the event log and the summary under `out_dir`."""
+    write the event log and the summary under `out_dir`; `progress(t_s)` hears the virtual
+    time every few thousand events."""
     policies = kind_of(scenario).default_policies(scenario, seed, policy)
     with ExitStack() as stack:
         session = f"{scenario.name}-s{seed}"
@@ -43,8 +47,12 @@ def run_episode(
         driver: Driver[Any, Any] = Driver(
             scenario, seed=seed, session=session, log=log, sources=sources
         )
-        while driver.advance() is not None:
-            driver.commit_round({}, policies, announce_defaults=False)
+        limit = None if progress is None else PROGRESS_EVERY
+        while (batch := driver.advance(limit)) is not None:
+            if progress is not None:
+                progress(driver.now_s)
+            if batch is not PAUSED:
+                driver.commit_round({}, policies, announce_defaults=False)
         log.flush()
     summary = metrics.summary()
     if out_dir is not None:

@@ -1,0 +1,65 @@
+"""A progress bar for long runs on a terminal: done out of total, rate and time left.
+Piped or redirected output gets none (the bar would only be noise in a log)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Task
+    from rich.text import Text
+
+    from twin.schema.scenario import Scenario
+
+Advance = Callable[[float], None]
+
+
+@contextmanager
+def progress_bar(console: Console, what: str, total: float | None,
+                 unit: str) -> Iterator[Advance | None]:  # fmt: skip
+    """`update(done)` for a bar of `total` (None: unknown) `unit`s; None when not a terminal."""
+    if not console.is_terminal:
+        yield None
+        return
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        ProgressColumn,
+        TaskProgressColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+    from rich.text import Text
+
+    class Rate(ProgressColumn):
+        def render(self, task: Task) -> Text:
+            speed = task.finished_speed or task.speed
+            return Text("" if speed is None else f"{speed:,.0f} {unit}/s", style="cyan")
+
+    done = TextColumn("{task.completed:,.0f}" + (f" of {total:,.0f}" if total else "") + f" {unit}")
+    columns = (TextColumn(what), BarColumn(), TaskProgressColumn(), done, Rate(),
+               TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())  # fmt: skip
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task(what, total=total)
+        yield lambda completed: bar.update(task, completed=completed)
+
+
+def count_lines(path: Path) -> int | None:
+    """Lines in a text file (a trace's job count, give or take a header); None if unreadable."""
+    try:
+        with path.open("rb") as stream:
+            return sum(chunk.count(b"\n") for chunk in iter(lambda: stream.read(1 << 20), b""))
+    except OSError:
+        return None
+
+
+def horizon_h(scenario: Scenario) -> float | None:
+    """How far a run goes in virtual hours, where the scenario says (else it runs until drained)."""
+    if scenario.kind == "gpucluster":
+        return scenario.max_steps * scenario.step_s / 3600
+    return None if scenario.horizon_s is None else scenario.horizon_s / 3600
