@@ -25,6 +25,7 @@ BENCHMARKS = {
     "gateway": "twin.bench.gateway:bench_gateway",
     "hostile": "twin.bench.hostile:bench_hostile",
     "startup": "twin.bench.startup:bench_startup",
+    "export": "twin.bench.export:bench_export",
 }
 """Each benchmark by name, as `module:function` (imported only when it runs)."""
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import types
 from collections.abc import Mapping
 from functools import cache
+from operator import itemgetter
 from typing import Any, Literal, Union, get_args, get_origin
 
 import orjson
@@ -87,20 +88,20 @@ def json_text(value: object) -> str | None:
 class Columns:
     """Rows (mappings from column name to value) gathered until taken as a record batch."""
 
-    __slots__ = ("rows", "schema")
+    __slots__ = ("_getter", "rows", "schema")
 
     def __init__(self, schema: pa.Schema) -> None:
         self.schema = schema
         self.rows: list[Mapping[str, Any]] = []
+        self._getter = itemgetter(*schema.names)
 
     def take(self) -> pa.RecordBatch:
-        """The rows so far as a record batch; the rows start empty again."""
+        """The rows so far as a record batch; the rows start empty again. Every row has every
+        column (events as `parse_events` yields them)."""
         rows, self.rows = self.rows, []
+        columns = zip(*map(self._getter, rows), strict=True) if rows else [()] * len(self.schema)
         arrays = []
-        for f in self.schema:
-            name = f.name
-            values = [row.get(name) for row in rows]
-            if f.metadata == JSON:
-                values = [json_text(v) for v in values]
-            arrays.append(pa.array(values, type=f.type))
+        for f, values in zip(self.schema, columns, strict=True):
+            column = tuple(map(json_text, values)) if f.metadata == JSON else values
+            arrays.append(pa.array(column, type=f.type))
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)

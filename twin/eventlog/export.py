@@ -23,11 +23,11 @@ from twin.eventlog.columns import JSON, Columns, event_schema, required_fields
 from twin.eventlog.jobs import JOBS_SCHEMA, JobTable
 from twin.eventlog.perfetto import PerfettoWriter
 from twin.eventlog.rounds import ROUNDS_SCHEMA, RoundTable
-from twin.schema.events import EVENT_FIELDS
+from twin.schema.events import EVENT_DEFAULTS, EVENT_FIELDS
 from twin.schema.vocabulary import EVENTS_FILE, ExportFormat
 
 TIMELINE_FILE = "timeline.perfetto.json"
-BATCH_ROWS = 65_536
+BATCH_ROWS = 16_384
 
 
 def read_events(path: Path) -> Iterator[dict[str, Any]]:
@@ -41,23 +41,33 @@ def read_events(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def parse_events(lines: Iterable[bytes], where: str) -> Iterator[dict[str, Any]]:
-    """The events of JSONL lines; EventLogError names `where` and the bad line's number."""
+    """The events of JSONL lines, every field present (a field newer than the log takes its
+    default); EventLogError names `where` and the bad line's number."""
+    fields = {k: frozenset(("t_s", "tenant", *names)) for k, names in EVENT_FIELDS.items()}
     for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
         try:
             event = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
+            if not line.strip():
+                continue
             raise EventLogError(f"{where}:{number}: not JSON ({exc.msg})") from None
-        if not isinstance(event, dict) or event.get("kind") not in EVENT_FIELDS:
-            kind = event.get("kind") if isinstance(event, dict) else None
+        kind = event.get("kind") if isinstance(event, dict) else None
+        if kind not in fields:
             raise EventLogError(f"{where}:{number}: not an event record (kind {kind!r})")
-        missing = [f for f in required_fields(event["kind"]) if f not in event]
-        if missing or "t_s" not in event:
-            raise EventLogError(
-                f"{where}:{number}: {event['kind']} lacks {', '.join(missing) or 't_s'}"
-            )
+        if not event.keys() >= fields[kind]:
+            _complete(event, f"{where}:{number}")
         yield event
+
+
+def _complete(event: dict[str, Any], where: str) -> None:
+    """Fill the fields with defaults, or name the first required one missing."""
+    kind = event["kind"]
+    missing = [f for f in ("t_s", *required_fields(kind)) if f not in event]
+    if missing:
+        raise EventLogError(f"{where}: {kind} lacks {', '.join(missing)}")
+    event.setdefault("tenant", None)
+    for name, default in EVENT_DEFAULTS[kind].items():
+        event.setdefault(name, default)
 
 
 class _Sink(Protocol):
