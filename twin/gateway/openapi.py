@@ -23,6 +23,12 @@ ERROR = {
 }
 SESSION_ID = {"name": "session_id", "in": "path", "required": True, "schema": {"type": "string"}}
 EPISODE_ID = {"name": "episode_id", "in": "query", "required": False, "schema": {"type": "string"}}
+FOLLOW = {
+    "name": "follow",
+    "in": "query",
+    "required": False,
+    "schema": {"type": "string", "enum": ["0", "1"]},
+}
 
 
 class _Components:
@@ -99,9 +105,15 @@ def document(control: ControlPlane) -> dict[str, Any]:
                           parameters=[SESSION_ID], security=operator),
         },
         "/v1/sessions/{session_id}/events": {
-            "get": _op("The session's event log, JSONL (operator or the session's read token)",
+            "get": _op("The session's event log, JSONL (operator or the session's read token); "
+                       "with follow=1, streamed until the session ends",
                        {"200": {"description": "JSONL", "content": {"application/x-ndjson": {}}}},
-                       401, 404, parameters=[SESSION_ID], security=operator),
+                       401, 404, 503, parameters=[SESSION_ID, FOLLOW], security=operator),
+        },
+        "/v1/sessions/{session_id}/report": {
+            "get": _op("The session's HTML report (operator or the session's read token)",
+                       {"200": {"description": "HTML", "content": {"text/html": {}}}},
+                       401, 404, 501, parameters=[SESSION_ID], security=operator),
         },
     }  # fmt: skip
     return {
