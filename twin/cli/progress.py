@@ -62,4 +62,6 @@ def horizon_h(scenario: Scenario) -> float | None:
     """How far a run goes in virtual hours, where the scenario says (else it runs until drained)."""
     if scenario.kind == "gpucluster":
         return scenario.max_steps * scenario.step_s / 3600
+    if scenario.kind == "agentic_rl":
+        return None  # it runs its steps, however long they take
     return None if scenario.horizon_s is None else scenario.horizon_s / 3600

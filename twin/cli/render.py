@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from twin.schema.summary import Quantiles, Summary
+from twin.schema.summary import AgenticSummary, Quantiles, Summary
 
 
 def _s(value: float | None) -> str:
@@ -33,7 +33,7 @@ def print_summary(summary: Summary, console: Console) -> None:
     j = summary.jobs
     if j.arrived:
         head.add_row(
-            "jobs",
+            "actions" if summary.agentic is not None else "jobs",
             f"{j.arrived} arrived · {j.finished} finished · {j.failed} failed · "
             f"{j.unfinished} unfinished · {j.interrupted} interruptions",
         )
@@ -56,6 +56,9 @@ def print_summary(summary: Summary, console: Console) -> None:
                 p.name, f"{p.held_gpu_h:,.1f}", f"{p.busy_gpu_h:,.1f}", util, f"{p.cost_usd:,.2f}"
             )
         console.print(pools)
+    if summary.agentic is not None:
+        print_agentic(summary.agentic, console)
+        return
     if summary.tenants and summary.jobs.arrived:
         tenants = Table(title="tenants")
         traded = any(t.traded_usd for t in summary.tenants)
@@ -75,3 +78,31 @@ def print_summary(summary: Summary, console: Console) -> None:
                 f"{t.reward_usd:,.2f}",
             )
         console.print(tenants)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.2f}"
+
+
+def print_agentic(a: AgenticSummary, console: Console) -> None:
+    """Action completion times by kind, RL steps and external resources."""
+    acts = Table(title=f"actions under {a.orchestration} orchestration (completion time, s)")
+    for col in ("action", "count", "mean", "p50", "p99", "max"):
+        acts.add_column(col, justify="right" if col != "action" else "left")
+    for name, q in [("all", a.act_s), *a.act_by_action.items()]:
+        acts.add_row(name, f"{q.count:,}", _ms(q.mean), _ms(q.p50), _ms(q.p99), _ms(q.max))
+    console.print(acts)
+    steps = Table(title="RL steps (s)")
+    for col in ("", "count", "mean", "p50", "max"):
+        steps.add_column(col, justify="right" if col else "left")
+    for name, q in (("step", a.step_s), ("rollout", a.rollout_s), ("trajectory", a.trajectory_s)):
+        steps.add_row(name, f"{q.count:,}", _ms(q.mean), _ms(q.p50), _ms(q.max))
+    console.print(steps)
+    res = Table(title="external resources")
+    for col in ("resource", "capacity", "held unit-h", "busy unit-h", "utilisation", "cost $"):
+        res.add_column(col, justify="right" if col != "resource" else "left")
+    for r in a.resources:
+        util = "-" if r.utilisation is None else f"{r.utilisation:.1%}"
+        res.add_row(r.resource, f"{r.capacity:,.0f}", f"{r.held_unit_h:,.1f}",
+                    f"{r.busy_unit_h:,.1f}", util, f"{r.cost_usd:,.2f}")  # fmt: skip
+    console.print(res)

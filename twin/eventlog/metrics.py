@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from twin.eventlog.agentic import AgenticMetrics
 from twin.eventlog.log import Record
 from twin.schema.events import EVENT_FIELDS
 from twin.schema.summary import (
@@ -70,6 +71,8 @@ class Metrics:
     _busy_gpu_s: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     _running: dict[str, tuple[float, float, str]] = field(default_factory=dict)
     _pool_cost: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    agentic: AgenticMetrics = field(default_factory=AgenticMetrics)
+    is_agentic: bool = False
 
     def __post_init__(self) -> None:
         self._handlers: dict[str, Callable[[Record], None]] = {
@@ -165,8 +168,31 @@ class Metrics:
         self.end_reason = rec[3]
         self.end_t_s = rec[1]
 
+    # Agentic RL: actions are its jobs; its money is what the external resources cost.
+
+    def _on_action_submitted(self, rec: Record) -> None:
+        self._tenants[rec[2]].arrived += 1
+        self.agentic.submitted(rec[3], rec[5])
+
+    def _on_action_finished(self, rec: Record) -> None:
+        self._tenants[rec[2]].finished += 1
+        self.agentic.finished(rec[3], rec[4])
+
+    def _on_trajectory_finished(self, rec: Record) -> None:
+        self.agentic.trajectory_s.append(rec[5])
+
+    def _on_rl_step_finished(self, rec: Record) -> None:
+        self.agentic.step_s.append(rec[4])
+        self.agentic.rollout_s.append(rec[5])
+
+    def _on_resources_used(self, rec: Record) -> None:
+        self.agentic.resources.append((rec[3], rec[4], rec[5], rec[6]))
+
     def _on_episode_started(self, rec: Record) -> None:
         self.scenario, self.seed, config = rec[3], rec[4], rec[5]
+        if config.get("kind") == "agentic_rl":
+            self.agentic.started(config)
+            self.is_agentic = True
         if config.get("kind") == "gpucluster":
             self.max_steps = config["max_steps"]
             self.step_s = config["step_s"]
@@ -229,6 +255,9 @@ class Metrics:
         cost = sum(t.cost_usd for t in self._tenants.values())
         sla = sum(t.sla_usd for t in self._tenants.values())
         value = sum(t.value_usd for t in self._tenants.values())
+        agentic = self.agentic.summary() if self.is_agentic else None
+        if agentic is not None:
+            cost = sum(r.cost_usd for r in agentic.resources)
         if self.max_steps is not None:
             reward = self.step_reward
             score = min(max(reward / (self.max_steps * GPUCLUSTER_SCALE), 0.0), 1.0)
@@ -259,6 +288,7 @@ class Metrics:
             reward=reward,
             score=score,
             steps=self.steps if self.max_steps is not None else None,
+            agentic=agentic,
         )
 
 

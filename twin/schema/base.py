@@ -9,3 +9,11 @@ class Frozen(BaseModel):
     """A validated, immutable record that rejects fields it does not know and non-finite numbers."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class Event(Frozen):
+    """Fields every event record carries."""
+
+    t_s: float
+    session: str
+    tenant: str | None

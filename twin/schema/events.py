@@ -12,16 +12,18 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter
 
-from twin.schema.base import Frozen
+from twin.schema.agentic import (
+    ActionFinished,
+    ActionStarted,
+    ActionSubmitted,
+    ResourcesUsed,
+    RlStepFinished,
+    ServiceEvicted,
+    ServiceLoaded,
+    TrajectoryFinished,
+)
+from twin.schema.base import Event
 from twin.schema.vocabulary import Mechanism
-
-
-class Event(Frozen):
-    """Fields every event record carries."""
-
-    t_s: float
-    session: str
-    tenant: str | None
 
 
 class EpisodeStarted(Event):
@@ -302,6 +304,14 @@ EVENT_MODELS: tuple[type[Event], ...] = (
     JobsArrived,
     JobsProcessed,
     StepCompleted,
+    ActionSubmitted,
+    ActionStarted,
+    ActionFinished,
+    ServiceLoaded,
+    ServiceEvicted,
+    TrajectoryFinished,
+    RlStepFinished,
+    ResourcesUsed,
 )
 
 AnyEvent = Annotated[
@@ -335,7 +345,15 @@ AnyEvent = Annotated[
     | BudgetExhausted
     | JobsArrived
     | JobsProcessed
-    | StepCompleted,
+    | StepCompleted
+    | ActionSubmitted
+    | ActionStarted
+    | ActionFinished
+    | ServiceLoaded
+    | ServiceEvicted
+    | TrajectoryFinished
+    | RlStepFinished
+    | ResourcesUsed,
     Field(discriminator="kind"),
 ]
 

@@ -19,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from twin.schema.agentic import AgenticRlScenario
 from twin.schema.base import Frozen
 from twin.schema.distributions import Choice, Constant, Distribution, upper_bound
 from twin.schema.vocabulary import LayerGroup, Mode, Optimizer, Precision, QueuePolicy
@@ -281,4 +282,6 @@ class GpuClusterScenario(Frozen):
     policy: str = "baseline"
 
 
-Scenario = Annotated[ClusterScenario | GpuClusterScenario, Field(discriminator="kind")]
+Scenario = Annotated[
+    ClusterScenario | GpuClusterScenario | AgenticRlScenario, Field(discriminator="kind")
+]

@@ -46,6 +46,30 @@ class JobCounts(Frozen):
     unfinished: int
 
 
+class ResourceUse(Frozen):
+    """An external resource of an agentic-RL run: unit-hours held (allocated) and busy."""
+
+    resource: str
+    capacity: float
+    held_unit_h: float
+    busy_unit_h: float
+    utilisation: float | None
+    cost_usd: float
+
+
+class AgenticSummary(Frozen):
+    """Action completion times (ACT), RL steps and external resources of an agentic-RL run."""
+
+    orchestration: str
+    actions: int
+    act_s: Quantiles
+    act_by_action: dict[str, Quantiles]
+    step_s: Quantiles
+    rollout_s: Quantiles
+    trajectory_s: Quantiles
+    resources: list[ResourceUse]
+
+
 class Summary(Frozen):
     session: str
     scenario: str
@@ -64,6 +88,7 @@ class Summary(Frozen):
     reward: float
     score: float
     steps: int | None = None
+    agentic: AgenticSummary | None = None
 
 
 class DelayComparison(Frozen):

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Generic, TypeVar
 
+from twin.errors import ConfigError
 from twin.schema import actions
+from twin.schema.agentic import ORCHESTRATIONS, AgenticAction, AgenticRlScenario, AgenticView
 from twin.schema.base import Frozen
 from twin.schema.scenario import ClusterScenario, GpuClusterScenario, Scenario
 from twin.sim.cluster import ClusterModel
@@ -34,6 +37,8 @@ class Kind(Generic[Obs, Act]):
     """Each tenant's policy name as the scenario configures it."""
     negotiable: bool
     """Whether negotiation sessions (offers, bids, placements) can run on it."""
+    with_policy: Callable[[Any, str], Any] | None = None
+    """Where the policy is the model's own (not its tenants'): the scenario run by `policy`."""
 
     def model(
         self, world: World, scenario: Scenario, sources: Iterable[Iterable[JobRecord]]
@@ -79,7 +84,42 @@ GPUCLUSTER: Kind[actions.GpuClusterObservation, actions.GpuClusterAction] = Kind
     "gpucluster", _step, actions.GpuClusterAction, actions.GpuClusterObservation, STEP_POLICIES,
     _step_policies, negotiable=False,
 )  # fmt: skip
-KINDS: Mapping[str, Kind[Any, Any]] = {k.name: k for k in (CLUSTER, GPUCLUSTER)}
+
+
+class Orchestrate:
+    """The agentic-RL tenant's policy: the orchestrator decides inside the model."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def decide(self, obs: AgenticView) -> AgenticAction:
+        return AgenticAction()
+
+
+def _orchestrate(name: str, seed: int) -> Orchestrate:
+    return Orchestrate(name)
+
+
+def _agentic(
+    world: World, scenario: AgenticRlScenario, sources: Iterable[Iterable[JobRecord]]
+) -> Model[AgenticView, AgenticAction]:
+    from twin.sim.agentic.model import AgenticModel
+
+    return AgenticModel(world, scenario, sources)
+
+
+def _orchestrated(scenario: AgenticRlScenario, name: str) -> AgenticRlScenario:
+    if name not in ORCHESTRATIONS:
+        raise ConfigError(f"unknown policy {name!r}; allowed: {', '.join(ORCHESTRATIONS)}")
+    return scenario.model_copy(update={"orchestration": name})
+
+
+AGENTIC: Kind[AgenticView, AgenticAction] = Kind(
+    "agentic_rl", _agentic, AgenticAction, AgenticView,
+    {name: partial(_orchestrate, name) for name in ORCHESTRATIONS},
+    lambda s: {"rl": s.orchestration}, negotiable=False, with_policy=_orchestrated,
+)  # fmt: skip
+KINDS: Mapping[str, Kind[Any, Any]] = {k.name: k for k in (CLUSTER, GPUCLUSTER, AGENTIC)}
 
 
 def kind_of(scenario: Scenario) -> Kind[Any, Any]:

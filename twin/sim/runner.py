@@ -33,7 +33,10 @@ def run_episode(
     """Play `scenario` to its end, every tenant by its policy (`policy` for all, if given);
     write the event log and the summary under `out_dir`; `progress(t_s)` hears the virtual
     time every few thousand events."""
-    policies = kind_of(scenario).default_policies(scenario, seed, policy)
+    kind = kind_of(scenario)
+    if policy is not None and kind.with_policy is not None:
+        scenario = kind.with_policy(scenario, policy)
+    policies = kind.default_policies(scenario, seed, policy)
     with ExitStack() as stack:
         session = f"{scenario.name}-s{seed}"
         log = EventLog(session, keep=keep_log)

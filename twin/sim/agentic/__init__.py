@@ -1,0 +1,1 @@
+"""The agentic-RL model kind: rollouts whose actions use external resources (ARL-Tangram)."""

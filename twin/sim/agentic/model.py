@@ -1,0 +1,168 @@
+"""The agentic-RL model: RL steps of trajectories that alternate LLM generation with actions on
+external resources, allocated by the scenario's orchestration policy.
+
+Each step starts `trajectories_per_step` trajectory processes; each generates (a decode delay),
+then submits an action and waits for it to complete, for its number of turns. The step's
+rollout ends when its slowest trajectory ends; training follows. The orchestrator owns the
+external resources; every action's submission, start and finish is logged, and at the end the
+unit-seconds each resource was held and busy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import simpy
+
+from twin.schema.agentic import ActionKind, AgenticAction, AgenticRlScenario, AgenticView
+from twin.sim.jobrecord import JobRecord
+from twin.sim.model import RoundInputs, TenantOutcome, World
+from twin.sim.sampling import sampler
+
+TENANT = "rl"
+RESOURCES = ("cpu", "gpu", "api")
+
+
+@dataclass(slots=True)
+class Action:
+    """One action in flight: what it is, when it was submitted, and its completion event."""
+
+    action_id: str
+    trajectory: str
+    kind: ActionKind
+    work_s: float
+    submitted_s: float
+    done: simpy.Event
+    units: int = 0
+    started_s: float = 0.0
+    ends_s: float = 0.0
+
+
+@dataclass(slots=True)
+class Usage:
+    """Units of one resource held (allocated) and busy over time, integrated as they change."""
+
+    capacity: float
+    held: float = 0.0
+    busy: float = 0.0
+    held_unit_s: float = 0.0
+    busy_unit_s: float = 0.0
+    peak_busy: float = 0.0
+    since_s: float = 0.0
+
+    def change(self, now: float, held: float = 0.0, busy: float = 0.0) -> None:
+        dt = now - self.since_s
+        self.held_unit_s += self.held * dt
+        self.busy_unit_s += self.busy * dt
+        self.since_s = now
+        self.held += held
+        self.busy += busy
+        self.peak_busy = max(self.peak_busy, self.busy)
+
+
+class AgenticModel:
+    """The model kind `agentic_rl` (one tenant, `rl`, whose orchestrator decides in-model)."""
+
+    def __init__(
+        self, world: World, cfg: AgenticRlScenario, sources: Iterable[Iterable[JobRecord]] = ()
+    ) -> None:
+        from twin.sim.agentic.policies import orchestrator
+
+        self.env, self.cfg = world.env, cfg
+        self.emit = world.log.append
+        self.tenant_names = [TENANT]
+        self.pending: dict[int, list[str]] = {}
+        self.ended: str | None = None
+        self.step = 0
+        streams = world.streams
+        self.turns = sampler(cfg.turns, streams.get("agentic/turns"))
+        self.decode_s = sampler(cfg.decode_s, streams.get("agentic/decode"))
+        self.work_s = {a.name: sampler(a.work_s, streams.get(f"agentic/work/{a.name}"))
+                       for a in cfg.actions}  # fmt: skip
+        self.sandbox_start_s = sampler(cfg.sandbox_start_s, streams.get("agentic/sandbox"))
+        shares = np.array([a.share for a in cfg.actions], dtype=float)
+        self._kind_rng = streams.get("agentic/kinds")
+        self._kind_p = shares / shares.sum()
+        self._seq = 0
+        self.usage = {
+            "cpu": Usage(cfg.cpu_cores),
+            "gpu": Usage(8 * cfg.gpu_nodes),
+            "api": Usage(cfg.api_quota),
+        }
+        self.orchestrator = orchestrator(self)
+        self.env.process(self._steps())
+
+    # -- the processes ----------------------------------------------------------------------
+
+    def _steps(self) -> Any:
+        cfg, env = self.cfg, self.env
+        for step in range(cfg.steps):
+            self.step = step
+            start = env.now
+            rollouts = [env.process(self._trajectory(step, i))
+                        for i in range(cfg.trajectories_per_step)]  # fmt: skip
+            yield env.all_of(rollouts)
+            rollout_s = env.now - start
+            yield env.timeout(cfg.train_s)
+            self.emit(("rl_step_finished", env.now, TENANT, step, env.now - start, rollout_s))
+        self.end("max_steps")
+
+    def _trajectory(self, step: int, i: int) -> Any:
+        env, orch = self.env, self.orchestrator
+        name = f"s{step}-t{i}"
+        start = env.now
+        yield from orch.trajectory_started(name)
+        turns = max(1, round(self.turns()))
+        for _ in range(turns):
+            yield env.timeout(self.decode_s())
+            kind = self.cfg.actions[int(self._kind_rng.choice(len(self._kind_p), p=self._kind_p))]
+            self._seq += 1
+            action = Action(f"a{self._seq}", name, kind, self.work_s[kind.name](), env.now,
+                            env.event())  # fmt: skip
+            self.emit(("action_submitted", env.now, TENANT, action.action_id, name, kind.name,
+                       kind.resource))  # fmt: skip
+            orch.submit(action)
+            yield action.done
+        orch.trajectory_ended(name)
+        self.emit(("trajectory_finished", env.now, TENANT, name, step, env.now - start, turns))
+
+    # -- the Model protocol -----------------------------------------------------------------
+
+    def score_round(self, tenants: list[int]) -> None:
+        """No decision rounds: the orchestrator allocates inside the model."""
+
+    def observe(self, tenant: int, reasons: list[str]) -> AgenticView:
+        orch = self.orchestrator
+        return AgenticView(
+            t_s=self.env.now,
+            step=self.step,
+            queued={r: orch.queued(r) for r in RESOURCES},
+            free_units={r: orch.free(r) for r in RESOURCES},
+        )
+
+    def observe_flat(self, tenant: int) -> tuple[float, ...]:
+        orch = self.orchestrator
+        return (self.env.now, float(self.step), *(float(orch.queued(r)) for r in RESOURCES))
+
+    def commit(self, inputs: RoundInputs[AgenticAction]) -> Mapping[str, TenantOutcome]:
+        return {TENANT: TenantOutcome()}
+
+    def settle_reward(self, tenant: int) -> float:
+        return 0.0
+
+    def end(self, reason: str) -> None:
+        """Close the books: every resource's held and busy unit-seconds."""
+        if self.ended:
+            return
+        self.ended = reason
+        now = self.env.now
+        self.orchestrator.close()
+        for resource, use in self.usage.items():
+            use.change(now)
+            if use.capacity:
+                self.emit(("resources_used", now, None, resource, use.held_unit_s,
+                           use.busy_unit_s, use.capacity))  # fmt: skip
+        self.emit(("episode_ended", now, None, reason))
