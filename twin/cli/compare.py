@@ -1,0 +1,167 @@
+"""`twin compare`: policies side by side on the same scenario and seeds.
+
+Each policy runs once per seed (`--seeds N`: seeds 0..N-1, so every policy meets the same
+arrivals and draws); the table shows each figure's mean over the seeds and its ratio to the
+first policy's, and `--out DIR` writes `compare.json` (every run and the means) and
+`compare.csv` (one row per run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+
+from twin.errors import ConfigError
+from twin.schema.summary import Summary
+
+Figure = Callable[[Summary], float | None]
+
+
+def _resource(name: str, what: str) -> Figure:
+    def get(s: Summary) -> float | None:
+        use = (
+            next((r for r in s.agentic.resources if r.resource == name), None)
+            if s.agentic
+            else None
+        )
+        return None if use is None else getattr(use, what)
+
+    return get
+
+
+def _utilisation(s: Summary) -> float | None:
+    held = sum(p.held_gpu_h for p in s.pools)
+    return sum(p.busy_gpu_h for p in s.pools) / held if held else None
+
+
+AGENTIC: dict[str, Figure] = {
+    "ACT mean s": lambda s: s.agentic.act_s.mean if s.agentic else None,
+    "ACT p99 s": lambda s: s.agentic.act_s.p99 if s.agentic else None,
+    "step mean s": lambda s: s.agentic.step_s.mean if s.agentic else None,
+    "core-h held": _resource("cpu", "held_unit_h"),
+    "GPU-h held": _resource("gpu", "held_unit_h"),
+    "CPU utilisation": _resource("cpu", "utilisation"),
+    "GPU utilisation": _resource("gpu", "utilisation"),
+    "cost $": lambda s: s.cost_usd,
+}
+CLUSTER: dict[str, Figure] = {
+    "JCT mean s": lambda s: s.completion_s.mean,
+    "JCT p99 s": lambda s: s.completion_s.p99,
+    "delay p50 s": lambda s: s.queueing_delay_s.p50,
+    "delay p99 s": lambda s: s.queueing_delay_s.p99,
+    "GPU-h held": lambda s: sum(p.held_gpu_h for p in s.pools),
+    "utilisation": _utilisation,
+    "cost $": lambda s: s.cost_usd,
+    "reward": lambda s: s.reward,
+}
+STEP: dict[str, Figure] = {
+    "steps": lambda s: float(s.steps or 0),
+    "cost $": lambda s: s.cost_usd,
+    "SLA $": lambda s: s.sla_usd,
+    "reward": lambda s: s.reward,
+    "score": lambda s: s.score,
+}
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    cp = sub.add_parser("compare", help="run policies side by side on the same seeds")
+    cp.add_argument("--scenario", default="default", help="built-in name or YAML/JSON file")
+    cp.add_argument("--policy", required=True, help="policies, comma-separated; ratios are to "
+                    "the first")  # fmt: skip
+    cp.add_argument("--seeds", type=int, default=1, help="run seeds 0..N-1 for each policy")
+    cp.add_argument(
+        "--set", action="append", metavar="PATH=VALUE", help="override a scenario field"
+    )
+    cp.add_argument("--out", help="write compare.json and compare.csv here")
+    cp.set_defaults(func=compare_command)
+
+
+def figures_for(kind: str) -> dict[str, Figure]:
+    return {"agentic_rl": AGENTIC, "gpucluster": STEP}.get(kind, CLUSTER)
+
+
+def compare(scenario_spec: str, policies: list[str], seeds: int,
+            overrides: list[str]) -> dict[str, list[dict[str, float | None]]]:  # fmt: skip
+    """Each policy's figures per seed."""
+    from twin.sim import scenarios
+    from twin.sim.runner import run_episode
+
+    scenario = scenarios.load(scenario_spec, overrides)
+    table = figures_for(scenario.kind)
+    runs: dict[str, list[dict[str, float | None]]] = {}
+    for policy in policies:
+        runs[policy] = []
+        for seed in range(seeds):
+            summary, _ = run_episode(scenario, seed=seed, policy=policy)
+            runs[policy].append({name: get(summary) for name, get in table.items()})
+    return runs
+
+
+def means(rows: list[dict[str, float | None]]) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for name in rows[0]:
+        values = [r[name] for r in rows if r[name] is not None]
+        out[name] = statistics.fmean(v for v in values if v is not None) if values else None
+    return out
+
+
+def compare_command(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    policies = [p.strip() for p in args.policy.split(",") if p.strip()]
+    if not policies:
+        raise ConfigError("--policy: name at least one policy")
+    if args.seeds < 1:
+        raise ConfigError(f"--seeds must be at least 1, got {args.seeds}")
+    console = Console()
+    with console.status(f"running {len(policies)} policies on {args.seeds} seed(s)"):
+        runs = compare(args.scenario, policies, args.seeds, args.set or [])
+    avg = {p: means(rows) for p, rows in runs.items()}
+    first = policies[0]
+    title = f"{args.scenario}: means over seeds 0..{args.seeds - 1}; ratio: to {first}"
+    table = Table(title=title)
+    table.add_column("figure")
+    for policy in policies:
+        table.add_column(policy, justify="right")
+        if policy != first:
+            table.add_column("ratio", justify="right")
+    for name, ref in avg[first].items():
+        cells = []
+        for policy in policies:
+            value = avg[policy][name]
+            cells.append(_number(value))
+            if policy != first:
+                cells.append("-" if value is None or not ref else f"{value / ref:.2f}x")
+        table.add_row(name, *cells)
+    console.print(table)
+    if args.out:
+        _write(Path(args.out), args, runs, avg)
+        console.print(f"wrote {Path(args.out) / 'compare.json'} and compare.csv")
+    return 0
+
+
+def _number(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def _write(out: Path, args: argparse.Namespace, runs: dict[str, list[dict[str, float | None]]],
+           avg: dict[str, dict[str, float | None]]) -> None:  # fmt: skip
+    import orjson
+
+    out.mkdir(parents=True, exist_ok=True)
+    body = {"scenario": args.scenario, "seeds": args.seeds, "overrides": args.set or [],
+            "policies": list(runs), "runs": runs, "means": avg}  # fmt: skip
+    (out / "compare.json").write_bytes(orjson.dumps(body, option=orjson.OPT_INDENT_2) + b"\n")
+    with (out / "compare.csv").open("w", newline="") as stream:
+        names = list(next(iter(avg.values())))
+        writer = csv.writer(stream)
+        writer.writerow(["policy", "seed", *names])
+        for policy, rows in runs.items():
+            for seed, row in enumerate(rows):
+                writer.writerow([policy, seed, *(row[n] for n in names)])
