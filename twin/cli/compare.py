@@ -13,11 +13,14 @@ import csv
 import statistics
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from twin.errors import ConfigError
-from twin.schema.summary import Summary
 
-Figure = Callable[[Summary], float | None]
+if TYPE_CHECKING:
+    from twin.schema.summary import Summary
+
+Figure = Callable[["Summary"], float | None]
 
 
 def _resource(name: str, what: str) -> Figure:
