@@ -243,3 +243,55 @@ def test_compare_refuses_an_unknown_policy() -> None:
     result = twin_command("compare", "--scenario", "agentic-rl", "--policy", "static,magic")
     assert result.returncode == 2
     assert "unknown policy 'magic'; allowed: static, isolation, elastic" in result.stderr
+
+
+# -- an agent sets the elastic knobs ----------------------------------------------------------
+
+
+def test_under_agent_orchestration_the_tenant_decides_every_interval() -> None:
+    scenario = small(orchestration="agent", decision_interval_s=30.0)
+    log = events(scenario, "agent")
+    decided = [r for r in log if r[0] == "decision_made"]
+    end_s = next(r[1] for r in log if r[0] == "episode_ended")
+    assert len(decided) == pytest.approx(end_s / 30.0, abs=1.5)
+    assert {r[2] for r in decided} == {"rl"}
+
+
+async def test_an_agent_over_the_openenv_plane_caps_the_cores_an_action_takes(
+    aiohttp_client: Any, tmp_path: Path
+) -> None:
+    from twin.gateway.app import create_app
+    from twin.gateway.config import GatewayConfig
+
+    scenario = small(orchestration="agent", decision_interval_s=20.0)
+    path = tmp_path / "agentic.json"
+    path.write_text(scenario.model_dump_json())
+    client = await aiohttp_client(create_app(GatewayConfig(scenario=str(path))))
+    reset = await (await client.post("/reset", json={"seed": 0})).json()
+    assert reset["metadata"]["tenant"] == "rl"
+    assert set(reset["observation"]) >= {"queued", "running", "free_units", "loaded_services"}
+    rewards = []
+    for _ in range(5):
+        resp = await client.post("/step", json={"action": {"max_units": 2, "pinned": ["reward"]}})
+        step = await resp.json()
+        assert resp.status == 200, step
+        rewards.append(step["reward"])
+    assert all(r <= 0 for r in rewards), "the reward is minus the completion hours since"
+    assert any(r < 0 for r in rewards)
+    bad = await client.post("/step", json={"action": {"pinned": ["nope"]}})
+    assert (await bad.json())["code"] == "VALIDATION_ERROR"
+
+
+def test_a_cap_set_by_the_agent_bounds_the_cores_of_every_later_action() -> None:
+    from twin.eventlog.log import EventLog
+    from twin.schema.agentic import AgenticAction
+    from twin.sim.driver import Driver
+
+    scenario = small(orchestration="agent", decision_interval_s=30.0)
+    driver: Driver[Any, Any] = Driver(scenario, seed=0, log=EventLog("cap", keep=True))
+    defaults = driver.default_policies()
+    while driver.advance() is not None:
+        driver.commit_round({"rl": AgenticAction(max_units=2)}, defaults)
+    started = [r for r in driver.log if r[0] == "action_started"]
+    assert started
+    assert max(r[4] for r in started) == 2

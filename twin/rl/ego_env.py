@@ -15,6 +15,7 @@ from pydantic import ConfigDict, Field, StrictInt, ValidationError
 
 from twin.errors import ActionError, ConfigError, EnvNotReadyError, SessionEndedError
 from twin.schema.actions import GpuClusterObservation, TenantObservation
+from twin.schema.agentic import AgenticView
 from twin.schema.base import Frozen
 from twin.schema.scenario import Scenario
 from twin.sim import scenarios
@@ -47,7 +48,7 @@ class EgoMetadata(Frozen):
 class EgoResult(Frozen):
     """What `reset` and `step` return (OpenEnv's observation shape)."""
 
-    observation: TenantObservation | GpuClusterObservation
+    observation: TenantObservation | GpuClusterObservation | AgenticView
     reward: float | None
     done: bool
     metadata: EgoMetadata

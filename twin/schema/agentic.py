@@ -11,13 +11,15 @@ from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, model_
 from twin.schema.base import Event, Frozen
 from twin.schema.distributions import Constant, Distribution
 
-Orchestration = Literal["static", "isolation", "elastic"]
-ORCHESTRATIONS: tuple[Orchestration, ...] = ("static", "isolation", "elastic")
+Orchestration = Literal["static", "isolation", "elastic", "agent"]
+ORCHESTRATIONS: tuple[Orchestration, ...] = ("static", "isolation", "elastic", "agent")
 """static: each trajectory holds a sandbox of fixed cores for its lifetime, and every GPU
 service its own GPUs (over-provisioning); isolation: each action kind and service has its own
 fixed partition, actions queue in it at a fixed degree of parallelism; elastic: one shared pool
 per resource, allocated per action with elastic parallelism (ARL-Tangram's algorithm), GPU
-services resident or evicted (LRU) in aligned chunks."""
+services resident or evicted (LRU) in aligned chunks; agent: elastic, with its knobs (the most
+cores an action may take, services to keep loaded) set by the `rl` tenant's policy, built-in or
+an agent's, every `decision_interval_s`."""
 
 Resource = Literal["cpu", "gpu", "api"]
 CHUNKS = (1, 2, 4, 8)
@@ -85,6 +87,9 @@ class AgenticRlScenario(Frozen):
     search_depth: PositiveInt = Field(
         16, description="elastic: candidates the drop-the-last search may drop per pass."
     )
+    decision_interval_s: PositiveFloat = Field(
+        60.0, description="agent: how often the rl tenant's policy sets the elastic knobs."
+    )
     core_usd_per_h: NonNegativeFloat = 0.05
     gpu_usd_per_h: NonNegativeFloat = 2.5
 
@@ -107,16 +112,25 @@ class AgenticRlScenario(Frozen):
 
 
 class AgenticView(Frozen):
-    """The orchestrator's view: the RL step, and per resource the actions queued and units free."""
+    """The orchestrator's view: the RL step; per resource the actions queued, running and units
+    free; the services loaded; and the mean completion time of the actions finished since the
+    last decision."""
 
     t_s: float
     step: int
     queued: dict[str, int]
+    running: dict[str, int]
     free_units: dict[str, int]
+    loaded_services: list[str]
+    recent_act_s: float | None
 
 
 class AgenticAction(Frozen):
-    """The built-in orchestration policies allocate inside the model; an agent has no say yet."""
+    """The elastic orchestrator's knobs (orchestration `agent`): the most cores one action may
+    take (None: as many as it can use), and services never to evict."""
+
+    max_units: int | None = Field(None, ge=1, le=1024)
+    pinned: list[str] = Field(default_factory=list, max_length=64)
 
 
 # -- its events ---------------------------------------------------------------------------

@@ -87,13 +87,18 @@ GPUCLUSTER: Kind[actions.GpuClusterObservation, actions.GpuClusterAction] = Kind
 
 
 class Orchestrate:
-    """The agentic-RL tenant's policy: the orchestrator decides inside the model."""
+    """The agentic-RL tenant's built-in policy. Under `agent` orchestration it caps the cores
+    an action may take by the load: all it can use when nothing waits, else the free cores
+    shared among the waiting actions (at least 2); the other orchestrations decide in-model."""
 
     def __init__(self, name: str) -> None:
         self.name = name
 
     def decide(self, obs: AgenticView) -> AgenticAction:
-        return AgenticAction()
+        waiting = obs.queued.get("cpu", 0)
+        if self.name != "agent" or not waiting:
+            return AgenticAction()
+        return AgenticAction(max_units=max(2, obs.free_units.get("cpu", 0) // waiting))
 
 
 def _orchestrate(name: str, seed: int) -> Orchestrate:

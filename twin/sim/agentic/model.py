@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import simpy
 
+from twin.errors import ActionError
 from twin.schema.agentic import ActionKind, AgenticAction, AgenticRlScenario, AgenticView
 from twin.sim.jobrecord import JobRecord
 from twin.sim.model import RoundInputs, TenantOutcome, World
@@ -92,8 +93,12 @@ class AgenticModel:
             "gpu": Usage(8 * cfg.gpu_nodes),
             "api": Usage(cfg.api_quota),
         }
+        self._act_s, self._acts = 0.0, 0  # completions since the last decision
+        self._act_settled_s = 0.0  # completion seconds not yet settled as reward
         self.orchestrator = orchestrator(self)
         self.env.process(self._steps())
+        if cfg.orchestration == "agent":
+            self.env.process(self._ticks())
 
     # -- the processes ----------------------------------------------------------------------
 
@@ -109,6 +114,18 @@ class AgenticModel:
             yield env.timeout(cfg.train_s)
             self.emit(("rl_step_finished", env.now, TENANT, step, env.now - start, rollout_s))
         self.end("max_steps")
+
+    def _ticks(self) -> Any:
+        """Ask the rl tenant to set the orchestrator's knobs now and every interval."""
+        while not self.ended:
+            self.pending[0] = ["tick"]
+            yield self.env.timeout(self.cfg.decision_interval_s)
+
+    def completed(self, act_s: float) -> None:
+        """An action completed after `act_s` seconds."""
+        self._act_s += act_s
+        self._acts += 1
+        self._act_settled_s += act_s
 
     def _trajectory(self, step: int, i: int) -> Any:
         env, orch = self.env, self.orchestrator
@@ -136,11 +153,16 @@ class AgenticModel:
 
     def observe(self, tenant: int, reasons: list[str]) -> AgenticView:
         orch = self.orchestrator
+        recent = self._act_s / self._acts if self._acts else None
+        self._act_s, self._acts = 0.0, 0
         return AgenticView(
             t_s=self.env.now,
             step=self.step,
             queued={r: orch.queued(r) for r in RESOURCES},
+            running=dict(orch.in_flight),
             free_units={r: orch.free(r) for r in RESOURCES},
+            loaded_services=orch.loaded(),
+            recent_act_s=recent,
         )
 
     def observe_flat(self, tenant: int) -> tuple[float, ...]:
@@ -148,10 +170,21 @@ class AgenticModel:
         return (self.env.now, float(self.step), *(float(orch.queued(r)) for r in RESOURCES))
 
     def commit(self, inputs: RoundInputs[AgenticAction]) -> Mapping[str, TenantOutcome]:
-        return {TENANT: TenantOutcome()}
+        """Set the elastic orchestrator's knobs (orchestration `agent` only)."""
+        services = [s.name for s in self.cfg.services]
+        for _, action in inputs.actions:
+            unknown = sorted(set(action.pinned) - set(services))
+            if unknown:
+                raise ActionError(f"unknown service {unknown[0]!r}; services: {services}")
+            configure = getattr(self.orchestrator, "configure", None)
+            if configure is not None and self.cfg.orchestration == "agent":
+                configure(action.max_units, frozenset(action.pinned))
+        return {TENANT: TenantOutcome(reward=self.settle_reward(0))}
 
     def settle_reward(self, tenant: int) -> float:
-        return 0.0
+        """Minus the hours of action completion time since the last settlement."""
+        reward, self._act_settled_s = -self._act_settled_s / 3600, 0.0
+        return reward
 
     def end(self, reason: str) -> None:
         """Close the books: every resource's held and busy unit-seconds."""

@@ -64,6 +64,7 @@ class Orchestrator:
         self.cpu_queue: deque[Action] = deque()
         self.api_queue: deque[Action] = deque()
         self.api_in_flight = 0
+        self.in_flight = dict.fromkeys(("cpu", "gpu", "api"), 0)
         self.gpu = _Services()
         self.services = {s.name: s for s in self.cfg.services}
         for s in self.cfg.services:
@@ -103,6 +104,10 @@ class Orchestrator:
         use = self.usage[resource]
         return int(use.capacity - use.busy) if resource != "gpu" else 0
 
+    def loaded(self) -> list[str]:
+        """Services with a loaded copy."""
+        return sorted(name for name, cs in self.gpu.copies.items() if any(c.ready for c in cs))
+
     def close(self) -> None:
         """The episode is over: give back what is held for its whole length."""
 
@@ -118,10 +123,13 @@ class Orchestrator:
         self.emit(("action_started", now, TENANT, a.action_id, units, now - a.submitted_s))
         use = self.usage[resource]
         use.change(now, held=held, busy=busy)
+        self.in_flight[resource] += 1
 
         def finish(_: simpy.Event) -> None:
             t = env.now
             use.change(t, held=-held, busy=-busy)
+            self.in_flight[resource] -= 1
+            self.model.completed(t - a.submitted_s)
             self.emit(("action_finished", t, TENANT, a.action_id, t - a.submitted_s,
                        duration_s))  # fmt: skip
             a.done.succeed()

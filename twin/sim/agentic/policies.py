@@ -14,6 +14,7 @@ ORCHESTRATORS: dict[str, type[Orchestrator]] = {
     "static": Static,
     "isolation": Isolation,
     "elastic": Elastic,
+    "agent": Elastic,  # with its knobs set by the rl tenant's decisions
 }
 
 

@@ -27,6 +27,14 @@ class Elastic(Orchestrator):
         super().__init__(model)
         self.nodes = Nodes(self.cfg.gpu_nodes)
         self.running: dict[str, Action] = {}
+        # The knobs an agent may set (orchestration `agent`): a cap on cores per action, and
+        # services never to evict.
+        self.max_units: int | None = None
+        self.pinned: frozenset[str] = frozenset()
+
+    def configure(self, max_units: int | None, pinned: frozenset[str]) -> None:
+        self.max_units, self.pinned = max_units, pinned
+        self.dispatch_cpu()
 
     def dedicated_gpus(self) -> None:
         """Nothing is loaded up front: services come and go with their calls."""
@@ -41,13 +49,14 @@ class Elastic(Orchestrator):
             return
         depth = self.cfg.search_depth
         window = list(islice(queue, free + depth))
-        demands = [Demand(a.work_s, a.kind.serial_fraction, a.kind.max_units) for a in window]
+        cap = self.max_units or free
+        demands = [Demand(a.work_s, a.kind.serial_fraction, min(a.kind.max_units, cap))
+                   for a in window]  # fmt: skip
         now = self.env.now
         ends = [(a.ends_s - now, a.units) for a in self.running.values()]
-        for units in allocate(demands, free, ends, depth):
+        for d, units in zip(demands, allocate(demands, free, ends, depth), strict=False):
             a = queue.popleft()
-            d = Demand(a.work_s, a.kind.serial_fraction, a.kind.max_units)
-            granted = min(units, a.kind.max_units)
+            granted = min(units, d.max_units)
             self.running[a.action_id] = a
             self.run(a, granted, run_s(d, granted), "cpu", held=granted, busy=granted,
                      then=self._cpu_done)  # fmt: skip
@@ -79,7 +88,8 @@ class Elastic(Orchestrator):
         spec = self.services[service]
         chunk = self.nodes.place(spec.gpus)
         while chunk is None:
-            idle = [c for cs in self.gpu.copies.values() for c in cs if c.ready and not c.in_flight]
+            idle = [c for cs in self.gpu.copies.values() for c in cs
+                    if c.ready and not c.in_flight and c.service not in self.pinned]  # fmt: skip
             if not idle:
                 return None
             self._evict(min(idle, key=lambda c: c.last_used_s), "lru")
@@ -114,6 +124,8 @@ class Elastic(Orchestrator):
     def _idle(self, copy: Copy, since_s: float) -> None:
         """Evict the copy if it has stayed idle since `since_s`."""
         present = copy in self.gpu.copies[copy.service]
+        if copy.service in self.pinned:
+            return
         if present and not copy.in_flight and copy.last_used_s == since_s:
             self._evict(copy, "idle")
             self.dispatch_gpu()
