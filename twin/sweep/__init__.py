@@ -1,0 +1,1 @@
+"""Sweeps: many runs of the twin, on a local process pool or on Ray."""

@@ -1,0 +1,132 @@
+"""Running a sweep's runs: one run per task on a local process pool or on Ray, each result
+written to `runs/<key>.json` as it finishes (so a restart skips it), then `results.parquet`.
+
+A result row is the run's inputs (`key`, `scenario`, `seed`, `policy`, one column per swept
+path, prefixed `set.`) and every figure of its summary, flattened to dotted names (pools and
+tenants by name).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from twin.sweep.spec import Run
+
+Row = dict[str, Any]
+RUNS_DIR = "runs"
+RESULTS_FILE = "results.parquet"
+
+
+def flatten(value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Dotted names for the scalars of a summary's JSON (named lists by their names)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from flatten(v, f"{prefix}{k}.")
+    elif isinstance(value, list) and all(isinstance(v, dict) and "name" in v for v in value):
+        for item in value:
+            rest = {k: v for k, v in item.items() if k != "name"}
+            yield from flatten(rest, f"{prefix}{item['name']}.")
+    elif isinstance(value, list):
+        yield prefix.rstrip("."), orjson.dumps(value).decode()
+    else:
+        yield prefix.rstrip("."), value
+
+
+def run_one(run: Run, logs: str | None) -> Row:
+    """Play one run; its row. (A top-level function, so worker processes can import it.)"""
+    from twin.sim import scenarios
+    from twin.sim.runner import run_episode
+
+    scenario = scenarios.load(run.scenario, run.assignments)
+    out_dir = Path(logs) / run.key if logs is not None else None
+    summary, _ = run_episode(scenario, seed=run.seed, policy=run.policy, out_dir=out_dir)
+    row: Row = {"key": run.key, "scenario": run.scenario, "seed": run.seed, "policy": run.policy}
+    row.update({f"set.{path}": value for path, value in sorted(run.overrides.items())})
+    figures = summary.model_dump(mode="json", exclude={"session", "scenario", "seed"})
+    row.update(flatten(figures))
+    return row
+
+
+def done_keys(out: Path) -> set[str]:
+    """Keys of the runs whose results are already written."""
+    return {p.stem for p in (out / RUNS_DIR).glob("*.json")}
+
+
+def save(out: Path, row: Row) -> None:
+    """Write one run's row atomically (a crash leaves it whole or absent)."""
+    folder = out / RUNS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{row['key']}.tmp"
+    tmp.write_bytes(orjson.dumps(row))
+    os.replace(tmp, folder / f"{row['key']}.json")
+
+
+def local(runs: list[Run], logs: str | None, workers: int) -> Iterator[Row]:
+    """Rows as the runs finish, on a pool of `workers` processes."""
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        pending: set[Future[Row]] = {pool.submit(run_one, r, logs) for r in runs}
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in finished:
+                yield future.result()
+
+
+def on_ray(runs: list[Run], logs: str | None, workers: int, address: str | None) -> Iterator[Row]:
+    """Rows as the runs finish, as Ray tasks (a local Ray of `workers` CPUs, or a cluster)."""
+    import ray
+
+    started_here = not ray.is_initialized()
+    if started_here:
+        if address is None:
+            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+        else:
+            ray.init(address=address, log_to_driver=False)
+    try:
+        task = ray.remote(run_one)
+        pending = [task.remote(r, logs) for r in runs]
+        while pending:
+            finished, pending = ray.wait(pending, num_returns=1)
+            for ref in finished:
+                yield ray.get(ref)
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+def execute(runs: Iterable[Run], out: Path, *, engine: str, workers: int,
+            address: str | None = None, keep_logs: bool = False,
+            progress: Callable[[int], None] | None = None) -> int:  # fmt: skip
+    """Run what is not done yet, saving each row; how many ran now."""
+    done = done_keys(out)
+    planned = list(runs)
+    todo = [r for r in planned if r.key not in done]
+    before = len(planned) - len(todo)
+    logs = str(out / "logs") if keep_logs else None
+    rows = on_ray(todo, logs, workers, address) if engine == "ray" else local(todo, logs, workers)
+    for n, row in enumerate(rows, 1):
+        save(out, row)
+        if progress is not None:
+            progress(before + n)
+    return len(todo)
+
+
+def assemble(out: Path, keys: Iterable[str]) -> Path:
+    """`results.parquet` from the rows of `keys`, in key order (any engine, any order of
+    finishing, gives the same file)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [orjson.loads((out / RUNS_DIR / f"{k}.json").read_bytes()) for k in sorted(set(keys))]
+    columns: dict[str, None] = {}
+    for row in rows:
+        columns.update(dict.fromkeys(row))
+    table = pa.Table.from_pylist([{c: row.get(c) for c in columns} for row in rows])
+    path = out / RESULTS_FILE
+    pq.write_table(table, path, compression="zstd")
+    return path
