@@ -1,7 +1,9 @@
 """RL environments over the twin, registered with Gymnasium on import.
 
 Ids: `twin/GpuCluster-v0` (medium), `twin/GpuClusterEasy-v0`, `twin/GpuClusterMedium-v0`,
-`twin/GpuClusterHard-v0`.
+`twin/GpuClusterHard-v0` (the classic step tasks); `twin/Cluster-v0` (a job-level scenario,
+`default` unless `scenario=` says, one tenant as the ego agent; `flat=True` for a vector
+observation) and `twin/Market-v0` (the `market` scenario). PettingZoo: `ClusterParallelEnv`.
 """
 
 from __future__ import annotations
@@ -23,4 +25,11 @@ for env_id, task in ENV_IDS.items():
             id=env_id, entry_point="twin.rl.gpucluster_env:GpuClusterEnv", kwargs={"task": task}
         )
 
-__all__ = ["ENV_IDS", "GpuClusterEnv"]
+CLUSTER_ENV_IDS = {"twin/Cluster-v0": "default", "twin/Market-v0": "market"}
+for env_id, scenario in CLUSTER_ENV_IDS.items():
+    if env_id not in registry:
+        register(
+            id=env_id, entry_point="twin.rl.cluster_env:ClusterEnv", kwargs={"scenario": scenario}
+        )
+
+__all__ = ["CLUSTER_ENV_IDS", "ENV_IDS", "GpuClusterEnv"]

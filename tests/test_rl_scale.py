@@ -1,0 +1,107 @@
+"""RL at scale: every registered Gymnasium env passes `check_env`, the PettingZoo parallel env
+passes PettingZoo's API and seed tests, vector envs step, Ray rollouts equal in-process ones,
+and the TRL environment works the way TRL drives it."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+from pettingzoo.test import parallel_api_test, parallel_seed_test
+
+import twin.rl
+from twin.rl.cluster_env import ClusterEnv, ClusterParallelEnv
+from twin.rl.rollouts import rollouts
+from twin.rl.trl_env import ClusterTenantEnv
+
+ALL_IDS = sorted({*twin.rl.ENV_IDS, *twin.rl.CLUSTER_ENV_IDS})
+
+
+@pytest.mark.parametrize("env_id", ALL_IDS)
+def test_every_registered_env_passes_gymnasium_s_checker(env_id: str) -> None:
+    env = gym.make(env_id)
+    check_env(env.unwrapped, skip_render_check=True)
+
+
+def test_the_flat_observation_option_passes_too() -> None:
+    env = ClusterEnv("market", tenant="inference", flat=True)
+    check_env(env, skip_render_check=True)
+    obs, _ = env.reset(seed=1)
+    assert obs.shape == env.observation_space.shape
+
+
+def test_the_ego_env_plays_a_whole_episode_and_its_reward_is_the_tenant_s() -> None:
+    env = ClusterEnv("market", tenant="research")
+    _, info = env.reset(seed=0)
+    total, done = info["reward_before"], False
+    while not done:
+        _, reward, terminated, truncated, _ = env.step(np.full(2, 4))  # change nothing
+        total += reward
+        done = terminated or truncated
+    from twin.eventlog.log import from_dict
+    from twin.eventlog.metrics import Metrics
+
+    metrics = Metrics()
+    metrics.consume([from_dict(e) for e in env.driver.log.dicts()])
+    research = next(t for t in metrics.summary().tenants if t.name == "research")
+    assert total == pytest.approx(research.reward_usd, rel=1e-9, abs=1e-6)
+
+
+def test_the_parallel_env_passes_pettingzoo_s_api_and_seed_tests() -> None:
+    parallel_api_test(ClusterParallelEnv("market"), num_cycles=50)
+    parallel_seed_test(lambda: ClusterParallelEnv("market"))
+
+
+def test_vector_envs_step_many_episodes_at_once() -> None:
+    envs = gym.make_vec("twin/Market-v0", num_envs=3, vectorization_mode="sync", flat=True)
+    obs, _ = envs.reset(seed=0)
+    assert obs.shape[0] == 3
+    for _ in range(4):
+        obs, rewards, _, _, _ = envs.step(envs.action_space.sample())
+    assert rewards.shape == (3,)
+    envs.close()
+
+
+def test_rollouts_on_a_local_ray_equal_rollouts_in_process() -> None:
+    here = rollouts("twin/GpuClusterEasy-v0", 4, seed=10, engine="local")
+    on_ray = rollouts("twin/GpuClusterEasy-v0", 4, seed=10, engine="ray", workers=2)
+    assert on_ray == here
+    assert [e.seed for e in here] == [10, 11, 12, 13]
+    assert all(e.steps > 0 for e in here)
+
+
+# -- TRL -----------------------------------------------------------------------------------
+
+
+def test_trl_derives_a_tool_schema_from_each_action_method() -> None:
+    from transformers.utils import get_json_schema
+
+    env = ClusterTenantEnv()
+    schemas = {s["function"]["name"]: s["function"] for s in
+               (get_json_schema(m) for m in (env.view, env.provision, env.wait))}  # fmt: skip
+    assert set(schemas) == {"view", "provision", "wait"}
+    provision = schemas["provision"]["parameters"]
+    assert provision["properties"]["pool"]["type"] == "string"
+    assert provision["properties"]["gpus"]["type"] == "integer"
+    assert provision["required"] == ["pool", "gpus"]
+    assert "GPUs" in schemas["provision"]["description"]
+
+
+def test_a_scripted_rollout_through_the_tools_earns_the_tenant_s_reward() -> None:
+    import orjson
+
+    env = ClusterTenantEnv()  # as TRL builds it: no arguments
+    first = orjson.loads(env.reset(scenario="market", tenant="inference", seed=0, prompt="..."))
+    assert first["tenant"] == "inference"
+    assert "error" in orjson.loads(env.provision("nope", 2))
+    assert "error" in orjson.loads(env.provision("h100", 99))
+    answer = orjson.loads(env.provision("h100", 2))
+    turns = 1
+    while "ended" not in answer:
+        answer = orjson.loads(env.wait())
+        turns += 1
+    assert answer["ended"] == "horizon"
+    assert turns > 3
+    assert env.get_reward() == answer["reward"]
+    assert env.get_reward() != 0.0

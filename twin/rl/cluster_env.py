@@ -1,0 +1,200 @@
+"""Gymnasium and PettingZoo environments over the job-level (cluster) scenarios.
+
+- `ClusterEnv` (Gymnasium): one tenant is the ego agent; every other tenant follows its own
+  policy. A step is one decision round of the ego tenant: the rounds in between (other tenants
+  deciding) run on their own.
+- `ClusterParallelEnv` (PettingZoo, parallel API): every tenant is an agent; a step is one
+  decision round, every agent acting at once (as the gateway's negotiation does, in-process).
+
+Observation: the tenant's numbers, a dict of `t_s`, `budget_left_usd`, `spent_usd`,
+`queue_length`, `queued_gpus`, `running_jobs` and, per pool, `[ready, busy, pending, down,
+free]` GPUs; with `flat=True` (what standard RL libraries take) the same numbers as one
+float64 vector in that order.
+Action: per pool, GPUs to add or release, an integer in [-max_delta, max_delta]
+(MultiDiscrete, shifted by max_delta). Reward: the tenant's money reward for the round (value
+earned and traded, minus spend and SLA penalties), as the summary books it.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from pettingzoo import ParallelEnv
+
+from twin.schema.actions import ProvisionAction, TenantObservation
+from twin.schema.scenario import ClusterScenario
+from twin.sim import scenarios
+from twin.sim.driver import AGENT, Driver
+
+BOUND = 1e12  # finite stand-in for "unbounded" budgets
+HEAD = 6  # flat fields before the per-pool ones
+PER_POOL = 5
+
+
+def _scenario(scenario: str | ClusterScenario) -> ClusterScenario:
+    return scenarios.load_cluster(scenario) if isinstance(scenario, str) else scenario
+
+
+HEAD_NAMES = ("t_s", "budget_left_usd", "spent_usd", "queue_length", "queued_gpus",
+              "running_jobs")  # fmt: skip
+
+
+def observation_space(scenario: ClusterScenario) -> spaces.Box:
+    n = HEAD + PER_POOL * len(scenario.pools)
+    return spaces.Box(low=-BOUND, high=BOUND, shape=(n,), dtype=np.float64)
+
+
+def dict_space(scenario: ClusterScenario) -> spaces.Dict:
+    one = spaces.Box(low=-BOUND, high=BOUND, shape=(1,), dtype=np.float64)
+    pool = spaces.Box(low=-BOUND, high=BOUND, shape=(PER_POOL,), dtype=np.float64)
+    pools = spaces.Dict({p.name: pool for p in scenario.pools})
+    return spaces.Dict({**dict.fromkeys(HEAD_NAMES, one), "pools": pools})
+
+
+def structured(scenario: ClusterScenario, vector: np.ndarray) -> dict[str, Any]:
+    """The flat vector as the dict of `dict_space`."""
+    out: dict[str, Any] = {name: vector[i : i + 1] for i, name in enumerate(HEAD_NAMES)}
+    out["pools"] = {
+        p.name: vector[HEAD + PER_POOL * k : HEAD + PER_POOL * (k + 1)]
+        for k, p in enumerate(scenario.pools)
+    }
+    return out
+
+
+def action_space(scenario: ClusterScenario, max_delta: int) -> spaces.MultiDiscrete:
+    return spaces.MultiDiscrete([2 * max_delta + 1] * len(scenario.pools))
+
+
+def flat(driver: Driver[Any, Any], tenant: str) -> np.ndarray:
+    return np.clip(np.array(driver.observe_flat(tenant), dtype=np.float64), -BOUND, BOUND)
+
+
+def to_action(scenario: ClusterScenario, action: Any, max_delta: int) -> ProvisionAction:
+    deltas = np.asarray(action, dtype=np.int64).reshape(-1) - max_delta
+    moves = {p.name: int(d) for p, d in zip(scenario.pools, deltas, strict=True) if d}
+    return ProvisionAction(provision=moves)
+
+
+class ClusterEnv(gym.Env[Any, np.ndarray]):
+    """One tenant of a cluster scenario as a Gymnasium env; the others by their policies."""
+
+    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (gymnasium's API)
+
+    def __init__(self, scenario: str | ClusterScenario = "default", tenant: str | None = None,
+                 max_delta: int = 4, flat: bool = False) -> None:  # fmt: skip
+        self.scenario = _scenario(scenario)
+        names = [t.name for t in self.scenario.tenants]
+        self.tenant = tenant or names[0]
+        if self.tenant not in names:
+            raise ValueError(f"unknown tenant {self.tenant!r}; tenants: {names}")
+        self.max_delta, self.flat = max_delta, flat
+        self.action_space = action_space(self.scenario, max_delta)
+        self.observation_space: spaces.Space[Any] = (
+            observation_space(self.scenario) if flat else dict_space(self.scenario)
+        )
+        self._driver: Driver[TenantObservation, ProvisionAction] | None = None
+        self._defaults: dict[str, Any] = {}
+
+    @property
+    def driver(self) -> Driver[TenantObservation, ProvisionAction]:
+        if self._driver is None:
+            raise RuntimeError("call reset() first")
+        return self._driver
+
+    def reset(self, *, seed: int | None = None,
+              options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:  # fmt: skip
+        super().reset(seed=seed)
+        episode_seed = int(self.np_random.integers(0, 2**31 - 1))
+        self._driver = Driver(self.scenario, seed=episode_seed)
+        self._defaults = self._driver.default_policies()
+        reward = self._to_ego()
+        return self._obs(), {"seed": episode_seed, "reward_before": reward}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        driver = self.driver
+        played = {self.tenant: to_action(self.scenario, action, self.max_delta)}
+        reward = driver.commit_round(played, self._defaults)[self.tenant].reward
+        reward += self._to_ego()
+        ended = driver.ended
+        return self._obs(), reward, ended is not None and ended != "horizon", ended == "horizon", {}
+
+    def _to_ego(self) -> float:
+        """Run the other tenants' rounds until the ego tenant decides; their rewards to it."""
+        driver, reward = self.driver, 0.0
+        while (batch := driver.advance()) is not None:
+            if self.tenant in batch.reasons:
+                return reward
+            reward += driver.commit_round({}, self._defaults).get(self.tenant, _NONE).reward
+        return reward + driver.settle_reward(self.tenant)
+
+    def _obs(self) -> Any:
+        vector = flat(self.driver, self.tenant)
+        return vector if self.flat else structured(self.scenario, vector)
+
+
+class _NoOutcome:
+    reward = 0.0
+
+
+_NONE = _NoOutcome()
+
+
+class ClusterParallelEnv(ParallelEnv[str, np.ndarray, np.ndarray]):  # type: ignore[misc]
+    """Every tenant of a cluster scenario as an agent; a step is one decision round."""
+
+    metadata: dict[str, Any] = {"name": "twin_cluster_v0", "render_modes": []}  # noqa: RUF012
+
+    def __init__(self, scenario: str | ClusterScenario = "market", max_delta: int = 4) -> None:
+        self.scenario = _scenario(scenario)
+        self.max_delta = max_delta
+        self.possible_agents = [t.name for t in self.scenario.tenants]
+        self.agents: list[str] = []
+        self._driver: Driver[TenantObservation, ProvisionAction] | None = None
+
+    @functools.cache  # noqa: B019 (one space per agent, as PettingZoo asks)
+    def observation_space(self, agent: str) -> spaces.Box:
+        return observation_space(self.scenario)
+
+    @functools.cache  # noqa: B019
+    def action_space(self, agent: str) -> spaces.MultiDiscrete:
+        return action_space(self.scenario, self.max_delta)
+
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        episode_seed = int(np.random.default_rng(seed).integers(0, 2**31 - 1))
+        self._driver = Driver(self.scenario, seed=episode_seed)
+        self.agents = list(self.possible_agents)
+        self._driver.advance()
+        return self._observations(), {a: {"seed": episode_seed} for a in self.agents}
+
+    def step(self, actions: dict[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, float],
+                                                     dict[str, bool], dict[str, bool],
+                                                     dict[str, Any]]:  # fmt: skip
+        driver = self._driver
+        assert driver is not None, "call reset() first"
+        played = {a: to_action(self.scenario, actions[a], self.max_delta)
+                  for a in self.agents if a in actions}  # fmt: skip
+        labels = dict.fromkeys(played, AGENT)
+        outcomes = driver.act(played, labels)
+        rewards = {a: outcomes[a].reward if a in outcomes else 0.0 for a in self.agents}
+        if driver.advance() is None:
+            for a in self.agents:
+                rewards[a] += driver.settle_reward(a)
+        ended = driver.ended
+        observations = self._observations()
+        terminations = dict.fromkeys(self.agents, ended is not None and ended != "horizon")
+        truncations = dict.fromkeys(self.agents, ended == "horizon")
+        infos: dict[str, Any] = {a: {} for a in self.agents}
+        if ended is not None:
+            self.agents = []
+        return observations, rewards, terminations, truncations, infos
+
+    def _observations(self) -> dict[str, np.ndarray]:
+        driver = self._driver
+        assert driver is not None
+        return {a: flat(driver, a) for a in self.agents}

@@ -1,0 +1,115 @@
+"""A tenant of a cluster scenario as an environment for TRL's GRPOTrainer (`environment_factory`).
+
+TRL builds one instance per rollout with no arguments, calls `reset(**row)` with the dataset
+row's columns (`scenario`, `tenant`, `seed`), offers the public methods below to the model as
+tools (their schemas come from the type hints and docstrings), and the reward function reads
+`get_reward()`. Each acting tool ends the tenant's decision round; the other tenants follow
+their own policies until it must decide again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from twin.errors import ActionError, SessionEndedError
+from twin.schema.actions import ProvisionAction, TenantObservation
+from twin.sim import scenarios
+from twin.sim.driver import Driver
+
+MAX_GPUS_PER_CALL = 16
+
+
+class ClusterTenantEnv:
+    """One tenant's decisions in a cluster scenario, as tools for a language model."""
+
+    def __init__(self) -> None:
+        self._driver: Driver[TenantObservation, ProvisionAction] | None = None
+        self._defaults: dict[str, Any] = {}
+        self._pools: list[str] = []
+        self.tenant = ""
+        self.reward = 0.0
+
+    def reset(self, scenario: str = "market", tenant: str | None = None, seed: int = 0,
+              **columns: Any) -> str:  # fmt: skip
+        """Start an episode; the tenant's first view, as JSON text for the prompt."""
+        loaded = scenarios.load_cluster(scenario)
+        self._driver = Driver(loaded, seed=int(seed))
+        self._defaults = self._driver.default_policies()
+        self._pools = [p.name for p in loaded.pools]
+        self.tenant = tenant or self._driver.tenants[0]
+        if self.tenant not in self._driver.tenants:
+            raise ActionError(f"unknown tenant {self.tenant!r}; tenants: {self._driver.tenants}")
+        self.reward = 0.0
+        self._to_turn()
+        return self.view()
+
+    def view(self) -> str:
+        """
+        Look at the cluster without acting: your queue, budget, GPUs per pool and prices.
+
+        Returns:
+            The tenant's current observation as JSON.
+        """
+        driver = self._need()
+        if driver.ended is not None:
+            return orjson.dumps({"ended": driver.ended, "reward": self.reward}).decode()
+        return driver.observe(self.tenant).model_dump_json(exclude_defaults=True)
+
+    def provision(self, pool: str, gpus: int) -> str:
+        """
+        Add GPUs to one pool (a negative number releases idle ones) and end your turn.
+
+        Args:
+            pool: The pool's name, as the observation lists it.
+            gpus: GPUs to add (1 to 16) or release (-16 to -1).
+
+        Returns:
+            What happened, then your next observation, as JSON.
+        """
+        pools = self._pools
+        if pool not in pools:
+            return orjson.dumps({"error": f"unknown pool {pool!r}; pools: {pools}"}).decode()
+        if not gpus or abs(gpus) > MAX_GPUS_PER_CALL:
+            return orjson.dumps({"error": "gpus must be -16..-1 or 1..16"}).decode()
+        return self._act(ProvisionAction(provision={pool: int(gpus)}))
+
+    def wait(self) -> str:
+        """
+        Change nothing this turn.
+
+        Returns:
+            Your next observation, as JSON.
+        """
+        return self._act(ProvisionAction())
+
+    def get_reward(self) -> float:
+        """The tenant's money reward so far in this episode (what the reward function reads)."""
+        return self.reward
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _need(self) -> Driver[TenantObservation, ProvisionAction]:
+        if self._driver is None:
+            raise SessionEndedError("no episode: reset first")
+        return self._driver
+
+    def _act(self, action: ProvisionAction) -> str:
+        driver = self._need()
+        if driver.ended is not None:
+            return self.view()
+        outcome = driver.commit_round({self.tenant: action}, self._defaults).get(self.tenant)
+        self.reward += outcome.reward if outcome is not None else 0.0
+        self._to_turn()
+        return self.view()
+
+    def _to_turn(self) -> None:
+        """Let the other tenants decide until this one must (or the episode ends)."""
+        driver = self._need()
+        while (batch := driver.advance()) is not None:
+            if self.tenant in batch.reasons:
+                return
+            outcome = driver.commit_round({}, self._defaults).get(self.tenant)
+            self.reward += outcome.reward if outcome is not None else 0.0
+        self.reward += driver.settle_reward(self.tenant)
