@@ -73,10 +73,14 @@ def test_a_spec_file_samples_the_grid_reproducibly(tmp_path: Path) -> None:
         "set: {arrival_rate: [1, 2, 3]}\nsample: 7\n"
     )
     result = twin_command("sweep", "--spec", str(tmp_path / "sweep.yaml"),
-                          "--out", str(tmp_path / "out"), "--workers", "1")  # fmt: skip
+                          "--out", str(tmp_path / "out"), "--workers", "1", "--plot")  # fmt: skip
     assert result.returncode == 0, result.stderr
     table = pq.read_table(tmp_path / "out" / "results.parquet")
     assert sorted(table.column("key").to_pylist()) == sorted(r.key for r in first)
+    page = (tmp_path / "out" / "sweep.html").read_text()
+    assert page.count("<figure><svg") == 1
+    assert "<script" not in page
+    assert "arrival_rate" in page  # a row of panels per swept input
 
 
 @pytest.mark.parametrize(

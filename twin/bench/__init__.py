@@ -26,6 +26,7 @@ BENCHMARKS = {
     "hostile": "twin.bench.hostile:bench_hostile",
     "startup": "twin.bench.startup:bench_startup",
     "export": "twin.bench.export:bench_export",
+    "sweep": "twin.bench.sweep:bench_sweep",
 }
 """Each benchmark by name, as `module:function` (imported only when it runs)."""
 

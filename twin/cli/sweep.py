@@ -27,6 +27,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     sw.add_argument("--engine", choices=ENGINES, default="local")
     sw.add_argument("--ray-address", help="a Ray cluster to run on (default: a local Ray)")
     sw.add_argument("--keep-logs", action="store_true", help="keep each run's event log")
+    sw.add_argument("--plot", action="store_true", help="also draw the main figures, sweep.html")
     sw.set_defaults(func=sweep_command)
 
 
@@ -82,4 +83,8 @@ def sweep_command(args: argparse.Namespace) -> int:
                       progress=advance)  # fmt: skip
     path = assemble(out, [r.key for r in planned])
     console.print(f"{len(planned)} runs ({ran} now, {already} done before) -> {path}")
+    if args.plot:
+        from twin.sweep.plot import PLOT_FILE, plot
+
+        console.print(f"wrote {plot(path, out / PLOT_FILE)}")
     return 0

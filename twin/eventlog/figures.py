@@ -46,6 +46,11 @@ def envelope(times_s: np.ndarray, values: np.ndarray, end_s: float, bins: int = 
     return edges, peak
 
 
+def svg_of(fig: Figure) -> str:
+    """The figure as inline SVG text."""
+    return _svg(fig)
+
+
 def _svg(fig: Figure) -> str:
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
