@@ -11,7 +11,8 @@ from gymnasium.utils.env_checker import check_env
 from pettingzoo.test import parallel_api_test, parallel_seed_test
 
 import twin.rl
-from twin.rl.cluster_env import ClusterEnv, ClusterParallelEnv
+from twin.rl.cluster_env import ClusterEnv
+from twin.rl.parallel_env import ClusterParallelEnv
 from twin.rl.rollouts import rollouts
 from twin.rl.trl_env import ClusterTenantEnv
 
@@ -105,3 +106,30 @@ def test_a_scripted_rollout_through_the_tools_earns_the_tenant_s_reward() -> Non
     assert turns > 3
     assert env.get_reward() == answer["reward"]
     assert env.get_reward() != 0.0
+
+
+def test_agents_of_the_parallel_env_trade_as_they_would_through_the_gateway() -> None:
+    env = ClusterParallelEnv("market")
+    env.reset(seed=0)
+    research, inference = (
+        env.possible_agents.index("research"),
+        env.possible_agents.index("inference"),
+    )
+    hold = np.full(len(env.pools), env.max_delta)
+    idle = {a: {"provision": hold, "offer_to": 0, "offer_gpus": hold,
+                "offer_usd": np.zeros(1), "accept": np.zeros(3, dtype=np.int8)}
+            for a in env.agents}  # fmt: skip
+    give = hold.copy()
+    give[env.pools.index("h100")] += 2  # research gives 2 H100s ...
+    offer = {**idle["research"], "offer_to": inference + 1, "offer_gpus": give,
+             "offer_usd": np.array([-1.0])}  # ... for $1  # fmt: skip
+    observations, *_ = env.step({**idle, "research": offer})
+    seen = observations["inference"]["offers"][research]
+    assert seen[0] == 1.0
+    assert seen[1 + env.pools.index("h100")] == 2.0
+    assert seen[-1] == -1.0
+    accept = np.zeros(3, dtype=np.int8)
+    accept[research] = 1
+    *_, infos = env.step({**idle, "inference": {**idle["inference"], "accept": accept}})
+    assert infos["research"]["trades"] == ["applied"]
+    assert infos["inference"]["trades"] == ["applied"]

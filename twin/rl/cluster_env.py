@@ -1,10 +1,7 @@
-"""Gymnasium and PettingZoo environments over the job-level (cluster) scenarios.
-
-- `ClusterEnv` (Gymnasium): one tenant is the ego agent; every other tenant follows its own
-  policy. A step is one decision round of the ego tenant: the rounds in between (other tenants
-  deciding) run on their own.
-- `ClusterParallelEnv` (PettingZoo, parallel API): every tenant is an agent; a step is one
-  decision round, every agent acting at once (as the gateway's negotiation does, in-process).
+"""A Gymnasium environment over the job-level (cluster) scenarios: one tenant is the ego agent,
+every other tenant follows its own policy. A step is one decision round of the ego tenant: the
+rounds in between (other tenants deciding) run on their own. (`parallel_env` has every tenant
+as an agent, for PettingZoo.)
 
 Observation: the tenant's numbers, a dict of `t_s`, `budget_left_usd`, `spent_usd`,
 `queue_length`, `queued_gpus`, `running_jobs` and, per pool, `[ready, busy, pending, down,
@@ -17,25 +14,23 @@ earned and traded, minus spend and SLA penalties), as the summary books it.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from pettingzoo import ParallelEnv
 
 from twin.schema.actions import ProvisionAction, TenantObservation
 from twin.schema.scenario import ClusterScenario
 from twin.sim import scenarios
-from twin.sim.driver import AGENT, Driver
+from twin.sim.driver import Driver
 
 BOUND = 1e12  # finite stand-in for "unbounded" budgets
 HEAD = 6  # flat fields before the per-pool ones
 PER_POOL = 5
 
 
-def _scenario(scenario: str | ClusterScenario) -> ClusterScenario:
+def load_scenario(scenario: str | ClusterScenario) -> ClusterScenario:
     return scenarios.load_cluster(scenario) if isinstance(scenario, str) else scenario
 
 
@@ -86,7 +81,7 @@ class ClusterEnv(gym.Env[Any, np.ndarray]):
 
     def __init__(self, scenario: str | ClusterScenario = "default", tenant: str | None = None,
                  max_delta: int = 4, flat: bool = False) -> None:  # fmt: skip
-        self.scenario = _scenario(scenario)
+        self.scenario = load_scenario(scenario)
         names = [t.name for t in self.scenario.tenants]
         self.tenant = tenant or names[0]
         if self.tenant not in names:
@@ -141,60 +136,3 @@ class _NoOutcome:
 
 
 _NONE = _NoOutcome()
-
-
-class ClusterParallelEnv(ParallelEnv[str, np.ndarray, np.ndarray]):  # type: ignore[misc]
-    """Every tenant of a cluster scenario as an agent; a step is one decision round."""
-
-    metadata: dict[str, Any] = {"name": "twin_cluster_v0", "render_modes": []}  # noqa: RUF012
-
-    def __init__(self, scenario: str | ClusterScenario = "market", max_delta: int = 4) -> None:
-        self.scenario = _scenario(scenario)
-        self.max_delta = max_delta
-        self.possible_agents = [t.name for t in self.scenario.tenants]
-        self.agents: list[str] = []
-        self._driver: Driver[TenantObservation, ProvisionAction] | None = None
-
-    @functools.cache  # noqa: B019 (one space per agent, as PettingZoo asks)
-    def observation_space(self, agent: str) -> spaces.Box:
-        return observation_space(self.scenario)
-
-    @functools.cache  # noqa: B019
-    def action_space(self, agent: str) -> spaces.MultiDiscrete:
-        return action_space(self.scenario, self.max_delta)
-
-    def reset(
-        self, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        episode_seed = int(np.random.default_rng(seed).integers(0, 2**31 - 1))
-        self._driver = Driver(self.scenario, seed=episode_seed)
-        self.agents = list(self.possible_agents)
-        self._driver.advance()
-        return self._observations(), {a: {"seed": episode_seed} for a in self.agents}
-
-    def step(self, actions: dict[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, float],
-                                                     dict[str, bool], dict[str, bool],
-                                                     dict[str, Any]]:  # fmt: skip
-        driver = self._driver
-        assert driver is not None, "call reset() first"
-        played = {a: to_action(self.scenario, actions[a], self.max_delta)
-                  for a in self.agents if a in actions}  # fmt: skip
-        labels = dict.fromkeys(played, AGENT)
-        outcomes = driver.act(played, labels)
-        rewards = {a: outcomes[a].reward if a in outcomes else 0.0 for a in self.agents}
-        if driver.advance() is None:
-            for a in self.agents:
-                rewards[a] += driver.settle_reward(a)
-        ended = driver.ended
-        observations = self._observations()
-        terminations = dict.fromkeys(self.agents, ended is not None and ended != "horizon")
-        truncations = dict.fromkeys(self.agents, ended == "horizon")
-        infos: dict[str, Any] = {a: {} for a in self.agents}
-        if ended is not None:
-            self.agents = []
-        return observations, rewards, terminations, truncations, infos
-
-    def _observations(self) -> dict[str, np.ndarray]:
-        driver = self._driver
-        assert driver is not None
-        return {a: flat(driver, a) for a in self.agents}
