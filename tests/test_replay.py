@@ -21,6 +21,7 @@ from twin.eventlog.log import read_jsonl
 from twin.replay import run as tracerun
 from twin.replay import tenant_delays as tracegroups
 from twin.replay.detect import detect
+from twin.replay.formats.flat import parse_map
 from twin.replay.load import TraceOptions, inventory, job_format, records
 from twin.replay.reader import ReadLog
 from twin.replay.registry import JOB_FORMATS, NODE_FORMATS
@@ -237,7 +238,10 @@ class TestBadInput:
         monkeypatch.setattr(tracerun, "KEEP_JOBS", keep_jobs)
         summary, report = replay(self.corrupt(tmp_path), ReplayOptions(skip_bad=True))
         assert (report.jobs_read, report.jobs_replayed, report.bad_lines) == (2, 2, 2)
-        assert report.cluster_source == "4 GPUs (125% of the trace's mean load)"  # 3.6 rounded up
+        assert report.cluster_source == (
+            "3 GPUs (the trace's demand, every job running from its arrival, stays at or below "
+            "this 99% of the time)"  # a and d overlap for 92% of the span
+        )
         assert summary.jobs.finished == 2
 
     def test_an_unknown_format_says_what_it_saw(self, tmp_path: Path) -> None:
@@ -431,3 +435,62 @@ class TestTraceTenants:
             ("a", 2, 2.5),
             ("b", 0, None),
         ]
+
+
+# -- gaps found replaying an unseen trace through the flat adapter ------------------------------
+
+UNSEEN = "id,t,secs,state\na,0,100,SUCCEED\nb,5,50,FAILED\nc,9,80,PENDING\nd,12,60,Cancelled\n"
+
+
+def test_a_column_map_constant_means_the_same_value_for_every_row(tmp_path: Path) -> None:
+    path = tmp_path / "unseen.csv"
+    path.write_text(UNSEEN)
+    cm = parse_map("submit=t,duration=secs,gpus=const:1,job_id=id,tenant=const:team-a")
+    recs = list(records(path, "csv", ReadLog(), TraceOptions(columns=cm)))
+    assert [r.gpus for r in recs] == [1.0] * 4
+    assert {r.tenant for r in recs} == {"team-a"}
+
+
+def test_status_words_map_by_a_wider_vocabulary_and_the_column_map_s_own(tmp_path: Path) -> None:
+    path = tmp_path / "unseen.csv"
+    path.write_text(UNSEEN.replace("Cancelled", "WEIRD"))
+    plain = parse_map("submit=t,duration=secs,gpus=const:1,job_id=id,status=state")
+    got = [r.status for r in records(path, "csv", ReadLog(), TraceOptions(columns=plain))]
+    assert got == ["completed", "failed", "pending", "unknown"]
+    mapped = parse_map("submit=t,duration=secs,gpus=const:1,status=state,"
+                       "status_map=WEIRD:killed|SUCCEED:completed")  # fmt: skip
+    got = [r.status for r in records(path, "csv", ReadLog(), TraceOptions(columns=mapped))]
+    assert got == ["completed", "failed", "pending", "killed"]
+    with pytest.raises(ConfigError, match="status_map entry 'X:gone'"):
+        parse_map("submit=t,duration=secs,gpus=const:1,status_map=X:gone")
+
+
+def test_failed_jobs_replay_as_failed_and_never_started_ones_are_left_out(tmp_path: Path) -> None:
+    path = tmp_path / "unseen.csv"
+    path.write_text(UNSEEN)
+    cm = parse_map("submit=t,duration=secs,gpus=const:1,job_id=id,status=state")
+    summary, report = replay(path, ReplayOptions(fmt="csv", trace=TraceOptions(columns=cm),
+                                                 gpus=4))  # fmt: skip
+    assert report.skipped == {"never started in the trace (status pending)": 1}
+    assert (summary.jobs.finished, summary.jobs.failed) == (1, 2)  # b failed, d cancelled
+    assert summary.jobs.arrived == 3
+
+
+def test_a_negative_gpu_count_is_reported_under_the_gpu_column(tmp_path: Path) -> None:
+    path = tmp_path / "neg.csv"
+    path.write_text("t,secs,n\n0,10,-2\n")
+    cm = parse_map("submit=t,duration=secs,gpus=n")
+    log = ReadLog(skip_bad=True)
+    assert list(records(path, "csv", log, TraceOptions(columns=cm))) == []
+    assert log.first_bad is not None
+    assert "column 'n'" in log.first_bad or "n:" in log.first_bad or "'n'" in log.first_bad
+
+
+def test_a_bursty_trace_is_sized_from_its_demand_not_its_mean(tmp_path: Path) -> None:
+    # 40 one-GPU jobs arrive at once and run 300 s, then one more at 10,000 s: the mean load is
+    # about one GPU, while the demand is 40 GPUs for 3% of the span.
+    rows = "".join(f"j{i},0,300,1\n" for i in range(40)) + "late,10000,100,1\n"
+    path = tmp_path / "cluster98.csv"
+    path.write_text("job_id,submission_time,duration,num_gpu\n" + rows)
+    _, report = replay(path, ReplayOptions())
+    assert report.cluster == {"gpu": 40}

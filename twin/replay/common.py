@@ -7,14 +7,19 @@ from datetime import UTC, datetime
 from twin.replay.reader import BadFieldError
 from twin.sim.jobrecord import Status
 
+COMPLETED = ("completed", "complete", "pass", "passed", "succeed", "succeeded", "success",
+             "successful", "finished", "done", "ok", "terminated")  # fmt: skip
+FAILED = ("failed", "fail", "failure", "node_fail", "timeout", "timed_out", "error", "oom",
+          "out_of_memory", "crashed")  # fmt: skip
+KILLED = ("killed", "kill", "cancelled", "canceled", "cancel", "preempted", "evicted", "stopped",
+          "aborted")  # fmt: skip
+PENDING = ("pending", "waiting", "queued", "queueing", "submitted", "scheduling")
 STATUS: dict[str, Status] = {
-    **dict.fromkeys(
-        ("completed", "pass", "passed", "succeeded", "success", "terminated"), "completed"
-    ),
-    **dict.fromkeys(("failed", "fail", "node_fail", "timeout", "error", "oom"), "failed"),
-    **dict.fromkeys(("killed", "cancelled", "canceled", "preempted"), "killed"),
+    **dict.fromkeys(COMPLETED, "completed"),
+    **dict.fromkeys(FAILED, "failed"),
+    **dict.fromkeys(KILLED, "killed"),
     **dict.fromkeys(("running",), "running"),
-    **dict.fromkeys(("pending", "waiting", "queued"), "pending"),
+    **dict.fromkeys(PENDING, "pending"),
 }
 
 

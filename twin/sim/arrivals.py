@@ -106,6 +106,9 @@ def job_arrivals(
     model.source_closed()
 
 
+ENDS_FAILED = ("failed", "killed")  # trace outcomes a replayed job ends with, after its run
+
+
 def record_arrivals(
     model: ClusterModel, source: Iterable[JobRecord]
 ) -> Generator[simpy.Event, Any, None]:
@@ -122,6 +125,7 @@ def record_arrivals(
             return
         tenant = tenant_index.get(rec.tenant, 0)
         work = rec.service_s * rec.gpus * eff(rec.gpus) if rec.gpus > 0 else rec.service_s
+        fails = rec.status if rec.status in ENDS_FAILED else None
         admit(tenant, rec.job_id, gpus=rec.gpus, work=work, priority=rec.priority,
-              gpu_type=rec.gpu_type)  # fmt: skip
+              gpu_type=rec.gpu_type, fails=fails)  # fmt: skip
     model.source_closed()

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 Status = Literal["completed", "failed", "killed", "running", "pending", "unknown"]
+STATUSES: tuple[Status, ...] = get_args(Status)
 
 
 NO_EXTRAS: Mapping[str, Any] = MappingProxyType({})

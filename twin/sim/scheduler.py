@@ -59,6 +59,7 @@ class Scheduler:
         gpu_type: str | None,
         option: PlanOption | None = None,
         workload: int = -1,
+        fails: str | None = None,
     ) -> Job:
         """A job enters its tenant's queue; a kernel job whose plan runs nowhere is rejected.
 
@@ -74,6 +75,7 @@ class Scheduler:
             work_gpu_s = gpus * work / nominal if nominal > 0 else 0.0
         job = Job(job_id or f"j{seq}", tenant, gpus, round(gpus * 1000), work_gpu_s, priority,
                   gpu_type, now, seq, work, work, nominal, now, option, workload)  # fmt: skip
+        job.fails = fails
         model = self.model
         name = model.tenant_names[tenant]
         self._emit(
@@ -227,6 +229,11 @@ class Scheduler:
         now = self.env.now
         h = self._stop(job)
         tenant = job.tenant
+        if job.fails is not None:  # it ran as long as the trace says, then failed as it did
+            self._emit(("job_failed", now, model.tenant_names[tenant], job.job_id,
+                        f"trace: {job.fails}"))  # fmt: skip
+            self._left(tenant)
+            return
         self._emit(
             ("job_finished", now, model.tenant_names[tenant], job.job_id, h.pool.cfg.name,
              job.gpus, now - job.start_s)
