@@ -43,7 +43,7 @@ def test_a_local_pool_and_a_local_ray_give_the_same_results(tmp_path: Path) -> N
 
 def test_an_interrupted_sweep_resumes_without_redoing_finished_runs(tmp_path: Path) -> None:
     out = tmp_path / "sweep"
-    args = [sys.executable, "-m", "twin", "sweep", "--scenario", "market", "--seeds", "6",
+    args = [sys.executable, "-m", "twin", "sweep", "--scenario", "default", "--seeds", "6",
             "--out", str(out), "--workers", "1"]  # fmt: skip
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
