@@ -14,6 +14,8 @@ from typing import Any
 
 import gymnasium as gym
 
+from twin.ray_runtime import start_ray
+
 Policy = Callable[[Any], Any]
 
 
@@ -62,10 +64,7 @@ def rollouts(env_id: str, episodes: int, *, policy: Policy | None = None, seed: 
 
     started_here = not ray.is_initialized()
     if started_here:
-        if address is None:
-            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
-        else:
-            ray.init(address=address, log_to_driver=False)
+        start_ray(workers, address)
     try:
         task = ray.remote(episode)
         results: list[Episode] = ray.get(

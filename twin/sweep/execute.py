@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from twin.ray_runtime import start_ray
 from twin.sweep.spec import Run
 
 Row = dict[str, Any]
@@ -83,10 +84,7 @@ def on_ray(runs: list[Run], logs: str | None, workers: int, address: str | None)
 
     started_here = not ray.is_initialized()
     if started_here:
-        if address is None:
-            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
-        else:
-            ray.init(address=address, log_to_driver=False)
+        start_ray(workers, address)
     try:
         task = ray.remote(run_one)
         pending = [task.remote(r, logs) for r in runs]
