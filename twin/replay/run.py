@@ -207,16 +207,28 @@ def _cluster(
 
 def demand_quantile(times: Sequence[float], deltas: Sequence[float], q: float) -> float:
     """The level that the GPUs in demand (+gpus at each submission, -gpus at each job's end
-    had it started at once) stay at or below for a fraction `q` of the trace's span."""
+    had it started at once) stay at or below for a fraction `q` of the trace's span. (Packed
+    arrays are read in place; temporaries are dropped as soon as they are used.)"""
     if not len(times):
         return 0.0
-    t, d = np.asarray(times, dtype=float), np.asarray(deltas, dtype=float)
+    t, d = _floats(times), _floats(deltas)
     order = np.lexsort((d, t))  # ends before starts at a tie
-    t, level = t[order], np.cumsum(d[order])
-    spans = np.diff(t)
-    if spans.sum() <= 0:
-        return float(level.max())
-    by_level = np.argsort(level[:-1], kind="stable")
-    covered = np.cumsum(spans[by_level]) / spans.sum()
-    index = min(int(np.searchsorted(covered, q)), len(by_level) - 1)
-    return float(level[:-1][by_level][index])
+    levels = np.cumsum(d[order])
+    spans = np.diff(t[order])
+    del order
+    total = spans.sum()
+    if total <= 0:
+        return float(levels.max())
+    level = levels[:-1]  # the level in effect over each span
+    by_level = np.argsort(level, kind="stable")
+    covered = np.cumsum(spans[by_level])
+    index = min(int(np.searchsorted(covered, q * total)), len(by_level) - 1)
+    return float(level[by_level[index]])
+
+
+def _floats(values: Sequence[float]) -> np.ndarray:
+    return (
+        np.frombuffer(values, dtype=float)
+        if isinstance(values, array)
+        else np.asarray(values, dtype=float)
+    )
