@@ -20,6 +20,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from twin.rl.ego_env import play_round, to_turn
 from twin.schema.actions import ProvisionAction, TenantObservation
 from twin.schema.scenario import ClusterScenario
 from twin.sim import scenarios
@@ -106,33 +107,17 @@ class ClusterEnv(gym.Env[Any, np.ndarray]):
         episode_seed = int(self.np_random.integers(0, 2**31 - 1))
         self._driver = Driver(self.scenario, seed=episode_seed)
         self._defaults = self._driver.default_policies()
-        reward = self._to_ego()
+        reward = to_turn(self._driver, self.tenant, self._defaults)
         return self._obs(), {"seed": episode_seed, "reward_before": reward}
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         driver = self.driver
         played = {self.tenant: to_action(self.scenario, action, self.max_delta)}
-        reward = driver.commit_round(played, self._defaults)[self.tenant].reward
-        reward += self._to_ego()
+        reward = play_round(driver, played, self._defaults, self.tenant)
+        reward += to_turn(driver, self.tenant, self._defaults)
         ended = driver.ended
         return self._obs(), reward, ended is not None and ended != "horizon", ended == "horizon", {}
-
-    def _to_ego(self) -> float:
-        """Run the other tenants' rounds until the ego tenant decides; their rewards to it."""
-        driver, reward = self.driver, 0.0
-        while (batch := driver.advance()) is not None:
-            if self.tenant in batch.reasons:
-                return reward
-            reward += driver.commit_round({}, self._defaults).get(self.tenant, _NONE).reward
-        return reward + driver.settle_reward(self.tenant)
 
     def _obs(self) -> Any:
         vector = flat(self.driver, self.tenant)
         return vector if self.flat else structured(self.scenario, vector)
-
-
-class _NoOutcome:
-    reward = 0.0
-
-
-_NONE = _NoOutcome()

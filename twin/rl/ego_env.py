@@ -25,6 +25,25 @@ from twin.sim.tenant_policies import TenantPolicy
 Loader = Callable[[Any, Sequence[str]], Scenario]
 
 
+def play_round(driver: Driver[Any, Any], actions: Mapping[str, Any],
+               defaults: Mapping[str, TenantPolicy[Any, Any]], tenant: str) -> float:  # fmt: skip
+    """Commit one round (`actions`, the other asked tenants by `defaults`); `tenant`'s reward."""
+    outcome = driver.commit_round(actions, defaults).get(tenant)
+    return outcome.reward if outcome is not None else 0.0
+
+
+def to_turn(driver: Driver[Any, Any], tenant: str,
+            defaults: Mapping[str, TenantPolicy[Any, Any]]) -> float:  # fmt: skip
+    """Run the other tenants' rounds by their policies until `tenant` must decide (or the
+    episode ends, when its reward is settled); `tenant`'s reward meanwhile."""
+    reward = 0.0
+    while (batch := driver.advance()) is not None:
+        if tenant in batch.reasons:
+            return reward
+        reward += play_round(driver, {}, defaults, tenant)
+    return reward + driver.settle_reward(tenant)
+
+
 class EgoOptions(Frozen):
     """What `reset` accepts (other keys a client sends are ignored)."""
 
@@ -138,19 +157,10 @@ class EgoEnv:
         return self.driver
 
     def _advance_to_ego(self) -> float:
-        """Run other tenants' rounds with their policies until the ego tenant must decide."""
-        driver = self._need_driver()
-        reward = 0.0
-        while (batch := driver.advance()) is not None:
-            if self.tenant in batch.reasons:
-                return reward
-            reward += self._commit({})
-        return reward + driver.settle_reward(self.tenant)
+        return to_turn(self._need_driver(), self.tenant, self._defaults)
 
     def _commit(self, actions: dict[str, Any]) -> float:
-        outcomes = self._need_driver().commit_round(actions, self._defaults)
-        outcome = outcomes.get(self.tenant)
-        return outcome.reward if outcome is not None else 0.0
+        return play_round(self._need_driver(), actions, self._defaults, self.tenant)
 
     def _result(self, reward: float | None) -> EgoResult:
         driver = self._need_driver()

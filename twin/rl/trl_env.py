@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from twin.errors import ActionError, SessionEndedError
+from twin.rl.ego_env import play_round, to_turn
 from twin.schema.actions import ProvisionAction, TenantObservation
 from twin.sim import scenarios
 from twin.sim.driver import Driver
@@ -41,8 +42,7 @@ class ClusterTenantEnv:
         self.tenant = tenant or self._driver.tenants[0]
         if self.tenant not in self._driver.tenants:
             raise ActionError(f"unknown tenant {self.tenant!r}; tenants: {self._driver.tenants}")
-        self.reward = 0.0
-        self._to_turn()
+        self.reward = to_turn(self._driver, self.tenant, self._defaults)
         return self.view()
 
     def view(self) -> str:
@@ -99,17 +99,6 @@ class ClusterTenantEnv:
         driver = self._need()
         if driver.ended is not None:
             return self.view()
-        outcome = driver.commit_round({self.tenant: action}, self._defaults).get(self.tenant)
-        self.reward += outcome.reward if outcome is not None else 0.0
-        self._to_turn()
+        self.reward += play_round(driver, {self.tenant: action}, self._defaults, self.tenant)
+        self.reward += to_turn(driver, self.tenant, self._defaults)
         return self.view()
-
-    def _to_turn(self) -> None:
-        """Let the other tenants decide until this one must (or the episode ends)."""
-        driver = self._need()
-        while (batch := driver.advance()) is not None:
-            if self.tenant in batch.reasons:
-                return
-            outcome = driver.commit_round({}, self._defaults).get(self.tenant)
-            self.reward += outcome.reward if outcome is not None else 0.0
-        self.reward += driver.settle_reward(self.tenant)
