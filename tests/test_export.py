@@ -15,8 +15,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.conftest import twin_command
-from twin.eventlog.export import TIMELINE_FILE, read_events
+from twin.eventlog.export import read_events
 from twin.schema.summary import Summary
+from twin.schema.vocabulary import TIMELINE_FILE
 
 KINDS = ("run", "replay", "session")
 MONEY = {"rel": 1e-12, "abs": 1e-9}  # sums over the same values in another order

@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 from twin.bench.harness import Result
+from twin.replay.reader import count_lines
 
 TARGET_RSS_MIB = 1024  # an export streams: its memory is bounded, whatever the log's length
 
@@ -56,8 +57,7 @@ def bench_export(quick: bool) -> Result:
         generate_itp(trace, jobs, seed=8)
         made = _child(run, "replay", str(trace))
         log = run / "events.jsonl"
-        with log.open("rb") as stream:
-            events = sum(chunk.count(b"\n") for chunk in iter(lambda: stream.read(1 << 20), b""))
+        events = count_lines(log) or 0
         r.lines.append(
             f"export: a {jobs:,}-job replay's log ({events:,} events, {_size_mib(log):,.0f} MiB), "
             f"fresh process each; the replay itself took {made['cpu_s']:.1f} s CPU"

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from twin.bench.harness import Result
+from twin.ray_runtime import start_ray
 from twin.sweep.execute import execute
 from twin.sweep.spec import SweepSpec, runs
 
@@ -37,7 +38,7 @@ def bench_sweep(quick: bool) -> Result:
     import ray
 
     start = time.perf_counter()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    start_ray(2, None)
     init_s = time.perf_counter() - start
     try:
         m = len(runs(light))

@@ -8,13 +8,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from twin.errors import ConfigError
-from twin.schema.vocabulary import EVENTS_FILE
+from twin.schema.vocabulary import EVENTS_FILE, REPORT_FILE
 
 if TYPE_CHECKING:
     from rich.console import Console
 
 FORMATS_HELP = "parquet, csv and/or perfetto, comma-separated"
-REPORT_FILE = "report.html"
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

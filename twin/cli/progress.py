@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -47,15 +46,6 @@ def progress_bar(console: Console, what: str, total: float | None,
     with Progress(*columns, console=console, transient=True) as bar:
         task = bar.add_task(what, total=total)
         yield lambda completed: bar.update(task, completed=completed)
-
-
-def count_lines(path: Path) -> int | None:
-    """Lines in a text file (a trace's job count, give or take a header); None if unreadable."""
-    try:
-        with path.open("rb") as stream:
-            return sum(chunk.count(b"\n") for chunk in iter(lambda: stream.read(1 << 20), b""))
-    except OSError:
-        return None
 
 
 def horizon_h(scenario: Scenario) -> float | None:

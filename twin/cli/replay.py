@@ -63,10 +63,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 def replay_command(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from twin.cli.progress import count_lines, progress_bar
+    from twin.cli.progress import progress_bar
     from twin.cli.render import print_summary
     from twin.replay.formats.flat import parse_map
     from twin.replay.load import TraceOptions
+    from twin.replay.reader import count_lines
     from twin.replay.run import ReplayOptions, replay
     from twin.replay.window import Window
 

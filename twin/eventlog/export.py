@@ -24,9 +24,8 @@ from twin.eventlog.jobs import JOBS_SCHEMA, JobTable
 from twin.eventlog.perfetto import PerfettoWriter
 from twin.eventlog.rounds import ROUNDS_SCHEMA, RoundTable
 from twin.schema.events import EVENT_DEFAULTS, EVENT_FIELDS
-from twin.schema.vocabulary import EVENTS_FILE, ExportFormat
+from twin.schema.vocabulary import EVENTS_FILE, TIMELINE_FILE, ExportFormat
 
-TIMELINE_FILE = "timeline.perfetto.json"
 BATCH_ROWS = 16_384
 
 

@@ -48,10 +48,6 @@ def envelope(times_s: np.ndarray, values: np.ndarray, end_s: float, bins: int = 
 
 def svg_of(fig: Figure) -> str:
     """The figure as inline SVG text."""
-    return _svg(fig)
-
-
-def _svg(fig: Figure) -> str:
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
     text = buffer.getvalue()
@@ -88,7 +84,7 @@ def pools(held: Mapping[str, Step], busy: Mapping[str, Step], end_s: float) -> s
         ax.set_ylabel(f"{name}\nGPUs")
         ax.legend(loc="upper right", frameon=False)
     _hours(axes[-1, 0], end_s)
-    return _svg(fig)
+    return svg_of(fig)
 
 
 def per_tenant(series: Mapping[str, Step], end_s: float, ylabel: str,
@@ -105,7 +101,7 @@ def per_tenant(series: Mapping[str, Step], end_s: float, ylabel: str,
     ax.set_ylabel(ylabel)
     _hours(ax, end_s)
     ax.legend(loc="upper left", frameon=False, ncols=min(len(series), 5))
-    return _svg(fig)
+    return svg_of(fig)
 
 
 def cdfs(panels: Sequence[tuple[str, Mapping[str, np.ndarray]]]) -> str:
@@ -126,7 +122,7 @@ def cdfs(panels: Sequence[tuple[str, Mapping[str, np.ndarray]]]) -> str:
         ax.set_ylabel("fraction of jobs")
         ax.set_ylim(0, 1.02)
         ax.legend(loc="lower right", frameon=False)
-    return _svg(fig)
+    return svg_of(fig)
 
 
 def delay_curves(levels: Sequence[float], observed: Sequence[float],
@@ -141,7 +137,7 @@ def delay_curves(levels: Sequence[float], observed: Sequence[float],
     ax.set_ylabel("fraction of jobs")
     ax.set_title(f"KS distance {ks:.3f}")
     ax.legend(loc="lower right", frameon=False)
-    return _svg(fig)
+    return svg_of(fig)
 
 
 def rounds(by_tenant: Mapping[str, Mapping[str, np.ndarray]]) -> str:
@@ -162,4 +158,4 @@ def rounds(by_tenant: Mapping[str, Mapping[str, np.ndarray]]) -> str:
     axes[3].set_ylabel("GPUs granted")
     axes[3].set_xlabel("round")
     axes[0].legend(loc="upper left", frameon=False, ncols=min(len(by_tenant), 5))
-    return _svg(fig)
+    return svg_of(fig)

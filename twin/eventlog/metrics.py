@@ -72,7 +72,6 @@ class Metrics:
     _running: dict[str, tuple[float, float, str]] = field(default_factory=dict)
     _pool_cost: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     agentic: AgenticMetrics = field(default_factory=AgenticMetrics)
-    is_agentic: bool = False
 
     def __post_init__(self) -> None:
         self._handlers: dict[str, Callable[[Record], None]] = {
@@ -192,7 +191,6 @@ class Metrics:
         self.scenario, self.seed, config = rec[3], rec[4], rec[5]
         if config.get("kind") == "agentic_rl":
             self.agentic.started(config)
-            self.is_agentic = True
         if config.get("kind") == "gpucluster":
             self.max_steps = config["max_steps"]
             self.step_s = config["step_s"]
@@ -255,7 +253,7 @@ class Metrics:
         cost = sum(t.cost_usd for t in self._tenants.values())
         sla = sum(t.sla_usd for t in self._tenants.values())
         value = sum(t.value_usd for t in self._tenants.values())
-        agentic = self.agentic.summary() if self.is_agentic else None
+        agentic = self.agentic.summary() if self.agentic.orchestration else None
         if agentic is not None:
             cost = sum(r.cost_usd for r in agentic.resources)
         if self.max_steps is not None:

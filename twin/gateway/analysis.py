@@ -10,10 +10,9 @@ from pathlib import Path
 import structlog
 
 from twin.errors import TwinError
-from twin.schema.vocabulary import ExportFormat
+from twin.schema.vocabulary import REPORT_FILE, ExportFormat
 
 log = structlog.get_logger()
-REPORT_FILE = "report.html"
 
 
 def _write(log_path: Path, formats: Sequence[ExportFormat], report: bool) -> list[Path]:

@@ -124,3 +124,12 @@ def required(row: dict[str, str], column: str) -> float:
     value = number(row, column)
     assert value is not None
     return value
+
+
+def count_lines(path: Path) -> int | None:
+    """Lines in a text file (a trace's job count, give or take a header); None if unreadable."""
+    try:
+        with path.open("rb") as stream:
+            return sum(chunk.count(b"\n") for chunk in iter(lambda: stream.read(1 << 20), b""))
+    except OSError:
+        return None

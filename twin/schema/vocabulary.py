@@ -42,4 +42,6 @@ EVENTS_FILE = "events.jsonl"
 SUMMARY_FILE = "summary.json"
 REPLAY_FILE = "replay.json"
 AGENTS_FILE = "agents.json"  # a played session's per-agent report
+REPORT_FILE = "report.html"  # the run's HTML report
+TIMELINE_FILE = "timeline.perfetto.json"  # the run's Perfetto timeline
 """What a run writes into its output directory: the event log, its summary, a replay's report."""
