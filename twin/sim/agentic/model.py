@@ -153,8 +153,6 @@ class AgenticModel:
 
     def observe(self, tenant: int, reasons: list[str]) -> AgenticView:
         orch = self.orchestrator
-        recent = self._act_s / self._acts if self._acts else None
-        self._act_s, self._acts = 0.0, 0
         return AgenticView(
             t_s=self.env.now,
             step=self.step,
@@ -162,7 +160,7 @@ class AgenticModel:
             running=dict(orch.in_flight),
             free_units={r: orch.free(r) for r in RESOURCES},
             loaded_services=orch.loaded(),
-            recent_act_s=recent,
+            recent_act_s=self._act_s / self._acts if self._acts else None,
         )
 
     def observe_flat(self, tenant: int) -> tuple[float, ...]:
@@ -171,6 +169,7 @@ class AgenticModel:
 
     def commit(self, inputs: RoundInputs[AgenticAction]) -> Mapping[str, TenantOutcome]:
         """Set the elastic orchestrator's knobs (orchestration `agent` only)."""
+        self._act_s, self._acts = 0.0, 0  # the next view reports from this decision on
         services = [s.name for s in self.cfg.services]
         for _, action in inputs.actions:
             unknown = sorted(set(action.pinned) - set(services))

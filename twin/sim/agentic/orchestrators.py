@@ -41,6 +41,7 @@ class Copy:
     slots: int
     gpus: int
     ready: bool = True
+    ready_s: float = 0.0  # when a loading copy will be ready
     in_flight: int = 0
     last_used_s: float = 0.0
 
@@ -101,8 +102,9 @@ class Orchestrator:
         return sum(len(q) for q in self.gpu.waiting.values())
 
     def free(self, resource: str) -> int:
+        """Units of `resource` nobody holds now."""
         use = self.usage[resource]
-        return int(use.capacity - use.busy) if resource != "gpu" else 0
+        return int(use.capacity - use.held)
 
     def loaded(self) -> list[str]:
         """Services with a loaded copy."""

@@ -80,7 +80,7 @@ class Elastic(Orchestrator):
 
     def _load_left(self, copy: Copy) -> float:
         """Seconds until the copy is loaded (0 once it is)."""
-        return 0.0 if copy.ready else max(copy.last_used_s - self.env.now, 0.0)
+        return 0.0 if copy.ready else max(copy.ready_s - self.env.now, 0.0)
 
     def _load(self, service: str) -> Copy | None:
         """A new copy of `service` in a free chunk (evicting idle copies, least recently used
@@ -95,9 +95,8 @@ class Elastic(Orchestrator):
             self._evict(min(idle, key=lambda c: c.last_used_s), "lru")
             chunk = self.nodes.place(spec.gpus)
         now = self.env.now
-        # While loading, `last_used_s` holds when the load completes.
         copy = Copy(service, chunk, spec.concurrency, spec.gpus, ready=False,
-                    last_used_s=now + spec.load_s)  # fmt: skip
+                    ready_s=now + spec.load_s, last_used_s=now)  # fmt: skip
         self.gpu.copies[service].append(copy)
         self.usage["gpu"].change(now, held=spec.gpus)
         self.emit(("service_loaded", now, None, service, spec.gpus, chunk.node, chunk.offset,
