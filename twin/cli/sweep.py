@@ -6,8 +6,12 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from twin.errors import ConfigError
+
+if TYPE_CHECKING:
+    from twin.sweep.spec import SweepSpec
 
 ENGINES = ("local", "ray")
 
@@ -31,7 +35,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     sw.set_defaults(func=sweep_command)
 
 
-def _spec(args: argparse.Namespace) -> object:
+def _spec(args: argparse.Namespace) -> SweepSpec:
+    """The sweep file (if any) with the flags on top."""
     from twin.sweep.spec import load_spec, parse_set, validated
 
     spec = load_spec(Path(args.spec)) if args.spec else validated({}, "flags")
@@ -56,7 +61,7 @@ def sweep_command(args: argparse.Namespace) -> int:
     from twin.cli.progress import progress_bar
     from twin.sim import scenarios
     from twin.sweep.execute import assemble, done_keys, execute
-    from twin.sweep.spec import SweepSpec, runs
+    from twin.sweep.spec import runs
 
     require_analysis()
     if args.workers < 1:
@@ -67,7 +72,6 @@ def sweep_command(args: argparse.Namespace) -> int:
         if importlib.util.find_spec("ray") is None:
             raise ConfigError("--engine ray needs Ray: pip install 'cluster-twin[ray]'")
     spec = _spec(args)
-    assert isinstance(spec, SweepSpec)
     planned = runs(spec)
     # A bad scenario or override fails now, not in a worker.
     for scenario, assignments in {(r.scenario, tuple(r.assignments)) for r in planned}:

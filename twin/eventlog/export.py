@@ -85,7 +85,8 @@ def _csv_sink(path: Path, schema: pa.Schema) -> _Sink:
 
 
 class Tables:
-    """Event, job and round tables written in batches as events stream past."""
+    """Tables in one format, written in batches: one per event kind as events stream past, and
+    the jobs and rounds tables as their rows are folded (once, for every format)."""
 
     def __init__(self, out_dir: Path, fmt: Literal["parquet", "csv"]) -> None:
         self.out_dir = out_dir
@@ -94,26 +95,22 @@ class Tables:
         self._open: Callable[[Path, pa.Schema], _Sink] = (
             _parquet_sink if fmt == "parquet" else _csv_sink
         )
-        self._columns: dict[str, Columns] = {}
         self._sinks: dict[str, _Sink] = {}
-        self.rows: dict[str, int] = {}
         out_dir.mkdir(parents=True, exist_ok=True)
-        self._jobs = Columns(JOBS_SCHEMA if self._nested else _flat(JOBS_SCHEMA))
-        self._rounds = Columns(ROUNDS_SCHEMA if self._nested else _flat(ROUNDS_SCHEMA))
-        self._columns["jobs"], self._columns["rounds"] = self._jobs, self._rounds
-        self._job_table = JobTable(lambda row: self._add("jobs", row))
-        self._round_table = RoundTable(lambda row: self._add("rounds", row))
+        self._columns: dict[str, Columns] = {
+            "jobs": Columns(JOBS_SCHEMA if self._nested else _flat(JOBS_SCHEMA)),
+            "rounds": Columns(ROUNDS_SCHEMA if self._nested else _flat(ROUNDS_SCHEMA)),
+        }
 
     def take(self, event: dict[str, Any]) -> None:
         kind = event["kind"]
         columns = self._columns.get(kind)
         if columns is None:
             columns = self._columns[kind] = Columns(event_schema(kind, nested=self._nested))
-        self._add(kind, event, columns)
-        self._job_table.take(event)
-        self._round_table.take(event)
+        self.add(kind, event, columns)
 
-    def _add(self, table: str, row: dict[str, Any], columns: Columns | None = None) -> None:
+    def add(self, table: str, row: dict[str, Any], columns: Columns | None = None) -> None:
+        """One row of `table` (`columns`, if the caller has them at hand)."""
         columns = columns or self._columns[table]
         columns.rows.append(row)
         if len(columns.rows) >= BATCH_ROWS:
@@ -123,9 +120,7 @@ class Tables:
         sink = self._sinks.get(table)
         if sink is None:
             sink = self._sinks[table] = self._open(self.path(table), columns.schema)
-        n = len(columns.rows)
         sink.write(columns.take())
-        self.rows[table] = self.rows.get(table, 0) + n
 
     def path(self, table: str) -> Path:
         return self.out_dir / f"{table}{self.suffix}"
@@ -133,7 +128,6 @@ class Tables:
     def close(self) -> list[Path]:
         """Write what is left; the files written: every table, empty where nothing happened,
         so queries over many runs find the same tables."""
-        self._job_table.close()
         for kind in EVENT_FIELDS:
             if kind not in self._columns:
                 self._columns[kind] = Columns(event_schema(kind, nested=self._nested))
@@ -169,12 +163,25 @@ def export(
         target.mkdir(parents=True, exist_ok=True)
         stream = (target / TIMELINE_FILE).open("wb")
         timeline = PerfettoWriter(stream)
+
+    def to_tables(table: str) -> Callable[[dict[str, Any]], None]:
+        def add(row: dict[str, Any]) -> None:
+            for t in tables:
+                t.add(table, row)
+
+        return add
+
+    jobs, rounds = JobTable(to_tables("jobs")), RoundTable(to_tables("rounds"))
     try:
         for event in read_events(log_path):
-            for t in tables:
-                t.take(event)
+            if tables:
+                for t in tables:
+                    t.take(event)
+                jobs.take(event)
+                rounds.take(event)
             if timeline is not None:
                 timeline.take(event)
+        jobs.close()
         written = [p for t in tables for p in t.close()]
         if timeline is not None:
             timeline.close()
