@@ -75,11 +75,6 @@ def test_the_last_candidate_waits_when_that_lowers_the_sum_of_completion_times()
     assert allocate([parallel, Demand(0.5, 1.0, 1)], 16) == [15, 1]
 
 
-def test_fcfs_candidates_are_a_prefix_of_the_queue() -> None:
-    queue = [Demand(5.0, 0.5, 4) for _ in range(10)]
-    assert len(allocate(queue, 4)) <= 4
-
-
 # -- the GPU topology -------------------------------------------------------------------------
 
 
