@@ -3,6 +3,7 @@ real local Ray, and an interrupted sweep resumes without redoing what it finishe
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -45,11 +46,13 @@ def test_an_interrupted_sweep_resumes_without_redoing_finished_runs(tmp_path: Pa
     out = tmp_path / "sweep"
     args = [sys.executable, "-m", "twin", "sweep", "--scenario", "default", "--seeds", "6",
             "--out", str(out), "--workers", "1"]  # fmt: skip
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # Its own process group, killed whole as a terminal's interrupt would, workers included.
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)  # fmt: skip
     deadline = time.monotonic() + 60
     while len(list((out / "runs").glob("*.json"))) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
+    os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     finished = {p.name: p.stat().st_mtime_ns for p in (out / "runs").glob("*.json")}
     assert 2 <= len(finished) < 6, "killed part-way"
