@@ -115,6 +115,8 @@ class Metrics:
 
     def _on_job_failed(self, rec: Record) -> None:
         self._tenants[rec[2]].failed += 1
+        if rec[3] in self._running:  # it failed during a run (diverged, or as a trace says)
+            self._end_run(rec[3], rec[1])
         for per_job in (self._submit_s, self._work, self._wait_s):
             per_job.pop(rec[3], None)
 
