@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from array import array
 from collections.abc import Iterator
 from contextlib import suppress
 from itertools import pairwise
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 
 from twin.errors import ConfigError, TraceError
 from twin.eventlog.log import read_jsonl
-from twin.replay import run as tracerun
+from twin.replay import cluster as cluster_module
 from twin.replay import tenant_delays as tracegroups
 from twin.replay.detect import detect
 from twin.replay.formats.flat import parse_map
@@ -235,7 +236,7 @@ class TestBadInput:
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keep_jobs: int
     ) -> None:
         # A trace within KEEP_JOBS is replayed from the sizing pass; a longer one is read again.
-        monkeypatch.setattr(tracerun, "KEEP_JOBS", keep_jobs)
+        monkeypatch.setattr(cluster_module, "KEEP_JOBS", keep_jobs)
         summary, report = replay(self.corrupt(tmp_path), ReplayOptions(skip_bad=True))
         assert (report.jobs_read, report.jobs_replayed, report.bad_lines) == (2, 2, 2)
         assert report.cluster_source == (
@@ -429,7 +430,8 @@ class TestTraceTenants:
         for i in range(5):
             groups.ended(f"j{i}", finished=i != 1)  # j1 failed: not a finished job
         assert groups.finished.tolist() == [0, 2, 2, 0]
-        rows = groups.report(np.array([1.0, 2.0, 3.0, 4.0]), [])
+        codes = array("H", groups.finished)  # each started job's delay, by the same tenants
+        rows = groups.report(np.array([1.0, 2.0, 3.0, 4.0]), codes, [])
         assert [(t.name, t.jobs_finished, t.simulated_delay_s.mean) for t in rows] == [
             ("(other)", 2, 2.5),
             ("a", 2, 2.5),

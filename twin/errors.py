@@ -17,7 +17,12 @@ TwinError                   the twin cannot do what was asked
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from twin.schema.codes import ErrorCode
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 
 class TwinError(Exception):
@@ -26,6 +31,14 @@ class TwinError(Exception):
 
 class ConfigError(TwinError):
     """Raised when a scenario, a file or an option is invalid; the message names the field."""
+
+    @classmethod
+    def first_of(cls, exc: ValidationError, prefix: str, whole: str) -> ConfigError:
+        """`prefix` then the first invalid field of a validation error (`whole` if it is the
+        input as a whole) and what is wrong with it."""
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or whole
+        return cls(f"{prefix}{where}: {first['msg']}")
 
 
 class ScenarioNotFoundError(ConfigError):

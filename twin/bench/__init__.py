@@ -22,6 +22,7 @@ BENCHMARKS = {
     "rl": "twin.bench.rl:bench_rl",
     "kernel": "twin.bench.kernel:bench_kernel",
     "replay": "twin.bench.replay:bench_replay",
+    "nodes": "twin.bench.nodes:bench_nodes",
     "gateway": "twin.bench.gateway:bench_gateway",
     "hostile": "twin.bench.hostile:bench_hostile",
     "startup": "twin.bench.startup:bench_startup",

@@ -42,7 +42,8 @@ def _run(paths: list[Path], cluster: Path | None = None) -> dict[str, float]:
     return figures
 
 
-def _shared() -> Path:
+def shared_traces() -> Path:
+    """`../shared/traces` beside the checkout (or the working directory's parent)."""
     here = Path(__file__).resolve()
     for parent in here.parents:
         candidate = parent / "shared" / "traces"
@@ -52,7 +53,7 @@ def _shared() -> Path:
 
 
 def bench_replay(quick: bool) -> Result:
-    traces = _shared()
+    traces = shared_traces()
     r = Result()
     itp = sorted((traces / "microsoft-itp-elasticflow-2021").glob("cluster*.csv"))
     openb = traces / "alibaba-gpu-v2023-openb"

@@ -5,21 +5,30 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from twin.cli.analyse import add_output_options, check_output_options, write_outputs
 from twin.replay.registry import JOB_FORMATS, NODE_FORMATS
-from twin.schema.vocabulary import EVENTS_FILE, QUEUE_POLICIES, REPLAY_FILE, SUMMARY_FILE
+from twin.schema.vocabulary import (
+    CALIBRATION_FILE,
+    EVENTS_FILE,
+    PLACEMENTS,
+    QUEUE_POLICIES,
+    REPLAY_FILE,
+    SUMMARY_FILE,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from twin.replay.run import ReplayOptions
     from twin.schema.summary import Quantiles, ReplayReport
 
 
-def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    rp = sub.add_parser("replay", help="replay a cluster trace and summarise it")
+def add_trace_options(rp: argparse.ArgumentParser) -> None:
+    """The trace and the cluster it replays on (shared by `replay` and `calibrate`)."""
     rp.add_argument("--trace", required=True, help="the trace file")
     rp.add_argument("--format", choices=JOB_FORMATS, help="override format detection")
     rp.add_argument(
@@ -29,6 +38,15 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     where.add_argument("--cluster", help="a node inventory that instantiates the cluster")
     where.add_argument("--gpus", type=int, help="one pool of this many GPUs")
     rp.add_argument("--cluster-format", choices=NODE_FORMATS, help="override inventory detection")
+    rp.add_argument("--skip-bad", action="store_true", help="skip and count corrupt lines")
+    rp.add_argument(
+        "--include-cpu", action="store_true", help="replay CPU-only instances too (DLRM)"
+    )
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    rp = sub.add_parser("replay", help="replay a cluster trace and summarise it")
+    add_trace_options(rp)
     rp.add_argument(
         "--policy",
         choices=[p for p in QUEUE_POLICIES if p != "manual"],  # a replay has no agent to place
@@ -36,19 +54,30 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="queue order",
     )
     rp.add_argument("--backfill", action="store_true", help="EASY backfill behind a blocked head")
-    rp.add_argument("--skip-bad", action="store_true", help="skip and count corrupt lines")
-    rp.add_argument(
-        "--include-cpu", action="store_true", help="replay CPU-only instances too (DLRM)"
-    )
     rp.add_argument(
         "--start-h", type=float, default=0.0, help="replay jobs submitted from this hour on"
     )
     rp.add_argument("--end-h", type=float, help="... and before this hour (from the first job)")
     rp.add_argument("--max-jobs", type=int, help="replay at most this many jobs of the window")
     rp.add_argument("--seed", type=int, default=0)
+    rp.add_argument(
+        "--placement",
+        help=f"node choice on a --cluster inventory: {', '.join(PLACEMENTS)} (default best_fit); "
+        "a comma-separated list replays each and prints a what-if table",
+    )
+    rp.add_argument(
+        "--params", help=f"scheduler model and cluster share: a {CALIBRATION_FILE} or its params"
+    )
     rp.add_argument("--out", help=f"directory for {EVENTS_FILE}, {SUMMARY_FILE} and {REPLAY_FILE}")
     add_output_options(rp)
     rp.set_defaults(func=replay_command)
+
+    cal = sub.add_parser(
+        "calibrate", help="fit the scheduler model to a trace (KS of queueing delay)"
+    )
+    add_trace_options(cal)
+    cal.add_argument("--out", required=True, help=f"directory for {CALIBRATION_FILE}")
+    cal.set_defaults(func=calibrate_command)
 
     tr = sub.add_parser("trace", help="synthetic traces")
     tsub = tr.add_subparsers(dest="trace_command", required=True)
@@ -60,19 +89,21 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     gen.set_defaults(func=generate_command)
 
 
-def replay_command(args: argparse.Namespace) -> int:
-    from rich.console import Console
+def calibrate_command(args: argparse.Namespace) -> int:
+    from twin.cli import fidelity
 
-    from twin.cli.progress import progress_bar
-    from twin.cli.render import print_summary
+    return fidelity.calibrate_command(args)
+
+
+def trace_options(args: argparse.Namespace) -> ReplayOptions:
+    """The replay options the command line gives (trace, cluster, window, queue, params)."""
+    from twin.cli.fidelity import DEFAULTS, read_params
     from twin.replay.formats.flat import parse_map
     from twin.replay.load import TraceOptions
-    from twin.replay.reader import count_lines
-    from twin.replay.run import ReplayOptions, replay
+    from twin.replay.run import ReplayOptions
     from twin.replay.window import Window
 
-    check_output_options(args)
-    options = ReplayOptions(
+    return ReplayOptions(
         fmt=args.format,
         trace=TraceOptions(
             columns=parse_map(args.columns) if args.columns else None, include_cpu=args.include_cpu
@@ -80,16 +111,36 @@ def replay_command(args: argparse.Namespace) -> int:
         cluster=Path(args.cluster) if args.cluster else None,
         cluster_format=args.cluster_format,
         gpus=args.gpus,
-        policy=args.policy,
-        backfill=args.backfill,
+        policy=getattr(args, "policy", "fifo"),
+        backfill=getattr(args, "backfill", False),
         skip_bad=args.skip_bad,
-        seed=args.seed,
+        seed=getattr(args, "seed", 0),
         window=Window(
-            start_s=args.start_h * 3600.0,
-            end_s=math.inf if args.end_h is None else args.end_h * 3600.0,
-            max_jobs=args.max_jobs,
+            start_s=getattr(args, "start_h", 0.0) * 3600.0,
+            end_s=math.inf if getattr(args, "end_h", None) is None else args.end_h * 3600.0,
+            max_jobs=getattr(args, "max_jobs", None),
         ),
+        params=read_params(Path(args.params)) if getattr(args, "params", None) else DEFAULTS,
     )
+
+
+def replay_command(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from twin.cli.fidelity import placements, what_if
+    from twin.cli.progress import progress_bar
+    from twin.cli.render import print_summary
+    from twin.replay.reader import count_lines
+    from twin.replay.run import replay
+
+    check_output_options(args)
+    options = trace_options(args)
+    policies = placements(args.placement)
+    if len(policies) > 1:
+        return what_if(Path(args.trace), options, policies, Path(args.out) if args.out else None)
+    if policies:
+        options = replace(options, params=options.params.model_copy(
+            update={"placement": policies[0]}))  # fmt: skip
     out = Path(args.out) if args.out else None
     console = Console()
     path = Path(args.trace)
@@ -135,6 +186,10 @@ def print_report(r: ReplayReport, console: Console) -> None:
         table.add_row("observed delay", f"{q(d.observed)}  ({d.observed_jobs:,} jobs)")
         table.add_row("simulated delay", q(d.simulated))
         table.add_row("KS distance", f"{d.ks_distance:.3f}")
+    for name, value in (r.placement or {}).items():
+        table.add_row(
+            name.replace("_", " "), f"{value:.1%}" if name == "fragmentation" else str(value)
+        )
     console.print(table)
     if len(r.tenants) > 1:
         print_tenants(r, console)

@@ -48,24 +48,32 @@ class Groups:
         code = self._in_flight[job_id] = self.code(tenant)
         return code
 
+    def in_flight(self, job_id: str) -> int:
+        """The group code of a job in flight."""
+        return self._in_flight[job_id]
+
     def ended(self, job_id: str, finished: bool) -> None:
         code = self._in_flight.pop(job_id)
         if finished:
             self.finished.append(code)
 
-    def report(self, simulated_s: np.ndarray, observed_s: list[float]) -> tuple[TraceTenant, ...]:
-        """Per tenant: finished jobs and their simulated (and, where recorded, observed) delay."""
+    def report(
+        self, simulated_s: np.ndarray, simulated_codes: array[int], observed_s: list[float]
+    ) -> tuple[TraceTenant, ...]:
+        """Per tenant: finished jobs, and the simulated (and, where recorded, observed) delay
+        to each job's first start."""
         groups = len(self.names)
-        sims = _split(simulated_s, self.finished, groups)
+        sims = _split(simulated_s, simulated_codes, groups)
+        done = np.bincount(np.frombuffer(self.finished, dtype=np.uint16), minlength=groups)
         seens = _split(np.asarray(observed_s, dtype=float), self.observed, groups)
         out = [
             TraceTenant(
                 name=name,
-                jobs_finished=len(sim),
+                jobs_finished=int(done[code]),
                 simulated_delay_s=quantiles(sim),
                 observed_delay_s=quantiles(seen) if len(seen) else None,
             )
-            for name, sim, seen in zip(self.names, sims, seens, strict=True)
+            for code, (name, sim, seen) in enumerate(zip(self.names, sims, seens, strict=True))
         ]
         return tuple(sorted(out, key=lambda t: (-t.jobs_finished, t.name)))
 
@@ -82,14 +90,51 @@ def _split(values: np.ndarray, codes: array[int], groups: int) -> list[np.ndarra
 
 @dataclass
 class ReplayMetrics(Metrics):
-    """The episode's metrics, plus the trace tenant of each finished job (same order)."""
+    """The episode's metrics, plus the trace tenant of each finished job (same order), and
+    the submit time and delay of each job's first start (for delays by part of the trace)."""
 
     groups: Groups = field(default_factory=Groups)
+    first_start_at_s: array[float] = field(default_factory=lambda: array("d"))
+    first_start_wait_s: array[float] = field(default_factory=lambda: array("d"))
+    first_start_group: array[int] = field(default_factory=lambda: array("H"))
+    first_start_observed: array[int] = field(default_factory=lambda: array("B"))
+    observed_at_s: array[float] = field(default_factory=lambda: array("d"))
+    observed_delay_s: array[float] = field(default_factory=lambda: array("d"))
+    _started: set[str] = field(default_factory=set)  # jobs in flight that have started
+    unobserved: set[str] = field(default_factory=set)  # jobs in flight the trace has no start for
+
+    def _on_job_started(self, rec: Record) -> None:
+        super()._on_job_started(rec)
+        job = rec[3]
+        if job not in self._started:
+            self._started.add(job)
+            wait_s = rec[7]
+            self.first_start_at_s.append(rec[1] - wait_s)
+            self.first_start_wait_s.append(wait_s)
+            self.first_start_group.append(self.groups.in_flight(job))
+            self.first_start_observed.append(job not in self.unobserved)
 
     def _on_job_finished(self, rec: Record) -> None:
         super()._on_job_finished(rec)
         self.groups.ended(rec[3], finished=True)
+        self._started.discard(rec[3])
+        self.unobserved.discard(rec[3])
 
     def _on_job_failed(self, rec: Record) -> None:
         super()._on_job_failed(rec)
         self.groups.ended(rec[3], finished=False)
+        self._started.discard(rec[3])
+        self.unobserved.discard(rec[3])
+
+    @property
+    def started_delays_s(self) -> np.ndarray:
+        """The delay to each job's first start (what a trace records for every scheduled job,
+        including those that later failed), in start order."""
+        return np.frombuffer(self.first_start_wait_s, dtype=float).copy()
+
+    @property
+    def observed_started_delays_s(self) -> np.ndarray:
+        """`started_delays_s` of the jobs whose start the trace recorded (what to compare)."""
+        seen = np.frombuffer(self.first_start_observed, dtype=np.uint8).astype(bool)
+        delays: np.ndarray = np.frombuffer(self.first_start_wait_s, dtype=float)[seen]
+        return delays

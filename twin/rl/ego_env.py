@@ -183,9 +183,7 @@ def reset_options(raw: Mapping[str, Any]) -> EgoOptions:
     try:
         return EgoOptions.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "options"
-        raise ConfigError(f"reset option {where}: {first['msg']}") from None
+        raise ConfigError.first_of(exc, "reset option ", "options") from None
 
 
 __all__: Sequence[str] = ("EgoEnv", "EgoOptions", "EgoResult", "EgoState", "reset_options")

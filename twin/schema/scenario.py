@@ -7,7 +7,7 @@ Two kinds share one discriminated union on `kind`:
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     Field,
@@ -15,13 +15,16 @@ from pydantic import (
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
+    SerializerFunctionWrapHandler,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
 from twin.schema.agentic import AgenticRlScenario
 from twin.schema.base import Frozen
 from twin.schema.distributions import Choice, Constant, Distribution, upper_bound
+from twin.schema.scheduling import NodeConfig, SchedulerConfig
 from twin.schema.vocabulary import LayerGroup, Mode, Optimizer, Precision, QueuePolicy
 
 Name = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$", max_length=64)]
@@ -226,6 +229,21 @@ class ClusterScenario(Frozen):
         None, description="A failed job resumes from its last checkpoint; None: from the start."
     )
     max_restarts: NonNegativeInt = 3
+    nodes: NodeConfig | None = Field(
+        None, description="Nodes behind the pools (each pool's GPUs exactly); None: counters."
+    )
+    scheduler: SchedulerConfig = SchedulerConfig()
+
+    @model_serializer(mode="wrap")
+    def _without_unused_parts(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Dumps (and the logs that embed them) name nodes and a scheduler model only when used,
+        # so a log recorded before they existed still reproduces byte for byte.
+        data: dict[str, Any] = handler(self)
+        if self.nodes is None:
+            data.pop("nodes", None)
+        if self.scheduler == SchedulerConfig():
+            data.pop("scheduler", None)
+        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
@@ -262,7 +280,26 @@ class ClusterScenario(Frozen):
                     f"pool {pool!r}: tenants start with {n} GPUs but max_gpus is "
                     f"{pools[pool].max_gpus}"
                 )
+        if self.nodes is not None:
+            _check_nodes(self.nodes, pools)
+            if self.queue.policy == "manual":
+                raise ValueError("a node-level cluster places jobs itself: queue policy 'manual' "
+                                 "needs counter pools (no nodes)")  # fmt: skip
         return self
+
+
+def _check_nodes(nodes: NodeConfig, pools: dict[str, PoolConfig]) -> None:
+    """Node groups name real pools and add up to each pool's GPUs."""
+    held = dict.fromkeys(pools, 0)
+    for i, g in enumerate(nodes.groups):
+        if g.pool not in pools:
+            raise ValueError(f"nodes.groups[{i}]: pool {g.pool!r} is not one of {sorted(pools)}")
+        held[g.pool] += g.count * g.gpus
+    for name, gpus in held.items():
+        if gpus != pools[name].max_gpus:
+            raise ValueError(
+                f"pool {name!r}: its nodes hold {gpus} GPUs but max_gpus is {pools[name].max_gpus}"
+            )
 
 
 class GpuClusterScenario(Frozen):

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pydantic import Field
 
 from twin.schema.base import Frozen
+from twin.schema.scheduling import ReplayParams
+from twin.schema.vocabulary import Placement
 
 
 class Quantiles(Frozen):
@@ -134,3 +136,41 @@ class ReplayReport(Frozen):
     window: str | None = None  # the part of the trace replayed, when not all of it
     queueing_delay: DelayComparison | None
     tenants: tuple[TraceTenant, ...] = ()  # by jobs finished, most first
+    params: ReplayParams | None = None  # the scheduler model and cluster share, when not default
+    placement: dict[str, float | int | str] | None = None  # node-level fragmentation, preemption
+
+
+class CalibrationStep(Frozen):
+    """A point of the search that improved the fit, in the order found."""
+
+    capacity_share: float
+    cycle_s: float
+    backoff_s: float
+    backoff_max_s: float
+    bind_s: float
+    retry_s: float
+    bind_conflict: float
+    placement: Placement | None = None
+    ks: float
+
+
+class Calibration(Frozen):
+    """What `twin calibrate` fitted and how well: KS distances of queueing delay, simulated
+    against observed, on the first half of the trace's span (fit) and on the second (validation,
+    the whole trace replayed with the fitted values, jobs submitted after the split)."""
+
+    trace: str
+    cluster: str
+    split_s: float
+    params: ReplayParams
+    ks_fit: float
+    ks_validation: float
+    ks_whole: float
+    tenants: dict[str, float] = Field(
+        default_factory=dict, description="Validation KS per trace tenant with enough jobs."
+    )
+    evaluations: int
+    steps: list[CalibrationStep]
+    cdf_levels: list[float]
+    observed_cdf_s: list[float]
+    simulated_cdf_s: list[float]

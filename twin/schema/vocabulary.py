@@ -45,3 +45,11 @@ AGENTS_FILE = "agents.json"  # a played session's per-agent report
 REPORT_FILE = "report.html"  # the run's HTML report
 TIMELINE_FILE = "timeline.perfetto.json"  # the run's Perfetto timeline
 """What a run writes into its output directory: the event log, its summary, a replay's report."""
+
+Placement = Literal["first_fit", "best_fit", "spread", "fgd"]
+PLACEMENTS: tuple[Placement, ...] = get_args(Placement)
+"""Node choice: lowest-numbered node that fits; tightest fit (bin packing); most free room;
+least growth of expected fragmentation (after FGD, ATC '23)."""
+CALIBRATION_FILE = "calibration.json"  # what `twin calibrate` fitted
+CALIBRATION_FIGURE = "calibration.svg"  # its validation CDFs, observed against simulated
+WHAT_IF_FILE = "what_if.csv"  # one replay per placement policy, side by side

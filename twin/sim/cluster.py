@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+import simpy
+
 from twin.errors import ActionError
 from twin.schema.actions import ProvisionAction, TenantObservation
 from twin.schema.scenario import ClusterScenario
@@ -22,8 +24,9 @@ from twin.sim.jobrecord import JobRecord
 from twin.sim.ledger import Billing, Ledger
 from twin.sim.market import mediator
 from twin.sim.model import RoundInputs, TenantOutcome, World
+from twin.sim.node_placement import NodePlacement
 from twin.sim.observe import observe, observe_flat
-from twin.sim.placement import CounterPlacement
+from twin.sim.placement import CounterPlacement, Placement
 from twin.sim.pools import Holding, Pool
 from twin.sim.provisioning import Provisioning
 from twin.sim.rng import Streams
@@ -61,7 +64,7 @@ class ClusterModel:
         self._reward_base = [0.0] * len(cfg.tenants)
         self.billing = Billing(self)
         self.provisioning = Provisioning(self)
-        self.scheduler = Scheduler(self, CounterPlacement(self.holdings))
+        self.scheduler = Scheduler(self, _placement(cfg, self.holdings, env))
         self.scorer = PlanScorer(self)
         self.queues = self.scheduler.queues
         self._start(sources)
@@ -194,3 +197,12 @@ def _ledger(tenant: int, cfg: ClusterScenario, holdings: list[Holding]) -> Ledge
         t.value_usd_per_gpu_h / 3600.0,
         holdings,
     )
+
+
+def _placement(
+    cfg: ClusterScenario, holdings: list[list[Holding]], env: simpy.Environment
+) -> Placement:
+    """Nodes where the scenario lists them, else counters."""
+    if cfg.nodes is None:
+        return CounterPlacement(holdings)
+    return NodePlacement(holdings, cfg.nodes, env, preemption=cfg.scheduler.preemption)

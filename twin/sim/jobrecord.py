@@ -34,3 +34,4 @@ class JobRecord(NamedTuple):
     observed_end_s: float | None = None
     censored: bool = False
     extras: Mapping[str, Any] = NO_EXTRAS
+    cpu_milli: int = 0  # CPU asked of its node, milli-cores (node-level clusters); 0: none

@@ -42,3 +42,7 @@ class Job:
     quality: float = 1.0  # its current run's plan score (or its pool's relative speed)
     flags: tuple[str, ...] = ()  # degenerate-plan reasons of its current run
     version: int = 0  # bumped on every enqueue (lazy heap deletion)
+    cpu_milli: int = 0  # CPU it asks for on its node (node-level clusters)
+    group: str = ""  # the trace's tenant (virtual cluster) of a replayed job, for quotas
+    claim: Any = None  # twin.sim.nodes.Claim: where it runs, or will if started now
+    attempts: int = 0  # scheduling attempts that failed since it last queued (back-off)

@@ -56,7 +56,7 @@ class Provisioning:
         self._emit(
             ("gpus_ready", self.env.now, model.tenant_names[h.tenant], h.pool.cfg.name, req.gpus)
         )
-        model.scheduler.schedule(h.tenant)
+        model.scheduler.room_freed(h.tenant)
         if model.decisions.on_ready:
             model.decisions.want(h.tenant, "gpus_ready")
 
@@ -111,7 +111,7 @@ class Provisioning:
         b.ready += gpus
         model.billing.set_billed(b, gpus)
         self._emit(("gpus_ready", now, model.tenant_names[taker], pool, gpus))
-        model.scheduler.schedule(taker)
+        model.scheduler.room_freed(taker)
 
     def fail_gpu(self, h: Holding, slot: int) -> None:
         """GPU number `slot` of a holding breaks: its job (if any) stops, the GPU goes to repair."""
@@ -135,7 +135,7 @@ class Provisioning:
         model.billing.set_billed(h, -1)
         pool.down += 1
         self.env.timeout(pool.draw_repair_s()).callbacks.append(lambda _: self._repaired(pool))
-        model.scheduler.schedule(h.tenant)
+        model.scheduler.room_freed(h.tenant)
         if model.decisions.on_failure:
             model.decisions.want(h.tenant, "failure")
 

@@ -13,11 +13,13 @@ from typing import TYPE_CHECKING
 
 import simpy
 
+from twin.sim.cycles import Cycles
 from twin.sim.encode import DEGENERATE, PlanOption
 from twin.sim.jobs import Job
-from twin.sim.placement import CounterPlacement
+from twin.sim.placement import Placement
 from twin.sim.pools import Holding, Pool
-from twin.sim.queues import JobQueue, make_queue
+from twin.sim.queues import JobQueue, KeyedQueue, make_queue
+from twin.sim.quotas import Quotas
 from twin.sim.sampling import Sampler
 from twin.sim.scaling import efficiency
 
@@ -28,17 +30,23 @@ if TYPE_CHECKING:
 class Scheduler:
     """Every tenant's queue and running jobs."""
 
-    def __init__(self, model: ClusterModel, placement: CounterPlacement) -> None:
+    def __init__(self, model: ClusterModel, placement: Placement) -> None:
         cfg = model.cfg
         self.model = model
         self.env = model.env
         self._emit = model.emit
         self.placement = placement
-        self.queues: list[JobQueue] = [make_queue(cfg.queue.policy) for _ in cfg.tenants]
+        self.cycles = Cycles(self, cfg.scheduler) if cfg.scheduler.cycles else None
+        self.quotas = Quotas(cfg.scheduler.quota_gpus) if cfg.scheduler.quota_gpus else None
+        self.fit = placement.fit if self.quotas is None else self._fit_within_quota
+        self.queues: list[JobQueue] = [
+            KeyedQueue(lambda j: -j.priority) if self.cycles else make_queue(cfg.queue.policy)
+            for _ in cfg.tenants
+        ]
         self.queued_milli = [0] * len(cfg.tenants)
         self.efficiency = efficiency(cfg.scaling)
         self._backfill = cfg.queue.backfill
-        self._manual = cfg.queue.policy == "manual"
+        self._manual = cfg.queue.policy == "manual" or self.cycles is not None
         divergence = model.streams.get("divergence")
         self._divergence = Sampler(divergence, lambda g, n: g.uniform(0.2, 0.9, n))
         self.jobs_in_system = 0
@@ -60,6 +68,8 @@ class Scheduler:
         option: PlanOption | None = None,
         workload: int = -1,
         fails: str | None = None,
+        cpu_milli: int = 0,
+        group: str = "",
     ) -> Job:
         """A job enters its tenant's queue; a kernel job whose plan runs nowhere is rejected.
 
@@ -75,7 +85,8 @@ class Scheduler:
             work_gpu_s = gpus * work / nominal if nominal > 0 else 0.0
         job = Job(job_id or f"j{seq}", tenant, gpus, round(gpus * 1000), work_gpu_s, priority,
                   gpu_type, now, seq, work, work, nominal, now, option, workload)  # fmt: skip
-        job.fails = fails
+        job.fails, job.cpu_milli, job.group = fails, cpu_milli, group
+        self.placement.arrived(job)
         model = self.model
         name = model.tenant_names[tenant]
         self._emit(
@@ -85,6 +96,10 @@ class Scheduler:
             self._emit(
                 ("job_failed", now, name, job.job_id, f"infeasible_plan: {option.why_not()}")
             )
+            return job
+        if self.cycles is not None and not self.placement.ever_fits(job):
+            # Retried forever otherwise: no node of its kind is large enough even when empty.
+            self._emit(("job_failed", now, name, job.job_id, "unschedulable: no node can hold it"))
             return job
         self.jobs_in_system += 1
         self.enqueue(job)
@@ -98,8 +113,23 @@ class Scheduler:
         job.queued_since_s = self.env.now
         self.queues[job.tenant].push(job, requeue=requeue)
         self.queued_milli[job.tenant] += job.milli
+        if self.cycles is not None:
+            self.cycles.submit(job)
+
+    def _fit_within_quota(self, job: Job) -> Holding | None:
+        quotas = self.quotas
+        assert quotas is not None
+        return self.placement.fit(job) if quotas.allows(job) else None
 
     # -- queue order, fit and backfill ----------------------------------------------------
+
+    def room_freed(self, tenant: int) -> None:
+        """GPUs became free or ready for `tenant`: start what now fits (or, with scheduling
+        cycles, try the unschedulable jobs again)."""
+        if self.cycles is not None:
+            self.cycles.released(sum(h.idle_milli for h in self.model.holdings[tenant]))
+        else:
+            self.schedule(tenant)
 
     def schedule(self, tenant: int) -> None:
         """Start queued jobs of `tenant` in queue order while they fit; then backfill.
@@ -107,7 +137,7 @@ class Scheduler:
         if self._manual:
             return
         q = self.queues[tenant]
-        fit = self.placement.fit
+        fit = self.fit
         while True:
             job = q.head()
             if job is None:
@@ -130,7 +160,7 @@ class Scheduler:
         shadow_s, spare_milli, reserved = self._shadow(head)
         q = self.queues[head.tenant]
         for job in q.first(self.model.cfg.queue.backfill_depth)[1:]:
-            fit = self.placement.fit(job)
+            fit = self.fit(job)
             if fit is None:
                 continue
             if fit is not reserved or now + job.remaining / self.rate(job, fit.pool) <= shadow_s:
@@ -184,6 +214,9 @@ class Scheduler:
             job.quality = pool.cfg.speed / self._fastest
         job.pool = pool.index
         job.start_s = now
+        self.placement.claim(job)
+        if self.quotas is not None:
+            self.quotas.take(job)
         h.busy_milli += job.milli
         h.running[job] = None
         self.running_jobs += 1
@@ -217,8 +250,13 @@ class Scheduler:
         h = self.model.holdings[job.tenant][job.pool]
         h.busy_milli -= job.milli
         del h.running[job]
+        self.placement.release(job)
+        if self.quotas is not None:
+            self.quotas.give(job)
         job.run = None
         self.running_jobs -= 1
+        if self.cycles is not None:
+            self.room_freed(job.tenant)
         return h
 
     def _finished(self, ev: simpy.Event) -> None:

@@ -96,9 +96,7 @@ def validated(raw: Any, where: str) -> SweepSpec:
     try:
         return SweepSpec.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "sweep"
-        raise ConfigError(f"{where}: field {field}: {first['msg']}") from None
+        raise ConfigError.first_of(exc, f"{where}: field ", "sweep") from None
 
 
 def parse_set(flags: list[str]) -> dict[str, list[Value]]:

@@ -10,8 +10,8 @@ from twin.replay.reader import BadFieldError, ReadLog, csv_rows, number, require
 from twin.sim.jobrecord import JobRecord
 
 QOS_PRIORITY = {"Guaranteed": 3.0, "LS": 2.0, "Burstable": 1.0, "BE": 0.0}
-OPENB = ("name", "num_gpu", "gpu_milli", "gpu_spec", "qos", "pod_phase", "creation_time",
-         "deletion_time", "scheduled_time")  # fmt: skip
+OPENB = ("name", "cpu_milli", "num_gpu", "gpu_milli", "gpu_spec", "qos", "pod_phase",
+         "creation_time", "deletion_time", "scheduled_time")  # fmt: skip
 DLRM = ("instance_sn", "role", "app_name", "gpu_request", "creation_time", "scheduled_time",
         "deletion_time")  # fmt: skip
 
@@ -27,6 +27,9 @@ def read_openb(path: Path, log: ReadLog) -> Iterator[JobRecord]:
             scheduled = number(row, "scheduled_time", optional=True)
             deletion = required(row, "deletion_time")
             gpus = required(row, "num_gpu") * required(row, "gpu_milli") / 1000.0
+            cpu_milli = int(required(row, "cpu_milli"))
+            if cpu_milli < 0:
+                raise BadFieldError("cpu_milli", row["cpu_milli"], "negative")
             if scheduled is None:
                 log.skip("never scheduled (Pending)")
                 continue
@@ -49,6 +52,7 @@ def read_openb(path: Path, log: ReadLog) -> Iterator[JobRecord]:
             observed_end_s=rebase.shift(deletion),
             censored=phase == "Running",
             extras={"qos": row["qos"], "gpu_spec": spec},
+            cpu_milli=cpu_milli,
         )
 
 
@@ -57,7 +61,7 @@ def read_dlrm(path: Path, log: ReadLog, *, include_cpu: bool = False) -> Iterato
     file is read whole and sorted (24k rows). Instances alive at the start submit at 0 (left
     censored); those alive at the end run to the last event (right censored). CPU-only
     instances are counted, not replayed, unless `include_cpu`."""
-    rows: list[tuple[float, int, dict[str, str], float, float | None, float | None]] = []
+    rows: list[tuple[float, int, dict[str, str], float, float | None, float | None, float]] = []
     last = 0.0
     for line, row in csv_rows(path, log, columns=DLRM):
         try:
@@ -65,6 +69,7 @@ def read_dlrm(path: Path, log: ReadLog, *, include_cpu: bool = False) -> Iterato
             scheduled = number(row, "scheduled_time", optional=True)
             deleted = number(row, "deletion_time", optional=True)
             gpus = required(row, "gpu_request")
+            cpus = number(row, "cpu_request", optional=True) or 0.0
         except BadFieldError as exc:
             log.bad(path, line, str(exc))
             continue
@@ -76,9 +81,9 @@ def read_dlrm(path: Path, log: ReadLog, *, include_cpu: bool = False) -> Iterato
             None if v is None else float(round(v)) for v in (created, scheduled, deleted)
         )
         last = max([last, *(v for v in (created, scheduled, deleted) if v is not None)])
-        rows.append((created or 0.0, line, row, gpus, scheduled, deleted))
+        rows.append((created or 0.0, line, row, gpus, scheduled, deleted, cpus))
     rows.sort(key=lambda r: (r[0], r[1]))
-    for created, _, row, gpus, scheduled, deleted in rows:
+    for created, _, row, gpus, scheduled, deleted, cpus in rows:
         start = scheduled if scheduled is not None else created
         end = deleted if deleted is not None else last
         yield JobRecord(
@@ -92,4 +97,5 @@ def read_dlrm(path: Path, log: ReadLog, *, include_cpu: bool = False) -> Iterato
             observed_end_s=deleted,
             censored=deleted is None,
             extras={"role": row["role"], "left_censored": scheduled is None},
+            cpu_milli=max(round(cpus * 1000), 0),
         )

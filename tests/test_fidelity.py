@@ -1,0 +1,252 @@
+"""Replay fidelity: node-level clusters, placement policies, the scheduler model, calibration."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from twin.cli.main import main
+from twin.replay.calibrate import split_time_s
+from twin.replay.run import ReplayOptions, replay
+from twin.schema.scenario import ClusterScenario
+from twin.schema.scheduling import ReplayParams, SchedulerConfig
+from twin.schema.vocabulary import CALIBRATION_FILE, EVENTS_FILE, PLACEMENTS, WHAT_IF_FILE
+from twin.sim.jobrecord import JobRecord
+from twin.sim.runner import run_episode
+
+TRACES = Path(__file__).parents[1] / "../shared/traces"
+OPENB = TRACES / "alibaba-gpu-v2023-openb/openb_pod_list_default.csv"
+OPENB_NODES = TRACES / "alibaba-gpu-v2023-openb/openb_node_list_gpu_node.csv"
+SPOT_NODES = TRACES / "alibaba-spot-gpu-v2026-nodes/node_info_df.csv"
+
+
+def node_scenario(placement: str = "best_fit", **scheduler: object) -> ClusterScenario:
+    """Two 4-GPU nodes and one 8-GPU node in one pool, one tenant holding all of it."""
+    return ClusterScenario.model_validate({
+        "name": "nodes",
+        "pools": [{"name": "a", "gpu_type": "a100", "max_gpus": 16, "price_usd_per_gpu_h": 1}],
+        "tenants": [{"name": "t", "policy": "static", "initial_gpus": {"a": 16}}],
+        "decisions": {"interval_s": None, "triggers": []},
+        "nodes": {"placement": placement, "groups": [
+            {"pool": "a", "count": 2, "gpus": 4, "cpu_milli": 32000},
+            {"pool": "a", "count": 1, "gpus": 8, "cpu_milli": 64000}]},
+        "scheduler": scheduler,
+    })  # fmt: skip
+
+
+def job(i: int, submit_s: float, gpus: float, service_s: float = 100.0, **kw: object) -> JobRecord:
+    return JobRecord(f"j{i}", submit_s, service_s, gpus, "t", **kw)  # type: ignore[arg-type]
+
+
+def events(out: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in (out / EVENTS_FILE).read_text().splitlines()]
+
+
+def max_concurrent_gpus(log: list[dict[str, object]]) -> float:
+    """The most GPUs running at once according to the log."""
+    running: dict[object, float] = {}
+    peak = 0.0
+    for e in log:
+        if e["kind"] == "job_started":
+            running[e["job_id"]] = float(e["gpus"])  # type: ignore[arg-type]
+            peak = max(peak, sum(running.values()))
+        elif e["kind"] in {"job_finished", "job_failed", "job_interrupted"}:
+            running.pop(e["job_id"], None)
+    return peak
+
+
+class TestNodeLevelCluster:
+    def test_node_groups_must_add_up_to_each_pool(self) -> None:
+        with pytest.raises(ValueError, match="its nodes hold 8 GPUs but max_gpus is 16"):
+            ClusterScenario.model_validate({
+                **node_scenario().model_dump(exclude={"nodes"}),
+                "nodes": {"groups": [{"pool": "a", "count": 1, "gpus": 8}]},
+            })  # fmt: skip
+
+    def test_a_job_waits_when_the_free_gpus_are_spread_over_nodes(self, tmp_path: Path) -> None:
+        # 3 GPUs on each 4-GPU node and 6 on the 8-GPU node leave 1 + 1 + 2 = 4 GPUs free but
+        # no node with 4: the 4-GPU job waits for a node to free (a counter pool would not).
+        jobs = [job(0, 0, 3, 1000), job(1, 0, 3, 1000), job(2, 0, 6, 1000), job(3, 1, 4, 10)]
+        run_episode(node_scenario(), out_dir=tmp_path, sources=[jobs])
+        started = {e["job_id"]: e for e in events(tmp_path) if e["kind"] == "job_started"}
+        assert started["j3"]["t_s"] == 1000.0
+        assert started["j3"]["wait_s"] == 999.0
+
+    def test_shares_of_one_gpu_pack_onto_the_same_gpu(self, tmp_path: Path) -> None:
+        # Sixteen 0.5-GPU jobs fill the 16 GPUs exactly (two per GPU); a 17th waits.
+        jobs = [job(i, 0, 0.5, 100) for i in range(33)]
+        run_episode(node_scenario(), out_dir=tmp_path, sources=[jobs])
+        log = events(tmp_path)
+        assert max_concurrent_gpus(log) == 16.0
+        waits = [e["wait_s"] for e in log if e["kind"] == "job_started"]
+        assert waits.count(0.0) == 32
+        assert max(waits) == 100.0
+
+    def test_a_gang_spans_nodes_and_cpu_limits_a_node(self, tmp_path: Path) -> None:
+        jobs = [job(0, 0, 12, 100), job(1, 1, 0, 50, cpu_milli=40000), job(2, 2, 4, 10)]
+        run_episode(node_scenario(), out_dir=tmp_path, sources=[jobs])
+        started = {e["job_id"]: e for e in events(tmp_path) if e["kind"] == "job_started"}
+        assert started["j0"]["wait_s"] == 0.0  # 12 GPUs: the 8-GPU node and a 4-GPU node
+        assert started["j1"]["wait_s"] == 0.0  # 40 cores fit only on the 8-GPU node's 64
+        assert started["j2"]["wait_s"] == 0.0  # the other 4-GPU node is still free
+
+
+@pytest.mark.parametrize("policy", PLACEMENTS)
+def test_every_policy_replays_openb_within_the_inventory(policy: str, tmp_path: Path) -> None:
+    params = ReplayParams(placement=policy, capacity_share=0.01)  # type: ignore[arg-type]
+    summary, report = replay(
+        OPENB, ReplayOptions(cluster=OPENB_NODES, params=params), out_dir=tmp_path
+    )
+    assert report.placement is not None
+    assert report.placement["placement"] == policy
+    assert 0 <= float(report.placement["fragmentation"]) <= 1
+    held = {p.name: p.held_gpu_h for p in summary.pools}
+    for pool in summary.pools:
+        assert pool.busy_gpu_h <= held[pool.name] + 1e-6, pool
+    assert sum(report.cluster.values()) < 6212 // 50
+
+
+def test_placement_policies_choose_different_nodes() -> None:
+    """Best fit packs a 1-GPU job onto the partly used node, spread onto an empty one, first
+    fit onto the lowest-numbered node that fits."""
+    from twin.sim.node_placement import NodePlacement
+    from twin.sim.nodes import Claim
+
+    chosen = {}
+    for policy in PLACEMENTS:
+        scenario = node_scenario(policy)
+        import simpy
+
+        from twin.sim.jobs import Job
+        from twin.sim.pools import Holding, Pool
+
+        pool = Pool(0, scenario.pools[0], lambda: 0.0, lambda: 0.0)
+        holding = Holding(0, pool, 0.0, ready=16)
+        placement = NodePlacement([[holding]], scenario.nodes, simpy.Environment())  # type: ignore[arg-type]
+        first = Job("a", 0, 6.0, 6000, 0, 0, None, 0, 0, 0, 0, 1, 0)
+        assert placement.fit(first) is holding
+        placement.claim(first)  # 6 GPUs: only the 8-GPU node (index 2) holds them
+        assert first.claim.nodes == (2,)
+        second = Job("b", 0, 1.0, 1000, 0, 0, None, 0, 0, 0, 0, 1, 0)
+        for shape in (first, second, Job("c", 0, 4.0, 4000, 0, 0, None, 0, 0, 0, 0, 1, 0)):
+            placement.arrived(shape)  # the workload FGD weighs: 6-, 1- and 4-GPU tasks
+        assert placement.fit(second) is holding
+        claim: Claim = second.claim
+        chosen[policy] = claim.nodes[0]
+    assert chosen["first_fit"] == 0
+    assert chosen["best_fit"] == 2  # 2 GPUs left there: the tightest fit
+    assert chosen["spread"] == 0  # an empty 4-GPU node (lowest-numbered of the two)
+    assert chosen["fgd"] == 2  # a 4-GPU node kept whole still serves a 4-GPU task
+
+
+class TestSchedulerModel:
+    def test_cycles_and_bind_latency_delay_every_start(self, tmp_path: Path) -> None:
+        jobs = [job(0, 0.0, 1), job(1, 3.0, 1), job(2, 12.5, 1)]
+        run_episode(node_scenario(cycle_s=5.0, bind_s=1.0), out_dir=tmp_path, sources=[jobs])
+        waits = [e["wait_s"] for e in events(tmp_path) if e["kind"] == "job_started"]
+        assert waits == [1.0, 3.0, 3.5]  # to the next 5 s boundary, plus 1 s to bind
+
+    def test_pods_per_cycle_spill_into_later_cycles(self, tmp_path: Path) -> None:
+        jobs = [job(i, 0.5, 0.1) for i in range(5)]
+        run_episode(node_scenario(cycle_s=2.0, pods_per_cycle=2), out_dir=tmp_path, sources=[jobs])
+        waits = sorted(e["wait_s"] for e in events(tmp_path) if e["kind"] == "job_started")
+        assert waits == [1.5, 1.5, 3.5, 3.5, 5.5]
+
+    def test_an_unschedulable_job_waits_for_room_and_its_back_off(self, tmp_path: Path) -> None:
+        # The 8-GPU node is busy until 25 s. A second 8-GPU job fails at 0 s (back-off 10 s),
+        # is woken when the 1-GPU job ends at 10 s, fails again (back-off 20 s, to 30 s), is
+        # woken at 25 s when the node frees, and starts when its back-off ends at 30 s. The
+        # 1-GPU job behind it is never blocked.
+        jobs = [job(0, 0, 8, 25), job(1, 0, 8, 10), job(2, 0, 1, 10)]
+        scenario = node_scenario(cycle_s=1.0, backoff_s=10.0, backoff_max_s=40.0)
+        run_episode(scenario, out_dir=tmp_path, sources=[jobs])
+        started = {e["job_id"]: e for e in events(tmp_path) if e["kind"] == "job_started"}
+        assert started["j2"]["t_s"] == 0.0
+        assert started["j1"]["t_s"] == 30.0
+
+    def test_a_job_no_node_can_hold_fails_instead_of_retrying_forever(self, tmp_path: Path) -> None:
+        jobs = [job(0, 0, 1, 10, cpu_milli=100_000)]
+        run_episode(node_scenario(cycle_s=1.0), out_dir=tmp_path, sources=[jobs])
+        failed = [e for e in events(tmp_path) if e["kind"] == "job_failed"]
+        assert [e["reason"] for e in failed] == ["unschedulable: no node can hold it"]
+
+    def test_preemption_evicts_a_lower_priority_job_that_runs_again(self, tmp_path: Path) -> None:
+        jobs = [job(0, 0, 8, 1000, priority=0.0), job(1, 10, 8, 100, priority=2.0)]
+        scenario = node_scenario(cycle_s=1.0, preemption=True)
+        run_episode(scenario, out_dir=tmp_path, sources=[jobs])
+        log = events(tmp_path)
+        interrupted = [e for e in log if e["kind"] == "job_interrupted"]
+        assert [(e["job_id"], e["reason"]) for e in interrupted] == [("j0", "preempted")]
+        assert interrupted[0]["lost_gpu_s"] == 8 * 10.0
+        started = [(e["job_id"], e["t_s"]) for e in log if e["kind"] == "job_started"]
+        # The victim fails at once (back-off 1 s) and starts when the node frees at 110 s.
+        assert started == [("j0", 0.0), ("j1", 10.0), ("j0", 110.0)]
+
+    def test_a_quota_caps_a_tenants_gpus(self, tmp_path: Path) -> None:
+        jobs = [JobRecord(f"q{i}", 0.0, 100.0, 4.0, "team") for i in range(4)]
+        scenario = node_scenario(cycle_s=1.0, quota_gpus={"team": 8})
+        run_episode(scenario, out_dir=tmp_path, sources=[jobs])
+        assert max_concurrent_gpus(events(tmp_path)) == 8.0
+
+
+def test_calibration_splits_the_span_past_a_sparse_lead_in() -> None:
+    submits = [0.0] + [1000.0 + i for i in range(999)]
+    assert split_time_s(submits) == pytest.approx((1000.0 + 9.99 + 1998.0) / 2, abs=1)
+
+
+def test_twin_calibrate_writes_params_that_replay_uses(tmp_path: Path) -> None:
+    """On DLRM (a few thousand GPU instances, so the search stays quick): the fitted values
+    are in calibration.json, the search improved on the plain scheduler, and `--params`
+    replays with them."""
+    out = tmp_path / "cal"
+    dlrm = TRACES / "alibaba-gpu-v2025-dlrm/disaggregated_DLRM_trace.csv"
+    assert main(["calibrate", "--trace", str(dlrm), "--out", str(out)]) == 0
+    result = json.loads((out / CALIBRATION_FILE).read_text())
+    assert {"params", "ks_fit", "ks_validation", "tenants", "steps"} <= result.keys()
+    assert result["ks_fit"] <= result["steps"][0]["ks"]
+    assert 0 <= result["ks_validation"] <= 1
+    replayed = tmp_path / "replay"
+    assert main(["replay", "--trace", str(dlrm), "--params", str(out / CALIBRATION_FILE),
+                 "--out", str(replayed)]) == 0  # fmt: skip
+    report = json.loads((replayed / "replay.json").read_text())
+    assert report["params"] == result["params"]
+
+
+def test_a_what_if_over_placements_is_one_command(tmp_path: Path) -> None:
+    assert main(["replay", "--trace", str(OPENB), "--cluster", str(OPENB_NODES),
+                 "--placement", ",".join(PLACEMENTS), "--out", str(tmp_path)]) == 0  # fmt: skip
+    rows = (tmp_path / WHAT_IF_FILE).read_text().splitlines()
+    assert rows[0].startswith("placement,delay_p50_s,delay_p99_s")
+    assert [r.split(",")[0] for r in rows[1:]] == list(PLACEMENTS)
+
+
+def test_bad_params_files_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "p.json"
+    bad.write_text('{"params": {"capacity_share": 2}}')
+    assert main(["replay", "--trace", str(OPENB), "--params", str(bad)]) == 2
+    assert "p.json: params capacity_share" in capsys.readouterr().err
+
+
+def test_spot_and_openb_inventories_give_node_groups_with_cpus() -> None:
+    from twin.replay.load import inventory
+    from twin.replay.reader import ReadLog
+
+    inv = inventory(OPENB_NODES, None, ReadLog())
+    assert sum(n for n in inv.shapes.values()) == 1213
+    assert sum(g * n for (_, g, _), n in inv.shapes.items()) == 6212
+    spot = inventory(SPOT_NODES, None, ReadLog())
+    assert all(cpu > 0 for (_, _, cpu) in spot.shapes)
+    per_model: dict[str, int] = defaultdict(int)
+    for (model, gpus, _), n in spot.shapes.items():
+        per_model[model] += gpus * n
+    assert per_model == dict(spot.gpus)
+
+
+def test_the_scheduler_section_is_left_out_of_dumps_when_unused() -> None:
+    dumped = node_scenario().model_dump()
+    assert "scheduler" not in dumped
+    assert "scheduler" in node_scenario(cycle_s=1.0).model_dump()
+    assert SchedulerConfig().cycles is False

@@ -1,0 +1,156 @@
+"""`twin calibrate`, `twin replay --params` and the placement what-if of `twin replay`."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib.util
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import ValidationError
+
+from twin.errors import ConfigError
+from twin.schema.scheduling import ReplayParams
+from twin.schema.vocabulary import (
+    CALIBRATION_FIGURE,
+    CALIBRATION_FILE,
+    PLACEMENTS,
+    WHAT_IF_FILE,
+    Placement,
+)
+
+if TYPE_CHECKING:
+    from twin.replay.run import ReplayOptions
+
+DEFAULTS = ReplayParams()
+LABELS = {"delay_p50_s": "delay p50 s", "delay_p99_s": "p99 s", "ks_distance": "KS",
+          "fragmentation": "frag.", "blocked_by_fragmentation": "frag. blocks",
+          "utilisation": "util."}  # fmt: skip
+
+
+def read_params(path: Path) -> ReplayParams:
+    """Replay parameters from a calibration file (its `params`) or a bare params file."""
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from None
+    if isinstance(data, dict) and "params" in data:
+        data = data["params"]
+    try:
+        return ReplayParams.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError.first_of(exc, f"{path}: params ", "(top level)") from None
+
+
+def placements(text: str | None) -> list[Placement]:
+    """The policies a `--placement` list names, checked."""
+    if not text:
+        return []
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    for name in names:
+        if name not in PLACEMENTS:
+            raise ConfigError(
+                f"--placement: unknown policy {name!r}; allowed: {', '.join(PLACEMENTS)}"
+            )
+    return names  # type: ignore[return-value]  # checked against PLACEMENTS above
+
+
+def what_if(
+    trace: Path, options: ReplayOptions, policies: list[Placement], out: Path | None
+) -> int:
+    """Replay the trace once per placement policy and print (and write) them side by side."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from twin.replay.run import replay
+
+    if options.cluster is None:
+        raise ConfigError("a placement what-if needs a node inventory (--cluster)")
+    rows = []
+    for policy in policies:
+        params = options.params.model_copy(update={"placement": policy})
+        summary, report = replay(trace, replace(options, params=params))
+        figures = report.placement or {}
+        held = sum(p.held_gpu_h for p in summary.pools)
+        busy = sum(p.busy_gpu_h for p in summary.pools)
+        d = report.queueing_delay
+        # Delay to first start of every started job (as the trace counts it), else finished jobs'.
+        p50, _, p99 = d.simulated if d is not None else (
+            summary.queueing_delay_s.p50, None, summary.queueing_delay_s.p99)  # fmt: skip
+        rows.append({
+            "placement": policy,
+            "delay_p50_s": p50,
+            "delay_p99_s": p99,
+            "ks_distance": None if d is None else round(d.ks_distance, 4),
+            "fragmentation": figures.get("fragmentation"),
+            "blocked_by_fragmentation": figures.get("blocked_by_fragmentation"),
+            "utilisation": round(busy / held, 4) if held else None,
+        })  # fmt: skip
+    table = Table(title=f"placement what-if: {trace.name} on {options.cluster.name}")
+    for column in rows[0]:
+        label = LABELS.get(column, column)
+        table.add_column(label, justify="left" if column == "placement" else "right")
+    for row in rows:
+        table.add_row(*(_cell(v) for v in row.values()))
+    console = Console()
+    console.print(table)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        with (out / WHAT_IF_FILE).open("w", newline="") as stream:
+            writer = csv.DictWriter(stream, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        console.print(f"wrote {out / WHAT_IF_FILE}")
+    return 0
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.3g}" if value < 1000 else f"{value:,.0f}"
+    return str(value)
+
+
+def calibrate_command(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from twin.cli.replay import trace_options
+    from twin.replay.calibrate import calibrate
+
+    console = Console(stderr=True)
+    out = Path(args.out)
+    result = calibrate(Path(args.trace), trace_options(args), hear=console.print)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / CALIBRATION_FILE).write_text(result.model_dump_json(indent=2) + "\n")
+    figure = ""
+    if importlib.util.find_spec("matplotlib") is not None:
+        from twin.eventlog.figures import delay_curves
+
+        (out / CALIBRATION_FIGURE).write_text(
+            delay_curves(
+                result.cdf_levels,
+                result.observed_cdf_s,
+                result.simulated_cdf_s,
+                result.ks_validation,
+            )
+        )
+        figure = f" and {out / CALIBRATION_FIGURE} (second half: observed vs simulated)"
+    s = result.params.scheduler
+    print(
+        f"fitted on the first half ({result.evaluations} replays): capacity_share "
+        f"{result.params.capacity_share:g}, cycle {s.cycle_s:g} s, bind {s.bind_s:g} s, "
+        f"back-off {s.backoff_s:g}-{s.backoff_max_s:g} s, bind conflicts {s.bind_conflict:g}, "
+        f"retry every {s.retry_s:g} s, placement {result.params.placement or '-'}\n"
+        f"KS fit {result.ks_fit:.3f} · validation (second half) {result.ks_validation:.3f} · "
+        f"whole trace {result.ks_whole:.3f}\n"
+        f"wrote {out / CALIBRATION_FILE}{figure}; replay with --params {out / CALIBRATION_FILE}"
+    )
+    return 0

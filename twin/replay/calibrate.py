@@ -1,0 +1,255 @@
+"""Calibrate the scheduler model to a trace: fit a handful of scalars on the first half of the
+trace's time span by minimising the KS distance between simulated and observed queueing delay,
+then report the KS on the second half with the fitted values.
+
+The delays come out of the simulated mechanism only: the cluster's share available to the
+trace (queueing and fragmentation), scheduling cycles, bind latency and back-off. The search is
+coordinate descent over small grids (each evaluation a replay), started from the plain
+event-driven scheduler; it is deterministic for a seed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from twin.errors import TraceError
+from twin.replay import load, validate
+from twin.replay.cluster import build
+from twin.replay.reader import ReadLog
+from twin.replay.run import ReplayOptions, replay
+from twin.replay.tenant_delays import ReplayMetrics
+from twin.replay.window import Window
+from twin.schema.scheduling import ReplayParams, SchedulerConfig
+from twin.schema.summary import Calibration, CalibrationStep
+from twin.schema.vocabulary import PLACEMENTS, Placement
+
+SPAN_QUANTILE = 0.01  # the span starts at this quantile of submissions (skips a sparse lead-in)
+SHARES = (1.0, 0.5, 0.2, 0.1, 0.05, 0.03, 0.02, 0.015, 0.01, 0.008, 0.007, 0.006)
+OVERLOAD_KS = 0.15  # a smaller share this much worse than the best: stop shrinking (overload)
+GRIDS: dict[str, tuple[float, ...]] = {
+    "cycle_s": (0.0, 0.5, 1.0, 2.0, 5.0, 10.0),  # a scheduler's latency is seconds, not minutes
+    "backoff_s": (1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 60.0),
+    "backoff_max_s": (1.0, 2.0, 4.0, 10.0, 30.0),  # times backoff_s
+    "bind_s": (0.0, 0.5, 1.0, 2.0, 5.0),
+    "retry_s": (0.0, 15.0, 30.0, 60.0, 120.0),
+    "bind_conflict": (0.0, 0.1, 0.2, 0.3, 0.45, 0.6, 0.75, 0.9),
+}
+CYCLE_ONLY = {
+    "backoff_s",
+    "backoff_max_s",
+    "bind_s",
+    "retry_s",
+    "bind_conflict",
+}  # act only with cycles
+SIZED_SHARES = (1.0,)
+"""A pool sized from the trace's own demand is already tight: only a little less is plausible."""
+PASSES = 2
+REFINE = (0.8, 0.9, 0.95, 1.05, 1.1, 1.2)  # the share's second look, as multiples of the best
+TENANT_MIN_JOBS = 50  # a trace tenant's own KS is reported from this many validation jobs
+
+
+@dataclass(frozen=True)
+class Point:
+    """One candidate: the cluster share and the scheduler's scalars."""
+
+    capacity_share: float = 1.0
+    cycle_s: float = 0.0
+    backoff_s: float = 10.0
+    backoff_max_s: float = 4.0  # a multiple of backoff_s
+    bind_s: float = 0.0
+    retry_s: float = 0.0
+    bind_conflict: float = 0.0
+    placement: Placement | None = None
+
+    def params(self, base: ReplayParams) -> ReplayParams:
+        scheduler = SchedulerConfig(
+            cycle_s=self.cycle_s,
+            bind_s=self.bind_s if self.cycle_s > 0 else 0.0,
+            backoff_s=self.backoff_s,
+            backoff_max_s=self.backoff_s * self.backoff_max_s,
+            retry_s=self.retry_s,
+            bind_conflict=self.bind_conflict,
+            preemption=base.scheduler.preemption,
+            quota_gpus=base.scheduler.quota_gpus,
+        )
+        return base.model_copy(
+            update={
+                "scheduler": scheduler,
+                "capacity_share": self.capacity_share,
+                "placement": self.placement or base.placement,
+            }
+        )
+
+
+def split_time_s(submits: Sequence[float]) -> float:
+    """The middle of the trace's time span, the span starting at its 1st percentile of
+    submissions (a few long-lived jobs submitted long before the rest do not stretch it)."""
+    if not len(submits):
+        raise TraceError("no jobs with an observed start to calibrate on")
+    first = float(np.quantile(np.asarray(submits), SPAN_QUANTILE))
+    return (first + float(max(submits))) / 2
+
+
+def calibrate(
+    trace: Path,
+    base: ReplayOptions,
+    *,
+    hear: Callable[[str], None] = lambda _: None,
+) -> Calibration:
+    """Fit `base.params` to `trace` (see the module doc); `hear` is told of each improvement."""
+    submits = _observed_submits(trace, base)
+    split_s = split_time_s(submits)
+    if base.cluster is None and base.gpus is None:
+        # Both halves on the pool the whole trace sizes (the first half alone would size less).
+        base = replace(base, gpus=_sized_gpus(trace, base))
+    fit_options = replace(base, window=Window(end_s=split_s))
+    shares = SHARES if base.cluster is not None else SIZED_SHARES
+    cache: dict[Point, float] = {}
+
+    def ks(point: Point) -> float:
+        if point not in cache:
+            metrics = ReplayMetrics()
+            replay(trace, replace(fit_options, params=point.params(base.params)), metrics=metrics)
+            cache[point] = _ks(metrics, lambda _: True)
+        return cache[point]
+
+    best = Point(cycle_s=1.0)
+    best_ks = ks(best)
+    steps = [CalibrationStep(**_describe(best), ks=best_ks)]
+    hear(f"start: KS {best_ks:.3f}")
+    axes = _axes(shares, placements=base.cluster is not None and base.params.placement is None)
+    for n in range(PASSES):
+        improved = False
+        if n:  # a finer look around the share found
+            near = (round(best.capacity_share * f, 6) for f in REFINE)
+            axes[0] = (("capacity_share",), [(v,) for v in near if 0 < v <= 1])
+        for names, grid in axes:
+            for values in grid:
+                candidate = replace(best, **dict(zip(names, values, strict=True)))  # type: ignore[arg-type]
+                if candidate.cycle_s == 0 and CYCLE_ONLY & set(names):
+                    continue  # without cycles these do not act
+                score = ks(candidate)
+                if names == ("capacity_share",) and score > best_ks + OVERLOAD_KS:
+                    break  # smaller shares only overload the cluster further (and slowly)
+                if score < best_ks - 1e-9:
+                    best, best_ks, improved = candidate, score, True
+                    steps.append(CalibrationStep(**_describe(best), ks=best_ks))
+                    hear(", ".join(f"{k}={v}" for k, v in zip(names, values, strict=True))
+                         + f": KS {best_ks:.3f}")  # fmt: skip
+        if not improved:
+            break
+    params = best.params(base.params)
+    metrics = ReplayMetrics()
+    _, report = replay(trace, replace(base, params=params), metrics=metrics)
+
+    def later(at: float) -> bool:
+        return at >= split_s
+
+    validation = _ks(metrics, later)
+    return Calibration(
+        trace=str(trace),
+        cluster=report.cluster_source,
+        split_s=split_s,
+        params=params,
+        ks_fit=best_ks,
+        ks_validation=validation,
+        ks_whole=_ks(metrics, lambda _: True),
+        tenants=_tenant_ks(metrics, later),
+        evaluations=len(cache),
+        steps=steps,
+        cdf_levels=list(validate.CDF_LEVELS),
+        observed_cdf_s=validate.cdf_curve(_part(metrics, observed=True, keep=later)),
+        simulated_cdf_s=validate.cdf_curve(_part(metrics, observed=False, keep=later)),
+    )
+
+
+Axis = tuple[tuple[str, ...], list[tuple[object, ...]]]
+
+
+def _axes(shares: tuple[float, ...], *, placements: bool) -> list[Axis]:
+    """The search's axes in order: the share, the conflict chance and back-off together (they
+    trade off: fewer conflicts with longer waits look alike), each scalar, the placement."""
+    axes: list[Axis] = [(("capacity_share",), [(v,) for v in shares])]
+    axes.append((("bind_conflict", "backoff_s"),
+                 [(c, b) for c in GRIDS["bind_conflict"] for b in GRIDS["backoff_s"]]))  # fmt: skip
+    axes += [((name,), [(v,) for v in grid]) for name, grid in GRIDS.items()]
+    if placements:
+        axes.append((("placement",), [(p,) for p in PLACEMENTS]))
+    return axes
+
+
+def _sized_gpus(trace: Path, base: ReplayOptions) -> int:
+    fmt = load.job_format(trace, base.fmt, base.trace)
+    log = ReadLog(skip_bad=base.skip_bad)
+    records = base.window.clip(load.records(trace, fmt, log, base.trace), log)
+    return build(records, None, None, ReplayParams()).pools[0].max_gpus
+
+
+def _observed_submits(trace: Path, base: ReplayOptions) -> list[float]:
+    fmt = load.job_format(trace, base.fmt, base.trace)
+    log = ReadLog(skip_bad=base.skip_bad)
+    return [
+        r.submit_s
+        for r in base.window.clip(load.records(trace, fmt, log, base.trace), log)
+        if r.observed_start_s is not None
+    ]
+
+
+def _part(
+    metrics: ReplayMetrics, *, observed: bool, keep: Callable[[float], bool], group: int = -1
+) -> np.ndarray:
+    """Observed or simulated first-start delays of the jobs whose submit time `keep`s (of one
+    trace tenant's group code, or all)."""
+    if observed:
+        at = np.frombuffer(metrics.observed_at_s, dtype=float)
+        values = np.frombuffer(metrics.observed_delay_s, dtype=float)
+        codes = np.frombuffer(metrics.groups.observed, dtype=np.uint16)
+    else:
+        at = np.frombuffer(metrics.first_start_at_s, dtype=float)
+        values = np.frombuffer(metrics.first_start_wait_s, dtype=float)
+        codes = np.frombuffer(metrics.first_start_group, dtype=np.uint16)
+    mask = np.fromiter((keep(t) for t in at), dtype=bool, count=len(at))
+    if not observed:  # only jobs the trace recorded a start for are compared
+        mask &= np.frombuffer(metrics.first_start_observed, dtype=np.uint8).astype(bool)
+    if group >= 0:
+        mask &= codes == group
+    kept: np.ndarray = values[mask]
+    return kept
+
+
+def _ks(metrics: ReplayMetrics, keep: Callable[[float], bool], group: int = -1) -> float:
+    seen = _part(metrics, observed=True, keep=keep, group=group)
+    simulated = _part(metrics, observed=False, keep=keep, group=group)
+    if not len(seen) or not len(simulated):
+        return 1.0
+    return validate.ks_distance(seen, simulated)
+
+
+def _tenant_ks(metrics: ReplayMetrics, keep: Callable[[float], bool]) -> dict[str, float]:
+    """Validation KS of each trace tenant with at least TENANT_MIN_JOBS observed there."""
+    codes = np.frombuffer(metrics.groups.observed, dtype=np.uint16)
+    at = np.frombuffer(metrics.observed_at_s, dtype=float)
+    kept = codes[np.fromiter((keep(t) for t in at), dtype=bool, count=len(at))]
+    counts = np.bincount(kept, minlength=len(metrics.groups.names))
+    return {
+        name: round(_ks(metrics, keep, code), 6)
+        for code, name in enumerate(metrics.groups.names)
+        if counts[code] >= TENANT_MIN_JOBS
+    }
+
+
+def _describe(point: Point) -> dict[str, float | str | None]:
+    return {
+        "capacity_share": point.capacity_share,
+        "cycle_s": point.cycle_s,
+        "backoff_s": point.backoff_s,
+        "backoff_max_s": point.backoff_s * point.backoff_max_s,
+        "bind_s": point.bind_s,
+        "retry_s": point.retry_s,
+        "bind_conflict": point.bind_conflict,
+        "placement": point.placement,
+    }

@@ -1,0 +1,84 @@
+"""Node-level clusters and the scheduler model: nodes, placement, cycles, back-off, preemption,
+quotas. Every field has a default that reproduces the plain event-driven scheduler."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
+
+from twin.schema.base import Frozen
+from twin.schema.vocabulary import Placement
+
+
+class NodeGroup(Frozen):
+    """`count` identical nodes of one pool: GPUs per node and CPU capacity per node."""
+
+    pool: str
+    count: PositiveInt
+    gpus: Annotated[int, Field(ge=1, le=64)]
+    cpu_milli: NonNegativeInt = Field(0, description="CPU per node in milli-cores; 0: unbounded.")
+
+
+class SchedulerConfig(Frozen):
+    """How pods are tried and bound (after the Kubernetes scheduler's queues).
+
+    `cycle_s` 0 keeps the event-driven scheduler: a job is tried the moment it arrives or room
+    frees, in queue order. Above 0, each job is tried on its own at cycle boundaries, at most
+    `pods_per_cycle` a cycle; one that fits starts `bind_s` later; one that does not is
+    unschedulable: instead of blocking the queue it waits for room to be released (or for the
+    next `retry_s` flush) and for its back-off (`backoff_s`, doubling up to `backoff_max_s`).
+    """
+
+    cycle_s: NonNegativeFloat = 0.0
+    pods_per_cycle: PositiveInt = 1_000_000
+    bind_s: NonNegativeFloat = 0.0
+    backoff_s: PositiveFloat = 1.0
+    backoff_max_s: PositiveFloat = 10.0
+    bind_conflict: Annotated[float, Field(ge=0.0, le=1.0)] = Field(
+        0.0,
+        description="Chance that a bind loses a race for its node (with work outside the "
+        "trace, or another scheduler) on a full pool; it scales with the share of the pool in "
+        "use. The job backs off before it is tried again.",
+    )
+    retry_s: NonNegativeFloat = Field(
+        0.0,
+        description="Unschedulable jobs are also retried this often without a release (the "
+        "Kubernetes scheduler flushes its unschedulable queue periodically); 0: on releases only.",
+    )
+    preemption: bool = Field(
+        False,
+        description="A job that does not fit evicts strictly lower-priority jobs from one node "
+        "(fewest victims); a victim loses the work since its last checkpoint and waits again.",
+    )
+    quota_gpus: dict[str, PositiveFloat] = Field(
+        default_factory=dict,
+        description="GPUs each trace tenant (virtual cluster) may hold at once; others unbounded.",
+    )
+
+    @property
+    def cycles(self) -> bool:
+        return self.cycle_s > 0
+
+
+class NodeConfig(Frozen):
+    """A node-level cluster: its node groups and the placement policy choosing among them."""
+
+    groups: list[NodeGroup] = Field(min_length=1)
+    placement: Placement = "best_fit"
+
+
+class ReplayParams(Frozen):
+    """What a replay may be tuned by (and `twin calibrate` fits): the scheduler model, the
+    placement policy, and the share of the cluster the trace's jobs had."""
+
+    scheduler: SchedulerConfig = SchedulerConfig()
+    placement: Placement | None = Field(
+        None, description="Node choice on a node inventory; None: best_fit (counters: n/a)."
+    )
+    capacity_share: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
+        1.0,
+        description="Share of the cluster's nodes (or sized GPUs) the trace's jobs had; the rest "
+        "ran work the trace does not hold. Node groups keep their proportions (at least one "
+        "node each).",
+    )

@@ -1,0 +1,130 @@
+"""Scheduling cycles: each queued job is tried on its own, at cycle boundaries, with back-off.
+
+After the Kubernetes scheduler: a cycle every `cycle_s` takes at most `pods_per_cycle` pods; a
+pod that fits starts `bind_s` after its cycle (the fit is checked then), unless its bind loses
+a race for the node (with work the trace does not hold: a chance of `bind_conflict` times the
+share of the pool in use, so races grow with load) and it backs off.
+One that does not fit
+(after trying to evict lower-priority work, if preemption is on) is unschedulable: it waits
+until something is released, and is tried again once its back-off (`backoff_s`, doubling to
+`backoff_max_s`) has also passed. A waiting job never blocks the ones behind it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from twin.schema.scheduling import SchedulerConfig
+from twin.sim.jobs import Job
+from twin.sim.sampling import Sampler
+
+if TYPE_CHECKING:
+    from twin.sim.scheduler import Scheduler
+
+
+class Cycles:
+    """When each queued job is next tried, and what happens when it is."""
+
+    __slots__ = ("_booked", "_cfg", "_conflict", "_env", "_flushing", "_parked", "_scheduler",
+                 "conflicts", "preemptions")  # fmt: skip
+
+    WAKE_SCAN = 256  # parked jobs looked at per release (in the order they were parked)
+
+    def __init__(self, scheduler: Scheduler, cfg: SchedulerConfig) -> None:
+        self._scheduler = scheduler
+        self._env = scheduler.env
+        self._cfg = cfg
+        self._booked: dict[int, int] = {}  # cycle number -> pods it takes
+        self._parked: dict[Job, float] = {}  # unschedulable jobs -> when their back-off ends
+        self._flushing = False  # a periodic retry is due (only while jobs are parked)
+        self.preemptions = self.conflicts = 0
+        self._conflict = (
+            Sampler(scheduler.model.streams.get("bind_conflict"), lambda g, n: g.random(n))
+            if cfg.bind_conflict > 0
+            else None
+        )
+
+    def submit(self, job: Job, after_s: float = 0.0) -> None:
+        """Book `job` into the first cycle with room, `after_s` from now."""
+        cfg = self._cfg
+        now = self._env.now
+        cycle = math.ceil((now + after_s) / cfg.cycle_s - 1e-9)
+        booked = self._booked
+        while booked.get(cycle, 0) >= cfg.pods_per_cycle:
+            cycle += 1
+        booked[cycle] = booked.get(cycle, 0) + 1
+        if len(booked) > 4096:  # forget cycles that have passed
+            past = math.floor(now / cfg.cycle_s)
+            for c in [c for c in booked if c < past]:
+                del booked[c]
+        version = job.version
+        at_s = cycle * cfg.cycle_s + cfg.bind_s
+        ev = self._env.timeout(max(at_s - now, 0.0))
+        ev.callbacks.append(lambda _: self._attempt(job, version))
+
+    def _attempt(self, job: Job, version: int) -> None:
+        s = self._scheduler
+        if not job.queued or job.version != version or s.model.ended:
+            return
+        h = s.fit(job)
+        if h is None and self._cfg.preemption:
+            victims = s.placement.victims(job)
+            for v in victims:
+                s.interrupt(v, "preempted")
+            self.preemptions += len(victims)
+            h = s.fit(job) if victims else None
+        if h is None:
+            job.attempts += 1
+            cfg = self._cfg
+            self._parked[job] = self._env.now + self._backoff_s(job)
+            if cfg.retry_s > 0 and not self._flushing:
+                self._flushing = True
+                self._env.timeout(cfg.retry_s).callbacks.append(self._flush)
+            return
+        if self._conflict is not None and self._conflict() < self._cfg.bind_conflict * (
+            h.busy_milli / (h.ready * 1000) if h.ready else 0.0
+        ):
+            # The bind lost a race for the node: try again after the back-off.
+            self.conflicts += 1
+            job.attempts += 1
+            self.submit(job, self._backoff_s(job))
+            return
+        job.attempts = 0
+        s.queues[job.tenant].remove(job)
+        s.run(job, h)
+
+    def _backoff_s(self, job: Job) -> float:
+        cfg = self._cfg
+        return min(cfg.backoff_s * 2.0 ** min(job.attempts - 1, 60), cfg.backoff_max_s)
+
+    def _flush(self, _: object) -> None:
+        """The periodic retry: parked jobs are tried as if room had been released."""
+        self._flushing = False
+        s = self._scheduler
+        if s.model.ended:
+            return
+        for tenant in range(len(s.queues)):
+            s.room_freed(tenant)
+        if self._parked and not self._flushing:
+            self._flushing = True
+            self._env.timeout(self._cfg.retry_s).callbacks.append(self._flush)
+
+    def released(self, idle_milli: int) -> None:
+        """Room freed up: parked jobs that the `idle_milli` now free could hold are tried again
+        when their back-off ends (the rest stay parked for the next release)."""
+        parked = self._parked
+        if not parked:
+            return
+        now = self._env.now
+        woken: list[tuple[Job, float]] = []
+        for n, (job, ready_s) in enumerate(parked.items()):
+            if n >= self.WAKE_SCAN or idle_milli <= 0:
+                break
+            if job.milli <= idle_milli:
+                idle_milli -= job.milli
+                woken.append((job, ready_s))
+        for job, ready_s in woken:
+            del parked[job]
+            if job.queued:
+                self.submit(job, max(ready_s - now, 0.0))

@@ -1,0 +1,266 @@
+"""Placement on a node-level cluster: which node (and which GPUs) a job lands on.
+
+Policies: `first_fit` (lowest-numbered node that fits), `best_fit` (the node left with the
+least free GPU, i.e. bin packing), `spread` (the node left with the most), and `fgd`: the node
+whose expected fragmentation, weighed by the workload's task mix so far, grows least (after
+Weng et al., "Beware of Fragmentation", ATC '23). A share of a GPU goes on the tightest GPU
+that fits on its node, except under `spread` (the roomiest).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import simpy
+
+from twin.schema.scheduling import NodeConfig
+from twin.schema.vocabulary import Placement as PolicyName
+from twin.sim.jobs import Job
+from twin.sim.nodes import (
+    WHOLE,
+    Claim,
+    FragmentationMeter,
+    PoolNodes,
+    Workload,
+    fragmentation_milli,
+)
+from twin.sim.placement import CounterPlacement
+from twin.sim.pools import Holding
+
+_FAR = np.iinfo(np.int64).max
+
+
+def shape(job: Job) -> tuple[int, int]:
+    """(whole GPUs, share milli) of a job: a share below one GPU, else whole GPUs rounded up."""
+    milli = job.milli
+    if 0 < milli < WHOLE:
+        return 0, milli
+    return -(-milli // WHOLE), 0
+
+
+class NodePlacement:
+    """Fit on nodes, in holdings' preference order; see the module doc for the policies."""
+
+    def __init__(
+        self,
+        holdings: list[list[Holding]],
+        cfg: NodeConfig,
+        env: simpy.Environment,
+        *,
+        preemption: bool = False,
+    ) -> None:
+        self.counters = CounterPlacement(holdings)
+        pools = {h.pool.cfg.name: h.pool.index for h in holdings[0]} if holdings else {}
+        self.pools: list[PoolNodes | None] = [None] * len(pools)
+        for name, index in pools.items():
+            groups = [g for g in cfg.groups if g.pool == name]
+            if groups:
+                self.pools[index] = PoolNodes(groups)
+        self.policy: PolicyName = cfg.placement
+        self.workload = Workload()
+        self.meter = FragmentationMeter()
+        self.on_node: dict[tuple[int, int], dict[Job, None]] = {}  # kept for preemption only
+        self._preemption = preemption
+        self._env = env
+        self._sample_at_s = 0.0
+        # Per tenant: (holding, its pool's nodes) in preference order, pools without nodes out.
+        self._by_tenant = [
+            [(h, pn) for h in hs if (pn := self.pools[h.pool.index]) is not None]
+            for hs in self.counters.by_preference
+        ]
+        self._choose = {
+            "first_fit": self._first_fit,
+            "best_fit": self._best_fit,
+            "spread": self._spread,
+            "fgd": self._fgd,
+        }[cfg.placement]
+
+    # -- the placement interface ----------------------------------------------------------
+
+    def arrived(self, job: Job) -> None:
+        self.workload.add(job.milli)
+
+    def fit(self, job: Job) -> Holding | None:
+        whole, share = shape(job)
+        cpu, gpu_type, option = job.cpu_milli, job.gpu_type, job.option
+        for h, pn in self._by_tenant[job.tenant]:
+            if h.ready * 1000 - h.busy_milli < job.milli:
+                continue
+            if gpu_type is not None and h.pool.cfg.gpu_type != gpu_type:
+                continue
+            if option is not None and option.rates[h.pool.index] <= 0:
+                continue
+            claim = (
+                self._gang(h.pool.index, pn, whole, cpu)
+                if whole > pn.width
+                else self._single(h.pool.index, pn, whole, share, cpu)
+            )
+            if claim is not None:
+                job.claim = claim
+                return h
+        self.meter.blocked += 1
+        self.meter.blocked_by_fragmentation += any(
+            int(nodes.free_sum.sum()) >= job.milli
+            for h, nodes in self._by_tenant[job.tenant]
+            if gpu_type is None or h.pool.cfg.gpu_type == gpu_type
+        )
+        return None
+
+    def candidates(self, job: Job) -> list[Holding]:
+        return self.counters.candidates(job)
+
+    def claim(self, job: Job) -> None:
+        pool, nodes, slots, milli, cpu = job.claim
+        change = self.pools[pool].change
+        for node, on_node in zip(nodes, slots, strict=True):
+            change(node, on_node, -milli, -cpu)
+            if self._preemption:
+                self.on_node.setdefault((pool, node), {})[job] = None
+        if self._env.now >= self._sample_at_s:
+            self._sample()
+
+    def release(self, job: Job) -> None:
+        if job.claim is None:
+            return
+        pool, nodes, slots, milli, cpu = job.claim
+        change = self.pools[pool].change
+        for node, on_node in zip(nodes, slots, strict=True):
+            change(node, on_node, milli, cpu)
+            if self._preemption:
+                jobs = self.on_node[(pool, node)]
+                del jobs[job]
+                if not jobs:
+                    del self.on_node[(pool, node)]
+        job.claim = None
+        if self._env.now >= self._sample_at_s:
+            self._sample()
+
+    def victims(self, job: Job) -> list[Job]:
+        """On one node: the fewest strictly lower-priority single-node jobs (lowest priority,
+        then latest started, first) whose eviction lets `job` fit there."""
+        whole, share = shape(job)
+        best: list[Job] = []
+        for h in self.counters.candidates(job):
+            p = h.pool.index
+            pn = self.pools[p]
+            if pn is None or whole > pn.width:
+                continue
+            for (pool, node), jobs in self.on_node.items():
+                if pool != p:
+                    continue
+                chosen = _evict_until_fit(pn, node, jobs, job, (whole, share))
+                if chosen and (not best or len(chosen) < len(best)):
+                    best = chosen
+        return best
+
+    def ever_fits(self, job: Job) -> bool:
+        whole = shape(job)[0]
+        for h, pn in self._by_tenant[job.tenant]:
+            if job.gpu_type is not None and h.pool.cfg.gpu_type != job.gpu_type:
+                continue
+            if whole > pn.width:
+                if len(pn) * pn.width >= whole:
+                    return True
+            elif ((pn.capacity_whole >= whole) & (pn.cpu_capacity >= job.cpu_milli)).any():
+                return True
+        return False
+
+    def report(self) -> dict[str, float | int | str]:
+        return {
+            "placement": self.policy,
+            "fragmentation": round(self.meter.mean(), 6),
+            "unschedulable_attempts": self.meter.blocked,
+            "blocked_by_fragmentation": self.meter.blocked_by_fragmentation,
+        }
+
+    # -- policies ------------------------------------------------------------------------------
+
+    def _single(self, p: int, pn: PoolNodes, whole: int, share: int, cpu: int) -> Claim | None:
+        ok = pn.feasible(whole, share, cpu)
+        node = self._choose(pn, ok, whole, share)
+        if not ok[node]:
+            return None
+        slots = pn.slots_for(node, whole, share, tight=self.policy != "spread")
+        return Claim(p, (node,), (slots,), share or WHOLE, cpu)
+
+    @staticmethod
+    def _key(pn: PoolNodes, whole: int, share: int) -> np.ndarray:
+        """What `best_fit` minimises and `spread` maximises: free GPU, or CPU for CPU-only jobs."""
+        return pn.free_sum if whole or share else pn.cpu
+
+    def _first_fit(self, pn: PoolNodes, ok: np.ndarray, whole: int, share: int) -> int:
+        return int(ok.argmax())
+
+    def _best_fit(self, pn: PoolNodes, ok: np.ndarray, whole: int, share: int) -> int:
+        return int(np.where(ok, self._key(pn, whole, share), _FAR).argmin())
+
+    def _spread(self, pn: PoolNodes, ok: np.ndarray, whole: int, share: int) -> int:
+        return int(np.where(ok, self._key(pn, whole, share), -1).argmax())
+
+    def _fgd(self, pn: PoolNodes, ok: np.ndarray, whole: int, share: int) -> int:
+        cand = np.flatnonzero(ok)
+        if len(cand) <= 1 or not (whole or share):
+            return int(cand[0]) if len(cand) else 0
+        rows = pn.free[cand]
+        mix = self.workload.weights()
+        before = fragmentation_milli(rows, pn.whole[cand], mix)
+        if share:
+            slot = np.where(rows >= share, rows, _FAR).argmin(axis=1)
+            rows[np.arange(len(cand)), slot] -= share
+        else:
+            free = rows == WHOLE
+            rows[free & (np.cumsum(free, axis=1) <= whole)] = 0
+        after = fragmentation_milli(rows, (rows == WHOLE).sum(axis=1), mix)
+        return int(cand[int((after - before).argmin())])
+
+    def _gang(self, p: int, pn: PoolNodes, whole: int, cpu: int) -> Claim | None:
+        """Whole GPUs over several nodes: most free whole GPUs first (the fewest nodes), or in
+        node order under `first_fit`; CPU is not asked of a gang's nodes."""
+        if int(pn.whole.sum()) < whole:
+            return None
+        order = (
+            np.flatnonzero(pn.whole)
+            if self.policy == "first_fit"
+            else np.argsort(-pn.whole, kind="stable")
+        )
+        nodes: list[int] = []
+        slots: list[tuple[int, ...]] = []
+        left = whole
+        for node in order.tolist():
+            n = min(int(pn.whole[node]), left)
+            if n <= 0:
+                break
+            nodes.append(node)
+            slots.append(pn.slots_for(node, n, 0, tight=True))
+            left -= n
+            if left == 0:
+                return Claim(p, tuple(nodes), tuple(slots), WHOLE, 0)
+        return None
+
+    def _sample(self) -> None:
+        now = self._env.now
+        self._sample_at_s = now + self.meter.SAMPLE_S
+        self.meter.sample(now, [pn for pn in self.pools if pn is not None], self.workload)
+
+
+def _evict_until_fit(
+    pn: PoolNodes, node: int, jobs: dict[Job, None], job: Job, shape_: tuple[int, int]
+) -> list[Job]:
+    """The victims on `node` (in eviction order) after which `job` fits, or [] if none do."""
+    row = pn.free[node].copy()
+    cpu = int(pn.cpu[node])
+    whole, share = shape_
+    chosen: list[Job] = []
+    for v in sorted(jobs, key=lambda v: (v.priority, -v.start_s)):
+        if v.priority >= job.priority:
+            break
+        c: Claim = v.claim
+        if len(c.nodes) != 1:
+            continue
+        for s in c.slots[0]:
+            row[s] += c.milli
+        cpu += c.cpu_milli
+        chosen.append(v)
+        fits = (row >= share).any() if share else int((row == WHOLE).sum()) >= whole
+        if fits and cpu >= job.cpu_milli:
+            return chosen
+    return []
