@@ -7,6 +7,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from twin.cli.main import main
 from twin.replay.calibrate import split_time_s
@@ -250,3 +252,36 @@ def test_the_scheduler_section_is_left_out_of_dumps_when_unused() -> None:
     assert "scheduler" not in dumped
     assert "scheduler" in node_scenario(cycle_s=1.0).model_dump()
     assert SchedulerConfig().cycles is False
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.lists(st.sampled_from([0, 100, 250, 500, 750, 1000]), min_size=4, max_size=4),
+             min_size=1, max_size=12),
+    st.sampled_from([(1, 0), (2, 0), (4, 0), (0, 250), (0, 500)]),
+)  # fmt: skip
+def test_fgd_growth_equals_recomputing_fragmentation(
+    rows: list[list[int]], job_shape: tuple[int, int]
+) -> None:
+    """The per-node growth FGD ranks by is the measured fragmentation after minus before."""
+    import numpy as np
+
+    from twin.schema.scheduling import NodeGroup
+    from twin.sim.node_placement import fragmentation_growth
+    from twin.sim.nodes import PoolNodes, TaskClass, fragmentation_milli
+
+    pn = PoolNodes([NodeGroup(pool="a", count=len(rows), gpus=4)])
+    for node, row in enumerate(rows):
+        pn.change(node, (0, 1, 2, 3), 0, 0)
+        for slot, free in enumerate(row):
+            pn.change(node, (slot,), free - 1000, 0)
+    mix = [(TaskClass(1, 0), 0.3), (TaskClass(2, 0), 0.2), (TaskClass(0, 300), 0.5)]
+    whole, share = job_shape
+    growth = fragmentation_growth(pn, whole, share, mix)
+    before = fragmentation_milli(pn.free, pn.whole, mix)
+    for node in np.flatnonzero(pn.feasible(whole, share, 0)):
+        slots = pn.slots_for(int(node), whole, share, tight=True)
+        pn.change(int(node), slots, -(share or 1000), 0)
+        after = fragmentation_milli(pn.free, pn.whole, mix)[node]
+        pn.change(int(node), slots, share or 1000, 0)
+        assert growth[node] == pytest.approx(after - before[node])

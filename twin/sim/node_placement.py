@@ -15,14 +15,7 @@ import simpy
 from twin.schema.scheduling import NodeConfig
 from twin.schema.vocabulary import Placement as PolicyName
 from twin.sim.jobs import Job
-from twin.sim.nodes import (
-    WHOLE,
-    Claim,
-    FragmentationMeter,
-    PoolNodes,
-    Workload,
-    fragmentation_milli,
-)
+from twin.sim.nodes import WHOLE, Claim, FragmentationMeter, PoolNodes, TaskClass, Workload
 from twin.sim.placement import CounterPlacement
 from twin.sim.pools import Holding
 
@@ -197,20 +190,10 @@ class NodePlacement:
         return int(np.where(ok, self._key(pn, whole, share), -1).argmax())
 
     def _fgd(self, pn: PoolNodes, ok: np.ndarray, whole: int, share: int) -> int:
-        cand = np.flatnonzero(ok)
-        if len(cand) <= 1 or not (whole or share):
-            return int(cand[0]) if len(cand) else 0
-        rows = pn.free[cand]
-        mix = self.workload.weights()
-        before = fragmentation_milli(rows, pn.whole[cand], mix)
-        if share:
-            slot = np.where(rows >= share, rows, _FAR).argmin(axis=1)
-            rows[np.arange(len(cand)), slot] -= share
-        else:
-            free = rows == WHOLE
-            rows[free & (np.cumsum(free, axis=1) <= whole)] = 0
-        after = fragmentation_milli(rows, (rows == WHOLE).sum(axis=1), mix)
-        return int(cand[int((after - before).argmin())])
+        if not (whole or share):
+            return int(ok.argmax())
+        growth = fragmentation_growth(pn, whole, share, self.workload.weights())
+        return int(np.where(ok, growth, np.inf).argmin())
 
     def _gang(self, p: int, pn: PoolNodes, whole: int, cpu: int) -> Claim | None:
         """Whole GPUs over several nodes: most free whole GPUs first (the fewest nodes), or in
@@ -240,6 +223,37 @@ class NodePlacement:
         now = self._env.now
         self._sample_at_s = now + self.meter.SAMPLE_S
         self.meter.sample(now, [pn for pn in self.pools if pn is not None], self.workload)
+
+
+def fragmentation_growth(
+    pn: PoolNodes, whole: int, share: int, mix: list[tuple[TaskClass, float]]
+) -> np.ndarray:
+    """Per node, how much its expected fragmentation (as `fragmentation_milli` measures it)
+    would grow if it took the job: only the GPUs the job takes change, so the growth follows
+    from their free milli alone. A share goes on the node's tightest GPU that fits."""
+    width = pn.width
+    if share:
+        rows = pn.free
+        took = np.where(rows >= share, rows, WHOLE + 1).min(axis=1)  # that GPU's free milli
+        left = took - share
+        whole_after = pn.whole - (took == WHOLE)
+        freed = -share
+    else:
+        whole_after = pn.whole - whole
+        freed = -WHOLE * whole
+    growth = np.zeros(len(pn))
+    for cls, p in mix:
+        if cls.share_milli:
+            if not share:
+                continue  # whole free GPUs taken were usable by the class: no change
+            s = cls.share_milli
+            usable_change = np.where(left >= s, left, 0) - np.where(took >= s, took, 0)
+        else:
+            need = min(max(cls.whole_gpus, 1), width)
+            usable_change = (np.where(whole_after >= need, whole_after, 0)
+                             - np.where(pn.whole >= need, pn.whole, 0)) * WHOLE  # fmt: skip
+        growth += p * (freed - usable_change)
+    return growth
 
 
 def _evict_until_fit(
