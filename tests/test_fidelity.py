@@ -285,3 +285,22 @@ def test_fgd_growth_equals_recomputing_fragmentation(
         after = fragmentation_milli(pn.free, pn.whole, mix)[node]
         pn.change(int(node), slots, share or 1000, 0)
         assert growth[node] == pytest.approx(after - before[node])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.sampled_from([0, 1000]), min_size=8, max_size=8), min_size=1,
+                max_size=12))  # fmt: skip
+def test_whole_gpu_fragmentation_from_summaries_equals_the_per_gpu_measure(
+    rows: list[list[int]],
+) -> None:
+    from twin.schema.scheduling import NodeGroup
+    from twin.sim.nodes import PoolNodes, TaskClass, fragmentation_milli, whole_fragmentation_milli
+
+    pn = PoolNodes([NodeGroup(pool="a", count=len(rows), gpus=8)])
+    for node, row in enumerate(rows):
+        taken = tuple(slot for slot, free in enumerate(row) if free == 0)
+        pn.change(node, taken, -1000, 0)
+    mix = [(TaskClass(1, 0), 0.5), (TaskClass(4, 0), 0.3), (TaskClass(16, 0), 0.2)]
+    assert whole_fragmentation_milli(pn, mix).tolist() == pytest.approx(
+        fragmentation_milli(pn.free, pn.whole, mix).tolist()
+    )

@@ -54,6 +54,7 @@ class NodePlacement:
         self.on_node: dict[tuple[int, int], dict[Job, None]] = {}  # kept for preemption only
         self._preemption = preemption
         self._env = env
+        self._tight = cfg.placement != "spread"  # shares go on the tightest GPU that fits
         self._sample_at_s = 0.0
         # Per tenant: (holding, its pool's nodes) in preference order, pools without nodes out.
         self._by_tenant = [
@@ -172,7 +173,7 @@ class NodePlacement:
         node = self._choose(pn, ok, whole, share)
         if not ok[node]:
             return None
-        slots = pn.slots_for(node, whole, share, tight=self.policy != "spread")
+        slots = pn.slots_for(node, whole, share, tight=self._tight)
         return Claim(p, (node,), (slots,), share or WHOLE, cpu)
 
     @staticmethod
@@ -184,7 +185,7 @@ class NodePlacement:
         return int(ok.argmax())
 
     def _best_fit(self, pn: PoolNodes, ok: np.ndarray, whole: int, share: int) -> int:
-        return int(np.where(ok, self._key(pn, whole, share), _FAR).argmin())
+        return int(np.where(ok, pn.free_sum if whole or share else pn.cpu, _FAR).argmin())
 
     def _spread(self, pn: PoolNodes, ok: np.ndarray, whole: int, share: int) -> int:
         return int(np.where(ok, self._key(pn, whole, share), -1).argmax())

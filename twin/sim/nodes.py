@@ -96,6 +96,8 @@ class PoolNodes:
         if share_milli:
             fits = [(free, s) for s, free in enumerate(row) if free >= share_milli]
             return ((min(fits) if tight else max(fits, key=lambda fs: (fs[0], -fs[1])))[1],)
+        if whole_gpus == 1:
+            return (row.index(WHOLE),)
         return tuple([s for s, free in enumerate(row) if free == WHOLE][:whole_gpus])
 
     def change(self, node: int, slots: tuple[int, ...], milli: int, cpu_milli: int) -> None:
@@ -180,6 +182,16 @@ def fragmentation_milli(
     return out
 
 
+def whole_fragmentation_milli(pn: PoolNodes, mix: list[tuple[TaskClass, float]]) -> np.ndarray:
+    """`fragmentation_milli` of every node of `pn` for a mix of whole-GPU tasks only, from the
+    kept summaries (free milli, whole free GPUs) rather than the per-GPU rows."""
+    out = np.zeros(len(pn))
+    for cls, p in mix:
+        need = min(max(cls.whole_gpus, 1), pn.width)
+        out += p * (pn.free_sum - np.where(pn.whole >= need, pn.whole * WHOLE, 0))
+    return out
+
+
 class FragmentationMeter:
     """The cluster's fragmentation over time (share of free GPU capacity the workload could not
     use, sampled at most every `SAMPLE_S` of virtual time and held in between), and how often a
@@ -203,7 +215,12 @@ class FragmentationMeter:
             self._span_s += now_s - self._last_s
         mix = workload.weights()
         frag = free = 0.0
+        whole_only = all(not cls.share_milli for cls, _ in mix)
         for i, p in enumerate(pools):  # only nodes changed since the last sample are redone
+            free += float(p.free_sum.sum())
+            if whole_only:  # the kept per-node summaries are enough: no per-GPU rows needed
+                frag += float(whole_fragmentation_milli(p, mix).sum())
+                continue
             cached = self._by_node.get(i)
             if cached is None or cached[0] != workload.changes:
                 cached = (workload.changes, fragmentation_milli(p.free, p.whole, mix))
@@ -213,7 +230,6 @@ class FragmentationMeter:
                 cached[1][rows] = fragmentation_milli(p.free[rows], p.whole[rows], mix)
             p.dirty.clear()
             frag += float(cached[1].sum())
-            free += float(p.free_sum.sum())
         self._level = frag / free if free > 0 else 0.0
         self._last_s = now_s
 
