@@ -113,9 +113,6 @@ class PoolNodes:
         self.whole[node] = row.count(WHOLE)
         self.largest[node] = max(row)
 
-    def free_gpus(self) -> float:
-        return float(self.free_sum.sum()) / WHOLE
-
 
 @dataclass(frozen=True, slots=True)
 class TaskClass:
