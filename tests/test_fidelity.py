@@ -225,6 +225,14 @@ def test_a_what_if_over_placements_is_one_command(tmp_path: Path) -> None:
     assert [r.split(",")[0] for r in rows[1:]] == list(PLACEMENTS)
 
 
+def test_a_trace_without_start_times_cannot_be_calibrated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    itp = Path(__file__).parents[1] / "traces/samples/itp_synthetic.csv"
+    assert main(["calibrate", "--trace", str(itp), "--out", str(tmp_path)]) == 2
+    assert "itp_synthetic.csv: records no start times" in capsys.readouterr().err
+
+
 def test_bad_params_files_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "p.json"
     bad.write_text('{"params": {"capacity_share": 2}}')

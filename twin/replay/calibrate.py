@@ -102,6 +102,10 @@ def calibrate(
 ) -> Calibration:
     """Fit `base.params` to `trace` (see the module doc); `hear` is told of each improvement."""
     submits = _observed_submits(trace, base)
+    if not submits:
+        raise TraceError(
+            f"{trace}: records no start times, so there is no observed delay to calibrate to"
+        )
     split_s = split_time_s(submits)
     if base.cluster is None and base.gpus is None:
         # Both halves on the pool the whole trace sizes (the first half alone would size less).
