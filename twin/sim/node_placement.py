@@ -54,6 +54,7 @@ class NodePlacement:
         self.on_node: dict[tuple[int, int], dict[Job, None]] = {}  # kept for preemption only
         self._preemption = preemption
         self._env = env
+        self._shares = False  # a job asking for a share of a GPU has arrived
         self._tight = cfg.placement != "spread"  # shares go on the tightest GPU that fits
         self._sample_at_s = 0.0
         # Per tenant: (holding, its pool's nodes) in preference order, pools without nodes out.
@@ -71,10 +72,17 @@ class NodePlacement:
     # -- the placement interface ----------------------------------------------------------
 
     def arrived(self, job: Job) -> None:
-        self.workload.add(job.milli)
+        milli = job.milli
+        self.workload.add(milli)
+        if 0 < milli < WHOLE and not self._shares:
+            self._shares = True
+            for pn in self.pools:
+                if pn is not None:
+                    pn.keep_shares()
 
     def fit(self, job: Job) -> Holding | None:
-        whole, share = shape(job)
+        milli = job.milli
+        whole, share = (0, milli) if 0 < milli < WHOLE else (-(-milli // WHOLE), 0)
         cpu, gpu_type, option = job.cpu_milli, job.gpu_type, job.option
         for h, pn in self._by_tenant[job.tenant]:
             if h.ready * 1000 - h.busy_milli < job.milli:
@@ -105,6 +113,11 @@ class NodePlacement:
     def claim(self, job: Job) -> None:
         pool, nodes, slots, milli, cpu = job.claim
         change = self.pools[pool].change
+        if len(nodes) == 1 and not self._preemption:
+            change(nodes[0], slots[0], -milli, -cpu)
+            if self._env.now >= self._sample_at_s:
+                self._sample()
+            return
         for node, on_node in zip(nodes, slots, strict=True):
             change(node, on_node, -milli, -cpu)
             if self._preemption:
@@ -117,6 +130,12 @@ class NodePlacement:
             return
         pool, nodes, slots, milli, cpu = job.claim
         change = self.pools[pool].change
+        if len(nodes) == 1 and not self._preemption:
+            change(nodes[0], slots[0], milli, cpu)
+            job.claim = None
+            if self._env.now >= self._sample_at_s:
+                self._sample()
+            return
         for node, on_node in zip(nodes, slots, strict=True):
             change(node, on_node, milli, cpu)
             if self._preemption:

@@ -45,6 +45,7 @@ class PoolNodes:
         "free_sum",
         "largest",
         "rows",
+        "shares",
         "whole",
         "width",
     )
@@ -66,6 +67,7 @@ class PoolNodes:
         self.cpu_capacity = self.cpu.copy()
         self._absent = [row.count(ABSENT) for row in self.rows]  # added back to a row's sum
         self.dirty: set[int] = set()  # nodes changed since a measure last read them
+        self.shares = False  # per-GPU summaries (largest free share, dirty rows) are kept
         self._stale: set[int] = set()  # nodes whose row in the array lags their list
 
     @property
@@ -79,6 +81,14 @@ class PoolNodes:
 
     def __len__(self) -> int:
         return len(self.rows)
+
+    def keep_shares(self) -> None:
+        """From now on, keep what jobs asking for a share of a GPU need (until then, a pool
+        of whole-GPU jobs skips it)."""
+        if not self.shares:
+            self.shares = True
+            self.largest = self.free.max(axis=1)
+            self.dirty.update(range(len(self.rows)))
 
     def feasible(self, whole_gpus: int, share_milli: int, cpu_milli: int) -> np.ndarray:
         """Which nodes can host a job of `whole_gpus` GPUs, or of one `share_milli` share."""
@@ -102,7 +112,6 @@ class PoolNodes:
 
     def change(self, node: int, slots: tuple[int, ...], milli: int, cpu_milli: int) -> None:
         """Add `milli` to each of `slots` on `node` and `cpu_milli` to its CPU (negative: take)."""
-        self.dirty.add(node)
         self._stale.add(node)
         row = self.rows[node]
         for s in slots:
@@ -111,7 +120,9 @@ class PoolNodes:
             self.cpu[node] += cpu_milli
         self.free_sum[node] = sum(row) + self._absent[node]
         self.whole[node] = row.count(WHOLE)
-        self.largest[node] = max(row)
+        if self.shares:
+            self.largest[node] = max(row)
+            self.dirty.add(node)
 
 
 @dataclass(frozen=True, slots=True)
