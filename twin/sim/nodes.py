@@ -142,13 +142,13 @@ class Workload:
         self._by_milli: dict[int, int] = {}  # jobs seen per milli-GPU asked
         self._weights: list[tuple[TaskClass, float]] | None = None
         self.total = 0
-        self.changes = 0  # bumped when the mix is read after growing by a tenth or more
+        self.changes = 0  # bumped when the mix is read after growing by half or more
         self._read_at = 0
 
     def add(self, milli: int) -> None:
         self._by_milli[milli] = self._by_milli.get(milli, 0) + 1
         self.total += 1
-        if self.total >= self._read_at * 1.1:
+        if self.total >= self._read_at * 1.5:
             self._weights = None
 
     def weights(self) -> list[tuple[TaskClass, float]]:
