@@ -431,7 +431,7 @@ class TestTraceTenants:
             groups.ended(f"j{i}", finished=i != 1)  # j1 failed: not a finished job
         assert groups.finished.tolist() == [0, 2, 2, 0]
         codes = array("H", groups.finished)  # each started job's delay, by the same tenants
-        rows = groups.report(np.array([1.0, 2.0, 3.0, 4.0]), codes, [])
+        rows = groups.report(np.array([1.0, 2.0, 3.0, 4.0]), codes, np.array([]))
         assert [(t.name, t.jobs_finished, t.simulated_delay_s.mean) for t in rows] == [
             ("(other)", 2, 2.5),
             ("a", 2, 2.5),

@@ -10,7 +10,8 @@ event-driven scheduler; it is deterministic for a seed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from twin.replay.window import Window
 from twin.schema.scheduling import ReplayParams, SchedulerConfig
 from twin.schema.summary import Calibration, CalibrationStep
 from twin.schema.vocabulary import PLACEMENTS, Placement
+from twin.sim.jobrecord import JobRecord
 
 SPAN_QUANTILE = 0.01  # the span starts at this quantile of submissions (skips a sparse lead-in)
 SHARES = (1.0, 0.5, 0.2, 0.1, 0.05, 0.03, 0.02, 0.015, 0.01, 0.008, 0.007, 0.006)
@@ -101,15 +103,16 @@ def calibrate(
     hear: Callable[[str], None] = lambda _: None,
 ) -> Calibration:
     """Fit `base.params` to `trace` (see the module doc); `hear` is told of each improvement."""
-    submits = _observed_submits(trace, base)
+    sized = base.cluster is None and base.gpus is None
+    submits, gpus = _first_pass(trace, base, size=sized)
     if not submits:
         raise TraceError(
             f"{trace}: records no start times, so there is no observed delay to calibrate to"
         )
     split_s = split_time_s(submits)
-    if base.cluster is None and base.gpus is None:
+    if gpus is not None:
         # Both halves on the pool the whole trace sizes (the first half alone would size less).
-        base = replace(base, gpus=_sized_gpus(trace, base))
+        base = replace(base, gpus=gpus)
     fit_options = replace(base, window=Window(end_s=split_s))
     shares = SHARES if base.cluster is not None else SIZED_SHARES
     cache: dict[Point, float] = {}
@@ -186,21 +189,23 @@ def _axes(shares: tuple[float, ...], *, placements: bool) -> list[Axis]:
     return axes
 
 
-def _sized_gpus(trace: Path, base: ReplayOptions) -> int:
+def _first_pass(trace: Path, base: ReplayOptions, *, size: bool) -> tuple[list[float], int | None]:
+    """One read of the trace: the submit times of jobs it saw start, and (if `size`) the GPUs
+    of the pool a replay would size from it."""
     fmt = load.job_format(trace, base.fmt, base.trace)
     log = ReadLog(skip_bad=base.skip_bad)
-    records = base.window.clip(load.records(trace, fmt, log, base.trace), log)
-    return build(records, None, None, ReplayParams()).pools[0].max_gpus
+    submits: list[float] = []
 
+    def noted() -> Iterator[JobRecord]:
+        for rec in base.window.clip(load.records(trace, fmt, log, base.trace), log):
+            if rec.observed_start_s is not None:
+                submits.append(rec.submit_s)
+            yield rec
 
-def _observed_submits(trace: Path, base: ReplayOptions) -> list[float]:
-    fmt = load.job_format(trace, base.fmt, base.trace)
-    log = ReadLog(skip_bad=base.skip_bad)
-    return [
-        r.submit_s
-        for r in base.window.clip(load.records(trace, fmt, log, base.trace), log)
-        if r.observed_start_s is not None
-    ]
+    if size:
+        return submits, build(noted(), None, None, ReplayParams()).pools[0].max_gpus
+    deque(noted(), maxlen=0)
+    return submits, None
 
 
 def _part(

@@ -80,7 +80,6 @@ def replay(
     widest = max(p.max_gpus for p in pools)
     types = {p.gpu_type for p in pools}
     counts = Counter[str]()
-    observed: list[float] = []
     metrics = metrics or ReplayMetrics()
     groups = metrics.groups
 
@@ -99,9 +98,8 @@ def replay(
             if rec.observed_start_s is None:
                 metrics.unobserved.add(rec.job_id)
             else:
-                observed.append(rec.observed_start_s - rec.submit_s)
                 metrics.observed_at_s.append(rec.submit_s)
-                metrics.observed_delay_s.append(observed[-1])
+                metrics.observed_delay_s.append(rec.observed_start_s - rec.submit_s)
                 groups.observed.append(code)
             counts["replayed"] += 1
             if rec.gpu_type is not None and rec.gpu_type not in types:
@@ -120,7 +118,8 @@ def replay(
         )
     comparison = None
     simulated = metrics.started_delays_s
-    if observed:
+    observed = metrics.observed_delays_s
+    if len(observed):
         compared = metrics.observed_started_delays_s
         comparison = DelayComparison(
             observed_jobs=len(observed),

@@ -58,14 +58,14 @@ class Groups:
             self.finished.append(code)
 
     def report(
-        self, simulated_s: np.ndarray, simulated_codes: array[int], observed_s: list[float]
+        self, simulated_s: np.ndarray, simulated_codes: array[int], observed_s: np.ndarray
     ) -> tuple[TraceTenant, ...]:
         """Per tenant: finished jobs, and the simulated (and, where recorded, observed) delay
         to each job's first start."""
         groups = len(self.names)
         sims = _split(simulated_s, simulated_codes, groups)
         done = np.bincount(np.frombuffer(self.finished, dtype=np.uint16), minlength=groups)
-        seens = _split(np.asarray(observed_s, dtype=float), self.observed, groups)
+        seens = _split(observed_s, self.observed, groups)
         out = [
             TraceTenant(
                 name=name,
@@ -131,6 +131,11 @@ class ReplayMetrics(Metrics):
         """The delay to each job's first start (what a trace records for every scheduled job,
         including those that later failed), in start order."""
         return np.frombuffer(self.first_start_wait_s, dtype=float).copy()
+
+    @property
+    def observed_delays_s(self) -> np.ndarray:
+        """The delay the trace recorded for each job it saw start, in submission order."""
+        return np.frombuffer(self.observed_delay_s, dtype=float)
 
     @property
     def observed_started_delays_s(self) -> np.ndarray:

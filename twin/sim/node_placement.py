@@ -54,7 +54,6 @@ class NodePlacement:
         self.on_node: dict[tuple[int, int], dict[Job, None]] = {}  # kept for preemption only
         self._preemption = preemption
         self._env = env
-        self._shares = False  # a job asking for a share of a GPU has arrived
         self._tight = cfg.placement != "spread"  # shares go on the tightest GPU that fits
         self._sample_at_s = 0.0
         # Per tenant: (holding, its pool's nodes) in preference order, pools without nodes out.
@@ -72,17 +71,10 @@ class NodePlacement:
     # -- the placement interface ----------------------------------------------------------
 
     def arrived(self, job: Job) -> None:
-        milli = job.milli
-        self.workload.add(milli)
-        if 0 < milli < WHOLE and not self._shares:
-            self._shares = True
-            for pn in self.pools:
-                if pn is not None:
-                    pn.keep_shares()
+        self.workload.add(job.milli)
 
     def fit(self, job: Job) -> Holding | None:
-        milli = job.milli
-        whole, share = (0, milli) if 0 < milli < WHOLE else (-(-milli // WHOLE), 0)
+        whole, share = shape(job)
         cpu, gpu_type, option = job.cpu_milli, job.gpu_type, job.option
         for h, pn in self._by_tenant[job.tenant]:
             if h.ready * 1000 - h.busy_milli < job.milli:
@@ -113,15 +105,10 @@ class NodePlacement:
     def claim(self, job: Job) -> None:
         pool, nodes, slots, milli, cpu = job.claim
         change = self.pools[pool].change
-        if len(nodes) == 1 and not self._preemption:
-            change(nodes[0], slots[0], -milli, -cpu)
-            if self._env.now >= self._sample_at_s:
-                self._sample()
-            return
         for node, on_node in zip(nodes, slots, strict=True):
             change(node, on_node, -milli, -cpu)
             if self._preemption:
-                self.on_node.setdefault((pool, node), {})[job] = None
+                self._track(pool, node, job, held=True)
         if self._env.now >= self._sample_at_s:
             self._sample()
 
@@ -130,22 +117,23 @@ class NodePlacement:
             return
         pool, nodes, slots, milli, cpu = job.claim
         change = self.pools[pool].change
-        if len(nodes) == 1 and not self._preemption:
-            change(nodes[0], slots[0], milli, cpu)
-            job.claim = None
-            if self._env.now >= self._sample_at_s:
-                self._sample()
-            return
         for node, on_node in zip(nodes, slots, strict=True):
             change(node, on_node, milli, cpu)
             if self._preemption:
-                jobs = self.on_node[(pool, node)]
-                del jobs[job]
-                if not jobs:
-                    del self.on_node[(pool, node)]
+                self._track(pool, node, job, held=False)
         job.claim = None
         if self._env.now >= self._sample_at_s:
             self._sample()
+
+    def _track(self, pool: int, node: int, job: Job, *, held: bool) -> None:
+        """Which jobs run on each node (what preemption chooses victims from)."""
+        if held:
+            self.on_node.setdefault((pool, node), {})[job] = None
+            return
+        jobs = self.on_node[(pool, node)]
+        del jobs[job]
+        if not jobs:
+            del self.on_node[(pool, node)]
 
     def victims(self, job: Job) -> list[Job]:
         """On one node: the fewest strictly lower-priority single-node jobs (lowest priority,
@@ -204,7 +192,7 @@ class NodePlacement:
         return int(ok.argmax())
 
     def _best_fit(self, pn: PoolNodes, ok: np.ndarray, whole: int, share: int) -> int:
-        return int(np.where(ok, pn.free_sum if whole or share else pn.cpu, _FAR).argmin())
+        return int(np.where(ok, self._key(pn, whole, share), _FAR).argmin())
 
     def _spread(self, pn: PoolNodes, ok: np.ndarray, whole: int, share: int) -> int:
         return int(np.where(ok, self._key(pn, whole, share), -1).argmax())

@@ -83,8 +83,9 @@ class PoolNodes:
         return len(self.rows)
 
     def keep_shares(self) -> None:
-        """From now on, keep what jobs asking for a share of a GPU need (until then, a pool
-        of whole-GPU jobs skips it)."""
+        """From now on, keep what shares of a GPU need: each node's largest free share, and
+        which nodes changed (for the fragmentation of share tasks). Whole-GPU work skips it
+        until the first share is asked for."""
         if not self.shares:
             self.shares = True
             self.largest = self.free.max(axis=1)
@@ -92,6 +93,8 @@ class PoolNodes:
 
     def feasible(self, whole_gpus: int, share_milli: int, cpu_milli: int) -> np.ndarray:
         """Which nodes can host a job of `whole_gpus` GPUs, or of one `share_milli` share."""
+        if share_milli and not self.shares:
+            self.keep_shares()
         ok: np.ndarray = self.largest >= share_milli if share_milli else self.whole >= whole_gpus
         if cpu_milli:
             ok &= self.cpu >= cpu_milli
@@ -229,6 +232,7 @@ class FragmentationMeter:
             if whole_only:  # the kept per-node summaries are enough: no per-GPU rows needed
                 frag += float(whole_fragmentation_milli(p, mix).sum())
                 continue
+            p.keep_shares()
             cached = self._by_node.get(i)
             if cached is None or cached[0] != workload.changes:
                 cached = (workload.changes, fragmentation_milli(p.free, p.whole, mix))
