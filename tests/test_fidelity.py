@@ -169,11 +169,18 @@ class TestSchedulerModel:
         assert started["j2"]["t_s"] == 0.0
         assert started["j1"]["t_s"] == 30.0
 
-    def test_a_job_no_node_can_hold_fails_instead_of_retrying_forever(self, tmp_path: Path) -> None:
-        jobs = [job(0, 0, 1, 10, cpu_milli=100_000)]
-        run_episode(node_scenario(cycle_s=1.0), out_dir=tmp_path, sources=[jobs])
-        failed = [e for e in events(tmp_path) if e["kind"] == "job_failed"]
-        assert [e["reason"] for e in failed] == ["unschedulable: no node can hold it"]
+    @pytest.mark.parametrize("cycle_s", [0.0, 1.0])
+    def test_a_job_no_node_can_hold_fails_and_blocks_nothing(
+        self, cycle_s: float, tmp_path: Path
+    ) -> None:
+        # 100 cores is more than any node has; 17 GPUs more than all 16 (a gang cannot help).
+        jobs = [job(0, 0, 1, 10, cpu_milli=100_000), job(1, 0, 17, 10), job(2, 1, 1, 10)]
+        run_episode(node_scenario(cycle_s=cycle_s), out_dir=tmp_path, sources=[jobs])
+        log = events(tmp_path)
+        failed = [(e["job_id"], e["reason"]) for e in log if e["kind"] == "job_failed"]
+        assert failed == [("j0", "unschedulable: no node can hold it"),
+                          ("j1", "unschedulable: no node can hold it")]  # fmt: skip
+        assert [e["job_id"] for e in log if e["kind"] == "job_finished"] == ["j2"]
 
     def test_preemption_evicts_a_lower_priority_job_that_runs_again(self, tmp_path: Path) -> None:
         jobs = [job(0, 0, 8, 1000, priority=0.0), job(1, 10, 8, 100, priority=2.0)]

@@ -159,7 +159,7 @@ class NodePlacement:
             if job.gpu_type is not None and h.pool.cfg.gpu_type != job.gpu_type:
                 continue
             if whole > pn.width:
-                if len(pn) * pn.width >= whole:
+                if int(pn.capacity_whole.sum()) >= whole:
                     return True
             elif ((pn.capacity_whole >= whole) & (pn.cpu_capacity >= job.cpu_milli)).any():
                 return True

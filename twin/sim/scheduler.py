@@ -39,6 +39,8 @@ class Scheduler:
         self.cycles = Cycles(self, cfg.scheduler) if cfg.scheduler.cycles else None
         self.quotas = Quotas(cfg.scheduler.quota_gpus) if cfg.scheduler.quota_gpus else None
         self.fit = placement.fit if self.quotas is None else self._fit_within_quota
+        # Counter pools are checked when the scenario is validated; nodes and CPUs are not.
+        self._check_fits = cfg.nodes is not None or self.cycles is not None
         self.queues: list[JobQueue] = [
             KeyedQueue(lambda j: -j.priority) if self.cycles else make_queue(cfg.queue.policy)
             for _ in cfg.tenants
@@ -97,8 +99,9 @@ class Scheduler:
                 ("job_failed", now, name, job.job_id, f"infeasible_plan: {option.why_not()}")
             )
             return job
-        if self.cycles is not None and not self.placement.ever_fits(job):
-            # Retried forever otherwise: no node of its kind is large enough even when empty.
+        if self._check_fits and not self.placement.ever_fits(job):
+            # It would wait forever (and, at a FIFO head, block the queue behind it): no node
+            # of its kind is large enough even when empty.
             self._emit(("job_failed", now, name, job.job_id, "unschedulable: no node can hold it"))
             return job
         self.jobs_in_system += 1
