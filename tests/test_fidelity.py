@@ -194,6 +194,14 @@ class TestSchedulerModel:
         # The victim fails at once (back-off 1 s) and starts when the node frees at 110 s.
         assert started == [("j0", 0.0), ("j1", 10.0), ("j0", 110.0)]
 
+    def test_preemption_works_on_counter_pools_too(self, tmp_path: Path) -> None:
+        scenario = node_scenario(cycle_s=1.0, preemption=True).model_copy(update={"nodes": None})
+        jobs = [job(0, 0, 12, 1000, priority=0.0), job(1, 0, 4, 1000, priority=1.0),
+                job(2, 10, 8, 100, priority=2.0)]  # fmt: skip
+        run_episode(scenario, out_dir=tmp_path, sources=[jobs])
+        interrupted = [e["job_id"] for e in events(tmp_path) if e["kind"] == "job_interrupted"]
+        assert interrupted == ["j0"]  # the lowest priority first; one victim is enough
+
     def test_a_quota_caps_a_tenants_gpus(self, tmp_path: Path) -> None:
         jobs = [JobRecord(f"q{i}", 0.0, 100.0, 4.0, "team") for i in range(4)]
         scenario = node_scenario(cycle_s=1.0, quota_gpus={"team": 8})
