@@ -105,10 +105,10 @@ class NodePlacement:
     def claim(self, job: Job) -> None:
         pool, nodes, slots, milli, cpu = job.claim
         change = self.pools[pool].change
-        for node, on_node in zip(nodes, slots, strict=True):
+        for node, on_node in zip(nodes, slots):  # noqa: B905 (a claim's tuples pair up)
             change(node, on_node, -milli, -cpu)
-            if self._preemption:
-                self._track(pool, node, job, held=True)
+        if self._preemption:
+            self._track(pool, nodes, job, held=True)
         if self._env.now >= self._sample_at_s:
             self._sample()
 
@@ -117,23 +117,24 @@ class NodePlacement:
             return
         pool, nodes, slots, milli, cpu = job.claim
         change = self.pools[pool].change
-        for node, on_node in zip(nodes, slots, strict=True):
+        for node, on_node in zip(nodes, slots):  # noqa: B905
             change(node, on_node, milli, cpu)
-            if self._preemption:
-                self._track(pool, node, job, held=False)
+        if self._preemption:
+            self._track(pool, nodes, job, held=False)
         job.claim = None
         if self._env.now >= self._sample_at_s:
             self._sample()
 
-    def _track(self, pool: int, node: int, job: Job, *, held: bool) -> None:
+    def _track(self, pool: int, nodes: tuple[int, ...], job: Job, *, held: bool) -> None:
         """Which jobs run on each node (what preemption chooses victims from)."""
-        if held:
-            self.on_node.setdefault((pool, node), {})[job] = None
-            return
-        jobs = self.on_node[(pool, node)]
-        del jobs[job]
-        if not jobs:
-            del self.on_node[(pool, node)]
+        for node in nodes:
+            if held:
+                self.on_node.setdefault((pool, node), {})[job] = None
+                continue
+            jobs = self.on_node[(pool, node)]
+            del jobs[job]
+            if not jobs:
+                del self.on_node[(pool, node)]
 
     def victims(self, job: Job) -> list[Job]:
         """On one node: the fewest strictly lower-priority single-node jobs (lowest priority,
@@ -154,14 +155,14 @@ class NodePlacement:
         return best
 
     def ever_fits(self, job: Job) -> bool:
-        whole = shape(job)[0]
+        whole, share = shape(job)
         for h, pn in self._by_tenant[job.tenant]:
             if job.gpu_type is not None and h.pool.cfg.gpu_type != job.gpu_type:
                 continue
             if whole > pn.width:
-                if int(pn.capacity_whole.sum()) >= whole:
+                if pn.capacity_gpus >= whole:
                     return True
-            elif ((pn.capacity_whole >= whole) & (pn.cpu_capacity >= job.cpu_milli)).any():
+            elif pn.cpu_room[max(whole, 1 if share else 0)] >= job.cpu_milli:
                 return True
         return False
 

@@ -38,9 +38,9 @@ class PoolNodes:
         "_absent",
         "_free",
         "_stale",
-        "capacity_whole",
+        "capacity_gpus",
         "cpu",
-        "cpu_capacity",
+        "cpu_room",
         "dirty",
         "free_sum",
         "largest",
@@ -63,8 +63,11 @@ class PoolNodes:
         self.whole = (self._free == WHOLE).sum(axis=1).astype(np.int32)
         self.largest = self._free.max(axis=1)
         self.free_sum = np.maximum(self._free, 0).sum(axis=1).astype(np.int64)
-        self.capacity_whole = self.whole.copy()
-        self.cpu_capacity = self.cpu.copy()
+        self.capacity_gpus = int(self.whole.sum())
+        # cpu_room[k]: the most CPU on any node with at least k GPUs (what an empty pool offers)
+        self.cpu_room = [
+            int(self.cpu[self.whole >= k].max(initial=-1)) for k in range(self.width + 1)
+        ]
         self._absent = [row.count(ABSENT) for row in self.rows]  # added back to a row's sum
         self.dirty: set[int] = set()  # nodes changed since a measure last read them
         self.shares = False  # per-GPU summaries (largest free share, dirty rows) are kept
