@@ -202,6 +202,28 @@ class TestSchedulerModel:
         interrupted = [e["job_id"] for e in events(tmp_path) if e["kind"] == "job_interrupted"]
         assert interrupted == ["j0"]  # the lowest priority first; one victim is enough
 
+    @pytest.mark.parametrize("hold_s", [0.0, 60.0])
+    def test_a_lost_bind_race_waits_out_the_winners_hold(
+        self, hold_s: float, tmp_path: Path
+    ) -> None:
+        # 15 of 16 GPUs busy: each bind of a 1-GPU job loses its race with a chance of 15/16
+        # and is retried every 15 s. With a hold, the winner keeps the node up to 60 s and the
+        # first retry after that binds without racing again; without one, every retry races.
+        scenario = node_scenario(
+            cycle_s=1.0, backoff_s=15.0, backoff_max_s=15.0, bind_conflict=1.0,
+            conflict_hold_s=hold_s,
+        ).model_copy(update={"nodes": None})  # fmt: skip
+        jobs = [job(0, 0, 15, 1e6)] + [job(i, 1000.0 * i, 1, 10) for i in range(1, 201)]
+        run_episode(scenario, out_dir=tmp_path, sources=[jobs])
+        waits = [e["wait_s"] for e in events(tmp_path) if e["kind"] == "job_started"][1:]
+        assert len(waits) == 200
+        if hold_s:
+            assert set(waits) == {0.0, 15.0, 30.0, 45.0, 60.0}
+            assert 0 < waits.count(0.0) < 40  # about 1 in 16 wins at once
+        else:
+            assert set(waits) <= {15.0 * k for k in range(200)}
+            assert max(waits) > 300.0  # geometric: some lose many races in a row
+
     def test_a_quota_caps_a_tenants_gpus(self, tmp_path: Path) -> None:
         jobs = [JobRecord(f"q{i}", 0.0, 100.0, 4.0, "team") for i in range(4)]
         scenario = node_scenario(cycle_s=1.0, quota_gpus={"team": 8})
@@ -231,6 +253,7 @@ def test_twin_calibrate_writes_params_that_replay_uses(tmp_path: Path) -> None:
                  "--out", str(replayed)]) == 0  # fmt: skip
     report = json.loads((replayed / "replay.json").read_text())
     assert report["params"] == result["params"]
+    assert result["params"]["demand_quantile"] == 1.0  # sized to the peak: the scalars queue
     # The replay with the fitted values is the one calibration validated on.
     assert report["queueing_delay"]["ks_distance"] == pytest.approx(result["ks_whole"])
 

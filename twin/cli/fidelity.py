@@ -147,8 +147,9 @@ def calibrate_command(args: argparse.Namespace) -> int:
     print(
         f"fitted on the first half ({result.evaluations} replays): capacity_share "
         f"{result.params.capacity_share:g}, cycle {s.cycle_s:g} s, bind {s.bind_s:g} s, "
-        f"back-off {s.backoff_s:g}-{s.backoff_max_s:g} s, bind conflicts {s.bind_conflict:g}, "
-        f"retry every {s.retry_s:g} s, placement {result.params.placement or '-'}\n"
+        f"back-off {s.backoff_s:g}-{s.backoff_max_s:g} s, bind conflicts {s.bind_conflict:g} "
+        f"(held up to {s.conflict_hold_s:g} s), retry every {s.retry_s:g} s, "
+        f"placement {result.params.placement or '-'}\n"
         f"KS fit {result.ks_fit:.3f} · validation (second half) {result.ks_validation:.3f} · "
         f"whole trace {result.ks_whole:.3f}\n"
         f"wrote {out / CALIBRATION_FILE}{figure}; replay with --params {out / CALIBRATION_FILE}"

@@ -34,10 +34,11 @@ SHARES = (1.0, 0.5, 0.2, 0.1, 0.05, 0.03, 0.02, 0.015, 0.01, 0.008, 0.007, 0.006
 OVERLOAD_KS = 0.15  # a smaller share this much worse than the best: stop shrinking (overload)
 GRIDS: dict[str, tuple[float, ...]] = {
     "cycle_s": (0.0, 0.5, 1.0, 2.0, 5.0, 10.0),  # a scheduler's latency is seconds, not minutes
-    "backoff_s": (1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 60.0),
+    "backoff_s": (1.0, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 60.0),
     "backoff_max_s": (1.0, 2.0, 4.0, 10.0, 30.0),  # times backoff_s
     "bind_s": (0.0, 0.5, 1.0, 2.0, 5.0),
     "retry_s": (0.0, 15.0, 30.0, 60.0, 120.0),
+    "conflict_hold_s": (0.0, 15.0, 30.0, 60.0, 120.0),
     "bind_conflict": (0.0, 0.1, 0.2, 0.3, 0.45, 0.6, 0.75, 0.9),
 }
 CYCLE_ONLY = {
@@ -46,9 +47,12 @@ CYCLE_ONLY = {
     "bind_s",
     "retry_s",
     "bind_conflict",
+    "conflict_hold_s",
 }  # act only with cycles
-SIZED_SHARES = (1.0,)
-"""A pool sized from the trace's own demand is already tight: only a little less is plausible."""
+SIZED_SHARES = (1.0, 0.99, 0.98)
+"""A pool sized to the trace's peak demand: a little less is plausible, much less overloads it."""
+SIZED_DEMAND_Q = 1.0  # a pool calibration sizes holds the peak: the fitted scalars queue, not it
+
 PASSES = 2
 REFINE = (0.8, 0.9, 0.95, 1.05, 1.1, 1.2)  # the share's second look, as multiples of the best
 TENANT_MIN_JOBS = 50  # a trace tenant's own KS is reported from this many validation jobs
@@ -65,6 +69,7 @@ class Point:
     bind_s: float = 0.0
     retry_s: float = 0.0
     bind_conflict: float = 0.0
+    conflict_hold_s: float = 0.0
     placement: Placement | None = None
 
     def params(self, base: ReplayParams) -> ReplayParams:
@@ -75,6 +80,7 @@ class Point:
             backoff_max_s=self.backoff_s * self.backoff_max_s,
             retry_s=self.retry_s,
             bind_conflict=self.bind_conflict,
+            conflict_hold_s=self.conflict_hold_s,
             preemption=base.scheduler.preemption,
             quota_gpus=base.scheduler.quota_gpus,
         )
@@ -104,6 +110,9 @@ def calibrate(
 ) -> Calibration:
     """Fit `base.params` to `trace` (see the module doc); `hear` is told of each improvement."""
     sized = base.cluster is None and base.gpus is None
+    if sized:
+        peak = base.params.model_copy(update={"demand_quantile": SIZED_DEMAND_Q})
+        base = replace(base, params=peak)
     submits, gpus = _first_pass(trace, base, size=sized)
     if not submits:
         raise TraceError(
@@ -181,8 +190,9 @@ def _axes(shares: tuple[float, ...], *, placements: bool) -> list[Axis]:
     """The search's axes in order: the share, the conflict chance and back-off together (they
     trade off: fewer conflicts with longer waits look alike), each scalar, the placement."""
     axes: list[Axis] = [(("capacity_share",), [(v,) for v in shares])]
-    axes.append((("bind_conflict", "backoff_s"),
-                 [(c, b) for c in GRIDS["bind_conflict"] for b in GRIDS["backoff_s"]]))  # fmt: skip
+    axes += [(("bind_conflict", partner),
+              [(c, v) for c in GRIDS["bind_conflict"] for v in GRIDS[partner]])
+             for partner in ("backoff_s", "conflict_hold_s")]  # fmt: skip
     axes += [((name,), [(v,) for v in grid]) for name, grid in GRIDS.items()]
     if placements:
         axes.append((("placement",), [(p,) for p in PLACEMENTS]))
@@ -203,7 +213,8 @@ def _first_pass(trace: Path, base: ReplayOptions, *, size: bool) -> tuple[list[f
             yield rec
 
     if size:
-        return submits, build(noted(), None, None, ReplayParams()).pools[0].max_gpus
+        sizing = ReplayParams(demand_quantile=base.params.demand_quantile)
+        return submits, build(noted(), None, None, sizing).pools[0].max_gpus
     deque(noted(), maxlen=0)
     return submits, None
 
@@ -260,5 +271,6 @@ def _describe(point: Point) -> dict[str, float | str | None]:
         "bind_s": point.bind_s,
         "retry_s": point.retry_s,
         "bind_conflict": point.bind_conflict,
+        "conflict_hold_s": point.conflict_hold_s,
         "placement": point.placement,
     }

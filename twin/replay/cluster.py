@@ -24,7 +24,6 @@ from twin.sim.encode import catalog_gpu, gpu_price_usd_h
 from twin.sim.jobrecord import JobRecord
 
 DEFAULT_PRICE_USD_PER_GPU_H = 2.0
-DEMAND_QUANTILE = 0.99  # a cluster sized from the trace meets its demand this share of the time
 KEEP_JOBS = 1 << 17  # a sizing pass keeps this many records for the replay (~30 MB), not more
 DEFAULT_PLACEMENT: Placement = "best_fit"
 
@@ -75,7 +74,7 @@ def build(
             raise ConfigError(f"--gpus must be a positive number of GPUs, got {gpus}")
         size = max(round(gpus * share), 1)
         return Cluster([_pool("gpu", size)], None, f"{size} GPUs")
-    return _sized(records, share)
+    return _sized(records, share, params.demand_quantile)
 
 
 def _share(inv: Inventory, share: float) -> list[NodeGroup]:
@@ -103,7 +102,7 @@ def _pool(name: str, gpus: int) -> PoolConfig:
     return PoolConfig(name=slug(name), gpu_type=kernel, max_gpus=gpus, price_usd_per_gpu_h=price)
 
 
-def _sized(records: Iterator[JobRecord], share: float) -> Cluster:
+def _sized(records: Iterator[JobRecord], share: float, q: float) -> Cluster:
     """One pool sized from the trace's demand (every job running from its arrival); keeps up
     to KEEP_JOBS records so that the replay need not read the file twice."""
     widest = 0.0
@@ -117,12 +116,12 @@ def _sized(records: Iterator[JobRecord], share: float) -> Cluster:
         times.extend((rec.submit_s, rec.submit_s + rec.service_s))
         deltas.extend((rec.gpus, -rec.gpus))
         widest = max(widest, rec.gpus)
-    demand = demand_quantile(times, deltas, DEMAND_QUANTILE)
+    demand = demand_quantile(times, deltas, q)
     size = max(math.ceil(widest), math.ceil(demand * share), 1)
     why = f"{size} GPUs (the trace's demand, every job running from its arrival, stays at or " \
-          f"below this {DEMAND_QUANTILE:.0%} of the time)" if share == 1 else \
+          f"below this {q * 100:g}% of the time)" if share == 1 else \
           f"{size} GPUs ({share:.3g} of the {math.ceil(demand)} that the trace's demand stays " \
-          f"at or below {DEMAND_QUANTILE:.0%} of the time)"  # fmt: skip
+          f"at or below {q * 100:g}% of the time)"  # fmt: skip
     return Cluster([_pool("gpu", size)], None, why, kept)
 
 

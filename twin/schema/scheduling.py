@@ -41,6 +41,12 @@ class SchedulerConfig(Frozen):
         "trace, or another scheduler) on a full pool; it scales with the share of the pool in "
         "use. The job backs off before it is tried again.",
     )
+    conflict_hold_s: NonNegativeFloat = Field(
+        0.0,
+        description="A bind that loses its race finds its node held by the winner for a random "
+        "time up to this long (uniform); the job's retries cannot bind before it ends, and the "
+        "first one after it binds without another race. 0: every retry races again.",
+    )
     retry_s: NonNegativeFloat = Field(
         0.0,
         description="Unschedulable jobs are also retried this often without a release (the "
@@ -81,4 +87,10 @@ class ReplayParams(Frozen):
         description="Share of the cluster's nodes (or sized GPUs) the trace's jobs had; the rest "
         "ran work the trace does not hold. Node groups keep their proportions (at least one "
         "node each).",
+    )
+    demand_quantile: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
+        0.99,
+        description="A pool sized from the trace (no --cluster or --gpus) holds the GPUs its "
+        "demand, every job running from its arrival, stays at or below for this share of the "
+        "time; 1: its peak.",
     )

@@ -150,6 +150,7 @@ class CalibrationStep(Frozen):
     bind_s: float
     retry_s: float
     bind_conflict: float
+    conflict_hold_s: float = 0.0
     placement: Placement | None = None
     ks: float
 

@@ -3,8 +3,8 @@
 After the Kubernetes scheduler: a cycle every `cycle_s` takes at most `pods_per_cycle` pods; a
 pod that fits starts `bind_s` after its cycle (the fit is checked then), unless its bind loses
 a race for the node (with work the trace does not hold: a chance of `bind_conflict` times the
-share of the pool in use, so races grow with load) and it backs off.
-One that does not fit
+share of the pool in use, so races grow with load) and it backs off; the winner may hold the
+node for up to `conflict_hold_s`, and the loser's retries wait that out. One that does not fit
 (after trying to evict lower-priority work, if preemption is on) is unschedulable: it waits
 until something is released, and is tried again once its back-off (`backoff_s`, doubling to
 `backoff_max_s`) has also passed. A waiting job never blocks the ones behind it.
@@ -26,8 +26,8 @@ if TYPE_CHECKING:
 class Cycles:
     """When each queued job is next tried, and what happens when it is."""
 
-    __slots__ = ("_booked", "_cfg", "_conflict", "_env", "_flushing", "_parked", "_scheduler",
-                 "conflicts", "preemptions")  # fmt: skip
+    __slots__ = ("_booked", "_cfg", "_conflict", "_env", "_flushing", "_held", "_parked",
+                 "_scheduler", "conflicts", "preemptions")  # fmt: skip
 
     WAKE_SCAN = 256  # parked jobs looked at per release (in the order they were parked)
 
@@ -38,6 +38,7 @@ class Cycles:
         self._booked: dict[int, int] = {}  # cycle number -> pods it takes
         self._parked: dict[Job, float] = {}  # unschedulable jobs -> when their back-off ends
         self._flushing = False  # a periodic retry is due (only while jobs are parked)
+        self._held: dict[Job, float] = {}  # jobs that lost a bind race -> when the node frees
         self.preemptions = self.conflicts = 0
         self._conflict = (
             Sampler(scheduler.model.streams.get("bind_conflict"), lambda g, n: g.random(n))
@@ -66,6 +67,14 @@ class Cycles:
     def _attempt(self, job: Job, version: int) -> None:
         s = self._scheduler
         if not job.queued or job.version != version or s.model.ended:
+            if not job.queued:
+                self._held.pop(job, None)
+            return
+        held_until = self._held.pop(job, None) if self._held else None
+        if held_until is not None and self._env.now < held_until:
+            self._held[job] = held_until  # the race's winner still holds the node
+            job.attempts += 1
+            self.submit(job, self._backoff_s(job))
             return
         h = s.fit(job)
         if h is None and self._cfg.preemption:
@@ -82,17 +91,27 @@ class Cycles:
                 self._flushing = True
                 self._env.timeout(cfg.retry_s).callbacks.append(self._flush)
             return
-        if self._conflict is not None and self._conflict() < self._cfg.bind_conflict * (
-            h.busy_milli / (h.ready * 1000) if h.ready else 0.0
-        ):
-            # The bind lost a race for the node: try again after the back-off.
-            self.conflicts += 1
+        if held_until is None and self._loses_race(job, h.busy_milli, h.ready):
             job.attempts += 1
             self.submit(job, self._backoff_s(job))
             return
         job.attempts = 0
         s.queues[job.tenant].remove(job)
         s.run(job, h)
+
+    def _loses_race(self, job: Job, busy_milli: int, ready_gpus: int) -> bool:
+        """Whether `job`'s bind loses a race for its node (a chance that grows with the pool's
+        use), and if so until when the winner holds the node."""
+        draw = self._conflict
+        if draw is None:
+            return False
+        use = busy_milli / (ready_gpus * 1000) if ready_gpus else 0.0
+        if draw() >= self._cfg.bind_conflict * use:
+            return False
+        self.conflicts += 1
+        if self._cfg.conflict_hold_s > 0:
+            self._held[job] = self._env.now + draw() * self._cfg.conflict_hold_s
+        return True
 
     def _backoff_s(self, job: Job) -> float:
         cfg = self._cfg
