@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from twin.cli.main import main
-from twin.replay.calibrate import split_time_s
+from twin.replay.calibrate import calibrate, split_time_s
 from twin.replay.run import ReplayOptions, replay
 from twin.schema.scenario import ClusterScenario
 from twin.schema.scheduling import ReplayParams, SchedulerConfig
@@ -242,8 +242,13 @@ def test_twin_calibrate_writes_params_that_replay_uses(tmp_path: Path) -> None:
     replays with them."""
     out = tmp_path / "cal"
     dlrm = TRACES / "alibaba-gpu-v2025-dlrm/disaggregated_DLRM_trace.csv"
-    assert main(["calibrate", "--trace", str(dlrm), "--out", str(out)]) == 0
+    assert main(["calibrate", "--trace", str(dlrm), "--out", str(out), "--workers", "2"]) == 0
     result = json.loads((out / CALIBRATION_FILE).read_text())
+    # Replays in two processes fit exactly what one process does.
+    alone = calibrate(dlrm, ReplayOptions(), workers=1).model_dump(mode="json")
+    assert {k: v for k, v in alone.items() if k != "evaluations"} == {
+        k: v for k, v in result.items() if k != "evaluations"
+    }
     assert {"params", "ks_fit", "ks_validation", "tenants", "steps"} <= result.keys()
     # The search at least halves the KS of its starting point (a plain 1 s scheduler).
     assert result["ks_fit"] < 0.5 * result["steps"][0]["ks"]

@@ -125,9 +125,12 @@ def calibrate_command(args: argparse.Namespace) -> int:
     from twin.cli.replay import trace_options
     from twin.replay.calibrate import calibrate
 
+    if args.workers < 1:
+        raise ConfigError(f"--workers must be at least 1, got {args.workers}")
     console = Console(stderr=True)
     out = Path(args.out)
-    result = calibrate(Path(args.trace), trace_options(args), hear=console.print)
+    options = trace_options(args)
+    result = calibrate(Path(args.trace), options, hear=console.print, workers=args.workers)
     out.mkdir(parents=True, exist_ok=True)
     (out / CALIBRATION_FILE).write_text(result.model_dump_json(indent=2) + "\n")
     figure = ""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -77,6 +78,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     add_trace_options(cal)
     cal.add_argument("--out", required=True, help=f"directory for {CALIBRATION_FILE}")
+    cal.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                     help="replays at once, in processes (default: the cores)")  # fmt: skip
     cal.set_defaults(func=calibrate_command)
 
     tr = sub.add_parser("trace", help="synthetic traces")

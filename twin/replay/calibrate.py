@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
+from itertools import repeat
 from pathlib import Path
 
 import numpy as np
@@ -107,8 +110,21 @@ def calibrate(
     base: ReplayOptions,
     *,
     hear: Callable[[str], None] = lambda _: None,
+    workers: int = 1,
 ) -> Calibration:
-    """Fit `base.params` to `trace` (see the module doc); `hear` is told of each improvement."""
+    """Fit `base.params` to `trace` (see the module doc); `hear` is told of each improvement.
+    With `workers` > 1, an axis's replays run in that many processes (same result)."""
+    with ProcessPoolExecutor(workers) if workers > 1 else nullcontext() as pool:
+        return _calibrate(trace, base, hear, pool, workers)
+
+
+def _calibrate(
+    trace: Path,
+    base: ReplayOptions,
+    hear: Callable[[str], None],
+    pool: ProcessPoolExecutor | None,
+    workers: int,
+) -> Calibration:
     sized = base.cluster is None and base.gpus is None
     if sized:
         peak = base.params.model_copy(update={"demand_quantile": SIZED_DEMAND_Q})
@@ -124,40 +140,23 @@ def calibrate(
         base = replace(base, gpus=gpus)
     fit_options = replace(base, window=Window(end_s=split_s))
     shares = SHARES if base.cluster is not None else SIZED_SHARES
-    cache: dict[Point, float] = {}
-
-    def ks(point: Point) -> float:
-        if point not in cache:
-            metrics = ReplayMetrics()
-            replay(trace, replace(fit_options, params=point.params(base.params)), metrics=metrics)
-            cache[point] = _ks(metrics, lambda _: True)
-        return cache[point]
-
-    best = Point(cycle_s=1.0)
-    best_ks = ks(best)
-    steps = [CalibrationStep(**_describe(best), ks=best_ks)]
-    hear(f"start: KS {best_ks:.3f}")
+    search = _Search(lambda p: p.params(base.params), trace, fit_options, pool, hear)
     axes = _axes(shares, placements=base.cluster is not None and base.params.placement is None)
     for n in range(PASSES):
-        improved = False
         if n:  # a finer look around the share found
-            near = (round(best.capacity_share * f, 6) for f in REFINE)
+            near = (round(search.best.capacity_share * f, 6) for f in REFINE)
             axes[0] = (("capacity_share",), [(v,) for v in near if 0 < v <= 1])
+        improved = False
         for names, grid in axes:
-            for values in grid:
-                candidate = replace(best, **dict(zip(names, values, strict=True)))  # type: ignore[arg-type]
-                if candidate.cycle_s == 0 and CYCLE_ONLY & set(names):
-                    continue  # without cycles these do not act
-                score = ks(candidate)
-                if names == ("capacity_share",) and score > best_ks + OVERLOAD_KS:
-                    break  # smaller shares only overload the cluster further (and slowly)
-                if score < best_ks - 1e-9:
-                    best, best_ks, improved = candidate, score, True
-                    steps.append(CalibrationStep(**_describe(best), ks=best_ks))
-                    hear(", ".join(f"{k}={v}" for k, v in zip(names, values, strict=True))
-                         + f": KS {best_ks:.3f}")  # fmt: skip
+            if search.best.cycle_s == 0 and CYCLE_ONLY & set(names):
+                continue  # without cycles these do not act
+            # Shares are tried a few at a time: past an overload, smaller ones only overload
+            # the cluster further (and slowly). The other axes' points go all at once.
+            chunk = workers if names == ("capacity_share",) else len(grid)
+            improved |= search.axis(names, grid, chunk)
         if not improved:
             break
+    best, best_ks, steps = search.best, search.best_ks, search.steps
     params = best.params(base.params)
     metrics = ReplayMetrics()
     _, report = replay(trace, replace(base, params=params), metrics=metrics)
@@ -175,7 +174,7 @@ def calibrate(
         ks_validation=validation,
         ks_whole=_ks(metrics, lambda _: True),
         tenants=_tenant_ks(metrics, later),
-        evaluations=len(cache),
+        evaluations=len(search.cache),
         steps=steps,
         cdf_levels=list(validate.CDF_LEVELS),
         observed_cdf_s=validate.cdf_curve(_part(metrics, observed=True, keep=later)),
@@ -184,6 +183,55 @@ def calibrate(
 
 
 Axis = tuple[tuple[str, ...], list[tuple[object, ...]]]
+
+
+class _Search:
+    """Coordinate descent's state: the best point so far, its KS, the steps that improved it,
+    and every point's KS (replays of an axis's points may run in a process pool)."""
+
+    def __init__(
+        self,
+        params: Callable[[Point], ReplayParams],
+        trace: Path,
+        options: ReplayOptions,
+        pool: ProcessPoolExecutor | None,
+        hear: Callable[[str], None],
+    ) -> None:
+        self._params, self._trace, self._options = params, trace, options
+        self._pool, self._hear = pool, hear
+        self.cache: dict[Point, float] = {}
+        self.best = Point(cycle_s=1.0)
+        self.best_ks = self.scores([self.best])[0]
+        self.steps = [CalibrationStep(**_describe(self.best), ks=self.best_ks)]
+        hear(f"start: KS {self.best_ks:.3f}")
+
+    def scores(self, points: list[Point]) -> list[float]:
+        todo = [p for p in dict.fromkeys(points) if p not in self.cache]
+        params = [self._params(p) for p in todo]
+        if self._pool is not None and len(todo) > 1:
+            args = (repeat(self._trace), repeat(self._options), params)
+            done = list(self._pool.map(_fit_ks, *args))
+        else:
+            done = [_fit_ks(self._trace, self._options, p) for p in params]
+        self.cache.update(zip(todo, done, strict=True))
+        return [self.cache[p] for p in points]
+
+    def axis(self, names: tuple[str, ...], grid: list[tuple[object, ...]], chunk: int) -> bool:
+        """Try each of `grid`'s values for `names` (`chunk` at a time) from the best point;
+        whether one improved it. A share past an overload ends the axis."""
+        base, improved = self.best, False
+        for start in range(0, len(grid), max(chunk, 1)):
+            batch = grid[start : start + max(chunk, 1)]
+            points = [replace(base, **dict(zip(names, v, strict=True))) for v in batch]  # type: ignore[arg-type]
+            for values, point, score in zip(batch, points, self.scores(points), strict=True):
+                if names == ("capacity_share",) and score > self.best_ks + OVERLOAD_KS:
+                    return improved
+                if score < self.best_ks - 1e-9:
+                    self.best, self.best_ks, improved = point, score, True
+                    self.steps.append(CalibrationStep(**_describe(point), ks=score))
+                    self._hear(", ".join(f"{k}={v}" for k, v in zip(names, values, strict=True))
+                               + f": KS {score:.3f}")  # fmt: skip
+        return improved
 
 
 def _axes(shares: tuple[float, ...], *, placements: bool) -> list[Axis]:
@@ -197,6 +245,13 @@ def _axes(shares: tuple[float, ...], *, placements: bool) -> list[Axis]:
     if placements:
         axes.append((("placement",), [(p,) for p in PLACEMENTS]))
     return axes
+
+
+def _fit_ks(trace: Path, options: ReplayOptions, params: ReplayParams) -> float:
+    """The KS of queueing delay of one replay (of the fit window) with `params`."""
+    metrics = ReplayMetrics()
+    replay(trace, replace(options, params=params), metrics=metrics)
+    return _ks(metrics, lambda _: True)
 
 
 def _first_pass(trace: Path, base: ReplayOptions, *, size: bool) -> tuple[list[float], int | None]:
