@@ -209,11 +209,12 @@ class NodePlacement:
         node order under `first_fit`; CPU is not asked of a gang's nodes."""
         if int(pn.whole.sum()) < whole:
             return None
-        order = (
-            np.flatnonzero(pn.whole)
-            if self.policy == "first_fit"
-            else np.argsort(-pn.whole, kind="stable")
-        )
+        if self.policy == "first_fit":
+            order = np.flatnonzero(pn.whole)
+        else:  # empty nodes in node order lead the stable sort: often they are enough
+            order = np.flatnonzero(pn.whole == pn.width)
+            if len(order) * pn.width < whole:
+                order = np.argsort(-pn.whole, kind="stable")
         nodes: list[int] = []
         slots: list[tuple[int, ...]] = []
         left = whole
