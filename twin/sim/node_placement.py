@@ -56,6 +56,8 @@ class NodePlacement:
         self._env = env
         self._tight = cfg.placement != "spread"  # shares go on the tightest GPU that fits
         self._sample_at_s = 0.0
+        self._tables: dict[tuple[int, int], np.ndarray] = {}  # fgd: (width, GPUs) -> growth
+        self._tables_read = -1  # the workload mix the tables were made from
         # Per tenant: (holding, its pool's nodes) in preference order, pools without nodes out.
         self._by_tenant = [
             [(h, pn) for h in hs if (pn := self.pools[h.pool.index]) is not None]
@@ -201,7 +203,18 @@ class NodePlacement:
     def _fgd(self, pn: PoolNodes, ok: np.ndarray, whole: int, share: int) -> int:
         if not (whole or share):
             return int(ok.argmax())
-        growth = fragmentation_growth(pn, whole, share, self.workload.weights())
+        mix = self.workload.weights()
+        if share:
+            growth = fragmentation_growth(pn, whole, share, mix)
+        else:  # a whole-GPU job's growth depends on a node's free whole GPUs only
+            if self._tables_read != self.workload.changes:
+                self._tables.clear()
+                self._tables_read = self.workload.changes
+            key = (pn.width, whole)
+            table = self._tables.get(key)
+            if table is None:
+                table = self._tables[key] = whole_growth_table(pn.width, whole, mix)
+            growth = table[pn.whole]
         return int(np.where(ok, growth, np.inf).argmin())
 
     def _gang(self, p: int, pn: PoolNodes, whole: int, cpu: int) -> Claim | None:
@@ -241,29 +254,44 @@ def fragmentation_growth(
     """Per node, how much its expected fragmentation (as `fragmentation_milli` measures it)
     would grow if it took the job: only the GPUs the job takes change, so the growth follows
     from their free milli alone. A share goes on the node's tightest GPU that fits."""
-    width = pn.width
-    if share:
-        rows = pn.free
-        took = np.where(rows >= share, rows, WHOLE + 1).min(axis=1)  # that GPU's free milli
-        left = took - share
-        whole_after = pn.whole - (took == WHOLE)
-        freed = -share
-    else:
-        whole_after = pn.whole - whole
-        freed = -WHOLE * whole
+    if not share:
+        by_free: np.ndarray = whole_growth_table(pn.width, whole, mix)[pn.whole]
+        return by_free
+    rows = pn.free
+    took = np.where(rows >= share, rows, WHOLE + 1).min(axis=1)  # that GPU's free milli
+    left = took - share
+    whole_after = pn.whole - (took == WHOLE)
     growth = np.zeros(len(pn))
     for cls, p in mix:
         if cls.share_milli:
-            if not share:
-                continue  # whole free GPUs taken were usable by the class: no change
             s = cls.share_milli
             usable_change = np.where(left >= s, left, 0) - np.where(took >= s, took, 0)
         else:
-            need = min(max(cls.whole_gpus, 1), width)
-            usable_change = (np.where(whole_after >= need, whole_after, 0)
-                             - np.where(pn.whole >= need, pn.whole, 0)) * WHOLE  # fmt: skip
-        growth += p * (freed - usable_change)
+            usable_change = _whole_usable_change(pn.whole, whole_after, cls, pn.width)
+        growth += p * (-share - usable_change)
     return growth
+
+
+def whole_growth_table(width: int, whole: int, mix: list[tuple[TaskClass, float]]) -> np.ndarray:
+    """`fragmentation_growth` of a job of `whole` GPUs on a node with k free whole GPUs, for
+    k = 0..width (its shares of a GPU are not touched, so nothing else matters)."""
+    free = np.arange(width + 1)
+    growth = np.zeros(width + 1)
+    for cls, p in mix:
+        if not cls.share_milli:  # whole free GPUs taken were usable by share classes: no change
+            usable_change = _whole_usable_change(free, free - whole, cls, width)
+            growth += p * (-WHOLE * whole - usable_change)
+    return growth
+
+
+def _whole_usable_change(
+    before: np.ndarray, after: np.ndarray, cls: TaskClass, width: int
+) -> np.ndarray:
+    """The change in free milli-GPU a whole-GPU class can use, free whole GPUs going from
+    `before` to `after` (a class wider than a node is a gang: any whole free GPU serves it)."""
+    need = min(max(cls.whole_gpus, 1), width)
+    kept = np.where(after >= need, after, 0) - np.where(before >= need, before, 0)
+    return kept * WHOLE
 
 
 def _evict_until_fit(
