@@ -140,7 +140,9 @@ def _calibrate(
         base = replace(base, gpus=gpus)
     fit_options = replace(base, window=Window(end_s=split_s))
     shares = SHARES if base.cluster is not None else SIZED_SHARES
-    search = _Search(lambda p: p.params(base.params), trace, fit_options, pool, hear)
+    search = _Search(
+        lambda p: p.params(base.params), trace, fit_options, pool=pool, workers=workers, hear=hear
+    )
     axes = _axes(shares, placements=base.cluster is not None and base.params.placement is None)
     for n in range(PASSES):
         if n:  # a finer look around the share found
@@ -150,10 +152,7 @@ def _calibrate(
         for names, grid in axes:
             if search.best.cycle_s == 0 and CYCLE_ONLY & set(names):
                 continue  # without cycles these do not act
-            # Shares are tried a few at a time: past an overload, smaller ones only overload
-            # the cluster further (and slowly). The other axes' points go all at once.
-            chunk = workers if names == ("capacity_share",) else len(grid)
-            improved |= search.axis(names, grid, chunk)
+            improved |= search.axis(names, grid)
         if not improved:
             break
     best, best_ks, steps = search.best, search.best_ks, search.steps
@@ -194,11 +193,13 @@ class _Search:
         params: Callable[[Point], ReplayParams],
         trace: Path,
         options: ReplayOptions,
+        *,
         pool: ProcessPoolExecutor | None,
+        workers: int,
         hear: Callable[[str], None],
     ) -> None:
         self._params, self._trace, self._options = params, trace, options
-        self._pool, self._hear = pool, hear
+        self._pool, self._workers, self._hear = pool, workers, hear
         self.cache: dict[Point, float] = {}
         self.best = Point(cycle_s=1.0)
         self.best_ks = self.scores([self.best])[0]
@@ -216,15 +217,18 @@ class _Search:
         self.cache.update(zip(todo, done, strict=True))
         return [self.cache[p] for p in points]
 
-    def axis(self, names: tuple[str, ...], grid: list[tuple[object, ...]], chunk: int) -> bool:
-        """Try each of `grid`'s values for `names` (`chunk` at a time) from the best point;
-        whether one improved it. A share past an overload ends the axis."""
+    def axis(self, names: tuple[str, ...], grid: list[tuple[object, ...]]) -> bool:
+        """Try each of `grid`'s values for `names` from the best point; whether one improved
+        it. Shares go a worker's worth at a time: past an overload, smaller ones only overload
+        the cluster further (and slowly), so the axis ends there. Other axes go all at once."""
+        shares = names == ("capacity_share",)
+        chunk = max(self._workers if shares else len(grid), 1)
         base, improved = self.best, False
-        for start in range(0, len(grid), max(chunk, 1)):
-            batch = grid[start : start + max(chunk, 1)]
+        for start in range(0, len(grid), chunk):
+            batch = grid[start : start + chunk]
             points = [replace(base, **dict(zip(names, v, strict=True))) for v in batch]  # type: ignore[arg-type]
             for values, point, score in zip(batch, points, self.scores(points), strict=True):
-                if names == ("capacity_share",) and score > self.best_ks + OVERLOAD_KS:
+                if shares and score > self.best_ks + OVERLOAD_KS:
                     return improved
                 if score < self.best_ks - 1e-9:
                     self.best, self.best_ks, improved = point, score, True
@@ -235,8 +239,9 @@ class _Search:
 
 
 def _axes(shares: tuple[float, ...], *, placements: bool) -> list[Axis]:
-    """The search's axes in order: the share, the conflict chance and back-off together (they
-    trade off: fewer conflicts with longer waits look alike), each scalar, the placement."""
+    """The search's axes in order: the share; the conflict chance with the back-off, then with
+    the hold (they trade off: fewer conflicts with longer waits look alike); each scalar; the
+    placement."""
     axes: list[Axis] = [(("capacity_share",), [(v,) for v in shares])]
     axes += [(("bind_conflict", partner),
               [(c, v) for c in GRIDS["bind_conflict"] for v in GRIDS[partner]])

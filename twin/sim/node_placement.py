@@ -204,18 +204,25 @@ class NodePlacement:
         if not (whole or share):
             return int(ok.argmax())
         mix = self.workload.weights()
-        if share:
-            growth = fragmentation_growth(pn, whole, share, mix)
-        else:  # a whole-GPU job's growth depends on a node's free whole GPUs only
-            if self._tables_read != self.workload.changes:
-                self._tables.clear()
-                self._tables_read = self.workload.changes
-            key = (pn.width, whole)
-            table = self._tables.get(key)
-            if table is None:
-                table = self._tables[key] = whole_growth_table(pn.width, whole, mix)
-            growth = table[pn.whole]
+        growth = (
+            fragmentation_growth(pn, whole, share, mix)
+            if share
+            else self._whole_table(pn.width, whole, mix)[pn.whole]
+        )
         return int(np.where(ok, growth, np.inf).argmin())
+
+    def _whole_table(
+        self, width: int, whole: int, mix: list[tuple[TaskClass, float]]
+    ) -> np.ndarray:
+        """`whole_growth_table` (a whole-GPU job's growth by a node's free whole GPUs), kept
+        until the workload's mix is read again."""
+        if self._tables_read != self.workload.changes:
+            self._tables.clear()
+            self._tables_read = self.workload.changes
+        table = self._tables.get((width, whole))
+        if table is None:
+            table = self._tables[(width, whole)] = whole_growth_table(width, whole, mix)
+        return table
 
     def _gang(self, p: int, pn: PoolNodes, whole: int, cpu: int) -> Claim | None:
         """Whole GPUs over several nodes: most free whole GPUs first (the fewest nodes), or in
