@@ -5,7 +5,10 @@ then report the KS on the second half with the fitted values.
 The delays come out of the simulated mechanism only: the cluster's share available to the
 trace (queueing and fragmentation), scheduling cycles, bind latency and back-off. The search is
 coordinate descent over small grids (each evaluation a replay), started from the plain
-event-driven scheduler; it is deterministic for a seed.
+event-driven scheduler; it is deterministic for a seed. A point whose delays have a tail far
+past the observed one is overloaded and rejected, however well the body of its distribution
+fits (KS weighs the body: a pool shrunk to the trace's own peak can match it with bursts of
+backlog the real cluster never had).
 """
 
 from __future__ import annotations
@@ -35,6 +38,9 @@ from twin.sim.jobrecord import JobRecord
 SPAN_QUANTILE = 0.01  # the span starts at this quantile of submissions (skips a sparse lead-in)
 SHARES = (1.0, 0.5, 0.2, 0.1, 0.05, 0.03, 0.02, 0.015, 0.01, 0.008, 0.007, 0.006)
 OVERLOAD_KS = 0.15  # a smaller share this much worse than the best: stop shrinking (overload)
+OVERLOAD_P99 = 10.0
+"""A point whose simulated 99th-percentile delay (over the fit window) is over this many times
+the observed one (at least a second) is overloaded: it scores KS 1."""
 GRIDS: dict[str, tuple[float, ...]] = {
     "cycle_s": (0.0, 0.5, 1.0, 2.0, 5.0, 10.0),  # a scheduler's latency is seconds, not minutes
     "backoff_s": (1.0, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 60.0),
@@ -171,7 +177,7 @@ def _calibrate(
         params=params,
         ks_fit=best_ks,
         ks_validation=validation,
-        ks_whole=_ks(metrics, lambda _: True),
+        ks_whole=_ks(metrics, _always),
         tenants=_tenant_ks(metrics, later),
         evaluations=len(search.cache),
         steps=steps,
@@ -211,9 +217,9 @@ class _Search:
         params = [self._params(p) for p in todo]
         if self._pool is not None and len(todo) > 1:
             args = (repeat(self._trace), repeat(self._options), params)
-            done = list(self._pool.map(_fit_ks, *args))
+            done = list(self._pool.map(fit_score, *args))
         else:
-            done = [_fit_ks(self._trace, self._options, p) for p in params]
+            done = [fit_score(self._trace, self._options, p) for p in params]
         self.cache.update(zip(todo, done, strict=True))
         return [self.cache[p] for p in points]
 
@@ -252,11 +258,27 @@ def _axes(shares: tuple[float, ...], *, placements: bool) -> list[Axis]:
     return axes
 
 
-def _fit_ks(trace: Path, options: ReplayOptions, params: ReplayParams) -> float:
-    """The KS of queueing delay of one replay (of the fit window) with `params`."""
+def fit_score(trace: Path, options: ReplayOptions, params: ReplayParams) -> float:
+    """The KS of queueing delay of one replay (of the fit window) with `params`; 1 if its tail
+    says the pool is overloaded (see OVERLOAD_P99)."""
     metrics = ReplayMetrics()
     replay(trace, replace(options, params=params), metrics=metrics)
-    return _ks(metrics, lambda _: True)
+    seen = _part(metrics, observed=True, keep=_always)
+    simulated = _part(metrics, observed=False, keep=_always)
+    if _overloaded(seen, simulated):
+        return 1.0
+    return _distance(seen, simulated)
+
+
+def _overloaded(seen: np.ndarray, simulated: np.ndarray) -> bool:
+    if not len(seen) or not len(simulated):
+        return False
+    limit_s = OVERLOAD_P99 * max(float(np.quantile(seen, 0.99)), 1.0)
+    return float(np.quantile(simulated, 0.99)) > limit_s
+
+
+def _always(_: float) -> bool:
+    return True
 
 
 def _first_pass(trace: Path, base: ReplayOptions, *, size: bool) -> tuple[list[float], int | None]:
@@ -303,7 +325,10 @@ def _part(
 
 def _ks(metrics: ReplayMetrics, keep: Callable[[float], bool], group: int = -1) -> float:
     seen = _part(metrics, observed=True, keep=keep, group=group)
-    simulated = _part(metrics, observed=False, keep=keep, group=group)
+    return _distance(seen, _part(metrics, observed=False, keep=keep, group=group))
+
+
+def _distance(seen: np.ndarray, simulated: np.ndarray) -> float:
     if not len(seen) or not len(simulated):
         return 1.0
     return validate.ks_distance(seen, simulated)
