@@ -264,6 +264,24 @@ def test_twin_calibrate_writes_params_that_replay_uses(tmp_path: Path) -> None:
     assert report["queueing_delay"]["ks_distance"] == pytest.approx(result["ks_whole"])
 
 
+def test_calibrating_a_window_fits_its_first_half_and_replays_on_the_same_window(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    window = ["--start-h", "2780", "--max-jobs", "1500"]  # past openb's quiet lead-in
+    nodes = ["--cluster", str(OPENB_NODES)]
+    out = tmp_path / "cal"
+    assert main(["calibrate", "--trace", str(OPENB), *nodes, *window, "--out", str(out)]) == 0
+    assert capsys.readouterr().out.rstrip().endswith(" ".join(window))  # how to replay it
+    result = json.loads((out / CALIBRATION_FILE).read_text())
+    assert result["window"] == "submitted in [2780 h, end), first 1,500 jobs"
+    replayed = tmp_path / "replay"
+    assert main(["replay", "--trace", str(OPENB), *nodes, *window, "--out", str(replayed),
+                 "--params", str(out / CALIBRATION_FILE)]) == 0  # fmt: skip
+    report = json.loads((replayed / "replay.json").read_text())
+    assert report["jobs_replayed"] == 1500
+    assert report["queueing_delay"]["ks_distance"] == pytest.approx(result["ks_whole"])
+
+
 def test_a_pool_whose_delay_tail_dwarfs_the_observed_one_scores_as_overloaded() -> None:
     """openb on 0.7% of its nodes matches the body of the observed delays through bursts of
     backlog: pods wait for weeks where the real cluster's longest wait was four hours. The

@@ -119,6 +119,13 @@ def _cell(value: object) -> str:
     return str(value)
 
 
+def _window_flags(args: argparse.Namespace) -> list[tuple[str, float]]:
+    """The window options given, to repeat on the replay that uses the fit."""
+    given = [("--start-h", args.start_h or None), ("--end-h", args.end_h),
+             ("--max-jobs", args.max_jobs), ("--seed", args.seed or None)]  # fmt: skip
+    return [(flag, value) for flag, value in given if value is not None]
+
+
 def calibrate_command(args: argparse.Namespace) -> int:
     from rich.console import Console
 
@@ -156,5 +163,6 @@ def calibrate_command(args: argparse.Namespace) -> int:
         f"KS fit {result.ks_fit:.3f} · validation (second half) {result.ks_validation:.3f} · "
         f"whole trace {result.ks_whole:.3f}\n"
         f"wrote {out / CALIBRATION_FILE}{figure}; replay with --params {out / CALIBRATION_FILE}"
+        + "".join(f" {flag} {value:g}" for flag, value in _window_flags(args))
     )
     return 0

@@ -45,6 +45,16 @@ def add_trace_options(rp: argparse.ArgumentParser) -> None:
     )
 
 
+def add_window_options(rp: argparse.ArgumentParser) -> None:
+    """The part of the trace to play, and the seed (shared by `replay` and `calibrate`)."""
+    rp.add_argument(
+        "--start-h", type=float, default=0.0, help="play jobs submitted from this hour on"
+    )
+    rp.add_argument("--end-h", type=float, help="... and before this hour (from the first job)")
+    rp.add_argument("--max-jobs", type=int, help="play at most this many jobs of the window")
+    rp.add_argument("--seed", type=int, default=0)
+
+
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     rp = sub.add_parser("replay", help="replay a cluster trace and summarise it")
     add_trace_options(rp)
@@ -55,12 +65,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="queue order",
     )
     rp.add_argument("--backfill", action="store_true", help="EASY backfill behind a blocked head")
-    rp.add_argument(
-        "--start-h", type=float, default=0.0, help="replay jobs submitted from this hour on"
-    )
-    rp.add_argument("--end-h", type=float, help="... and before this hour (from the first job)")
-    rp.add_argument("--max-jobs", type=int, help="replay at most this many jobs of the window")
-    rp.add_argument("--seed", type=int, default=0)
+    add_window_options(rp)
     rp.add_argument(
         "--placement",
         help=f"node choice on a --cluster inventory: {', '.join(PLACEMENTS)} (default best_fit); "
@@ -77,6 +82,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "calibrate", help="fit the scheduler model to a trace (KS of queueing delay)"
     )
     add_trace_options(cal)
+    add_window_options(cal)
     cal.add_argument("--out", required=True, help=f"directory for {CALIBRATION_FILE}")
     cal.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                      help="replays at once, in processes (default: the cores)")  # fmt: skip

@@ -29,7 +29,6 @@ from twin.replay.cluster import build
 from twin.replay.reader import ReadLog
 from twin.replay.run import ReplayOptions, replay
 from twin.replay.tenant_delays import ReplayMetrics
-from twin.replay.window import Window
 from twin.schema.scheduling import ReplayParams, SchedulerConfig
 from twin.schema.summary import Calibration, CalibrationStep
 from twin.schema.vocabulary import PLACEMENTS, Placement
@@ -144,7 +143,8 @@ def _calibrate(
     if gpus is not None:
         # Both halves on the pool the whole trace sizes (the first half alone would size less).
         base = replace(base, gpus=gpus)
-    fit_options = replace(base, window=Window(end_s=split_s))
+    window = base.window  # split_s counts from its start, as the replay's times do
+    fit_options = replace(base, window=replace(window, end_s=window.start_s + split_s))
     shares = SHARES if base.cluster is not None else SIZED_SHARES
     search = _Search(
         lambda p: p.params(base.params), trace, fit_options, pool=pool, workers=workers, hear=hear
@@ -173,6 +173,8 @@ def _calibrate(
     return Calibration(
         trace=str(trace),
         cluster=report.cluster_source,
+        window=None if window.whole else window.describe(),
+        seed=base.seed,
         split_s=split_s,
         params=params,
         ks_fit=best_ks,

@@ -162,7 +162,11 @@ class Calibration(Frozen):
 
     trace: str
     cluster: str
-    split_s: float
+    window: str | None = Field(
+        default=None, description="The part of the trace calibrated on, when not all of it."
+    )
+    seed: int = 0
+    split_s: float = Field(description="The split, in seconds from the window's start.")
     params: ReplayParams
     ks_fit: float
     ks_validation: float
