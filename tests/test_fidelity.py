@@ -381,6 +381,36 @@ def test_fgd_growth_equals_recomputing_fragmentation(
         assert growth[node] == pytest.approx(after - before[node])
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 11), st.integers(1, 8)), max_size=60),
+       st.integers(1, 8))  # fmt: skip
+def test_whole_gpu_choices_from_the_kept_index_equal_a_pass_over_all_nodes(
+    moves: list[tuple[int, int]], asked: int
+) -> None:
+    """best_fit's and spread's node for a whole-GPU job, read from nodes kept by free GPUs,
+    is the one the pass over every node picks (the fewest or most free, lowest number)."""
+    import numpy as np
+
+    from twin.schema.scheduling import NodeGroup
+    from twin.sim.nodes import PoolNodes
+
+    pn = PoolNodes([NodeGroup(pool="a", count=8, gpus=8), NodeGroup(pool="a", count=4, gpus=4)])
+    held: dict[int, list[tuple[int, ...]]] = defaultdict(list)
+    for node, gpus in moves:  # take GPUs where they fit, else give back what the node holds
+        if pn.whole[node] >= gpus:
+            slots = pn.slots_for(node, gpus, 0, tight=True)
+            pn.change(node, slots, -1000, 0)
+            held[node].append(slots)
+        elif held[node]:
+            pn.change(node, held[node].pop(), 1000, 0)
+        ok = pn.whole >= asked
+        fewest = int(np.where(ok, pn.free_sum, np.iinfo(np.int64).max).argmin())
+        most = int(np.where(ok, pn.free_sum, -1).argmax())
+        expected = (fewest, most) if ok.any() else (None, None)
+        assert (pn.whole_only_choice(asked, most_free=False),
+                pn.whole_only_choice(asked, most_free=True)) == expected  # fmt: skip
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.lists(st.sampled_from([0, 1000]), min_size=8, max_size=8), min_size=1,
                 max_size=12))  # fmt: skip

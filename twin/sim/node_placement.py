@@ -20,6 +20,7 @@ from twin.sim.placement import CounterPlacement
 from twin.sim.pools import Holding
 
 _FAR = np.iinfo(np.int64).max
+_BY_WHOLE = frozenset({"best_fit", "spread"})  # choose by free GPUs: PoolNodes keeps them sorted
 
 
 def shape(job: Job) -> tuple[int, int]:
@@ -56,7 +57,7 @@ class NodePlacement:
         self._env = env
         self._tight = cfg.placement != "spread"  # shares go on the tightest GPU that fits
         self._sample_at_s = 0.0
-        self._tables: dict[tuple[int, int], np.ndarray] = {}  # fgd: (width, GPUs) -> growth
+        self._tables: dict[tuple[int, int, int], np.ndarray] = {}  # fgd: growth by shape
         self._tables_read = -1  # the workload mix the tables were made from
         # Per tenant: (holding, its pool's nodes) in preference order, pools without nodes out.
         self._by_tenant = [
@@ -179,10 +180,16 @@ class NodePlacement:
     # -- policies ------------------------------------------------------------------------------
 
     def _single(self, p: int, pn: PoolNodes, whole: int, share: int, cpu: int) -> Claim | None:
-        ok = pn.feasible(whole, share, cpu)
-        node = self._choose(pn, ok, whole, share)
-        if not ok[node]:
-            return None
+        if whole and not (share or cpu or pn.shares) and self.policy in _BY_WHOLE:
+            chosen = pn.whole_only_choice(whole, most_free=self.policy == "spread")
+            if chosen is None:
+                return None
+            node = chosen
+        else:
+            ok = pn.feasible(whole, share, cpu)
+            node = self._choose(pn, ok, whole, share)
+            if not ok[node]:
+                return None
         slots = pn.slots_for(node, whole, share, tight=self._tight)
         return Claim(p, (node,), (slots,), share or WHOLE, cpu)
 
@@ -203,25 +210,25 @@ class NodePlacement:
     def _fgd(self, pn: PoolNodes, ok: np.ndarray, whole: int, share: int) -> int:
         if not (whole or share):
             return int(ok.argmax())
-        mix = self.workload.weights()
-        growth = (
-            fragmentation_growth(pn, whole, share, mix)
-            if share
-            else self._whole_table(pn.width, whole, mix)[pn.whole]
-        )
+        table = self._growth_table(pn.width, whole, share)
+        growth = table[tightest_fit(pn, share), pn.whole] if share else table[pn.whole]
         return int(np.where(ok, growth, np.inf).argmin())
 
-    def _whole_table(
-        self, width: int, whole: int, mix: list[tuple[TaskClass, float]]
-    ) -> np.ndarray:
-        """`whole_growth_table` (a whole-GPU job's growth by a node's free whole GPUs), kept
-        until the workload's mix is read again."""
+    def _growth_table(self, width: int, whole: int, share: int) -> np.ndarray:
+        """`whole_growth_table` or `share_growth_table` for the job's shape, kept until the
+        workload's mix is read again."""
+        mix = self.workload.weights()
         if self._tables_read != self.workload.changes:
             self._tables.clear()
             self._tables_read = self.workload.changes
-        table = self._tables.get((width, whole))
+        table = self._tables.get((width, whole, share))
         if table is None:
-            table = self._tables[(width, whole)] = whole_growth_table(width, whole, mix)
+            table = (
+                share_growth_table(width, share, mix)
+                if share
+                else whole_growth_table(width, whole, mix)
+            )
+            self._tables[(width, whole, share)] = table
         return table
 
     def _gang(self, p: int, pn: PoolNodes, whole: int, cpu: int) -> Claim | None:
@@ -261,20 +268,36 @@ def fragmentation_growth(
     """Per node, how much its expected fragmentation (as `fragmentation_milli` measures it)
     would grow if it took the job: only the GPUs the job takes change, so the growth follows
     from their free milli alone. A share goes on the node's tightest GPU that fits."""
-    if not share:
-        by_free: np.ndarray = whole_growth_table(pn.width, whole, mix)[pn.whole]
-        return by_free
+    if share:
+        by_gpu: np.ndarray = share_growth_table(pn.width, share, mix)[tightest_fit(pn, share),
+                                                                        pn.whole]  # fmt: skip
+        return by_gpu
+    by_free: np.ndarray = whole_growth_table(pn.width, whole, mix)[pn.whole]
+    return by_free
+
+
+def tightest_fit(pn: PoolNodes, share: int) -> np.ndarray:
+    """Per node, the free milli of its tightest GPU that holds `share` (WHOLE + 1: none)."""
     rows = pn.free
-    took = np.where(rows >= share, rows, WHOLE + 1).min(axis=1)  # that GPU's free milli
+    took: np.ndarray = np.where(rows >= share, rows, WHOLE + 1).min(axis=1)
+    return took
+
+
+def share_growth_table(width: int, share: int, mix: list[tuple[TaskClass, float]]) -> np.ndarray:
+    """`fragmentation_growth` of a share of `share` milli on a node whose tightest GPU that
+    fits has t free milli and which has k free whole GPUs, at [t, k] for t = 0..WHOLE + 1 and
+    k = 0..width (nothing else about the node changes the growth)."""
+    took = np.arange(WHOLE + 2)[:, None]
+    free = np.arange(width + 1)[None, :]
     left = took - share
-    whole_after = pn.whole - (took == WHOLE)
-    growth = np.zeros(len(pn))
+    whole_after = free - (took == WHOLE)
+    growth = np.zeros((WHOLE + 2, width + 1))
     for cls, p in mix:
         if cls.share_milli:
             s = cls.share_milli
             usable_change = np.where(left >= s, left, 0) - np.where(took >= s, took, 0)
         else:
-            usable_change = _whole_usable_change(pn.whole, whole_after, cls, pn.width)
+            usable_change = _whole_usable_change(free, whole_after, cls, width)
         growth += p * (-share - usable_change)
     return growth
 

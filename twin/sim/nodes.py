@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from heapq import heappop, heappush
 from typing import NamedTuple
 
 import numpy as np
@@ -36,6 +37,7 @@ class PoolNodes:
 
     __slots__ = (
         "_absent",
+        "_by_whole",
         "_free",
         "_stale",
         "capacity_gpus",
@@ -72,6 +74,12 @@ class PoolNodes:
         self.dirty: set[int] = set()  # nodes changed since a measure last read them
         self.shares = False  # per-GPU summaries (largest free share, dirty rows) are kept
         self._stale: set[int] = set()  # nodes whose row in the array lags their list
+        # Until shares appear, node indices by free whole GPUs (heaps; an entry whose node has
+        # since moved is dropped when it reaches the top): the node best_fit or spread takes
+        # without a pass over all nodes.
+        self._by_whole: list[list[int]] = [[] for _ in range(self.width + 1)]
+        for node, free in enumerate(self.whole.tolist()):
+            self._by_whole[free].append(node)  # in node order: already heaps
 
     @property
     def free(self) -> np.ndarray:
@@ -125,10 +133,30 @@ class PoolNodes:
         if cpu_milli:
             self.cpu[node] += cpu_milli
         self.free_sum[node] = sum(row) + self._absent[node]
-        self.whole[node] = row.count(WHOLE)
+        whole = self.whole[node] = row.count(WHOLE)
         if self.shares:
             self.largest[node] = max(row)
             self.dirty.add(node)
+        elif slots:  # whole GPUs taken or freed (no shares yet): the node moved
+            heap = self._by_whole[whole]
+            heappush(heap, node)
+            if len(heap) > 4 * len(self.rows):  # moved-away entries pile up: drop them
+                heap[:] = sorted({n for n in heap if self.whole[n] == whole})
+
+    def whole_only_choice(self, whole_gpus: int, *, most_free: bool) -> int | None:
+        """Before any share of a GPU is placed: the lowest-numbered node among those left with
+        the fewest (or, `most_free`, the most) free GPUs that can take `whole_gpus` (None: no
+        node can), which is what best_fit (spread) picks when no CPU is asked."""
+        top = self.width
+        levels = range(top, whole_gpus - 1, -1) if most_free else range(whole_gpus, top + 1)
+        whole = self.whole
+        for level in levels:
+            heap = self._by_whole[level]
+            while heap and whole[heap[0]] != level:
+                heappop(heap)
+            if heap:
+                return heap[0]
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,18 +209,20 @@ def fragmentation_milli(
 ) -> np.ndarray:
     """Per node (rows of `free`), the expected free milli-GPU a task drawn from `mix` could not
     use: on a node that cannot host the task, all its free GPU; else the GPUs too small for it.
-    (A task wider than a node is a gang: any whole free GPU serves it.)"""
+    (A task wider than a node is a gang: any whole free GPU serves it.) All classes at once,
+    summed in the mix's order (a running sum, as adding them one by one would)."""
+    if not mix:
+        return np.zeros(len(free))
     f = np.maximum(free, 0)
     total = f.sum(axis=1).astype(np.float64)
-    out = np.zeros(len(free))
     width = free.shape[1]
-    for cls, p in mix:
-        if cls.share_milli:
-            usable = np.where(f >= cls.share_milli, f, 0).sum(axis=1)
-        else:
-            need = min(max(cls.whole_gpus, 1), width)
-            usable = np.where(whole >= need, whole * WHOLE, 0)
-        out += p * (total - usable)
+    shares = np.array([cls.share_milli for cls, _ in mix])
+    needs = np.array([min(max(cls.whole_gpus, 1), width) for cls, _ in mix])
+    by_share = (f[:, :, None] * (f[:, :, None] >= shares)).sum(axis=1)
+    by_whole = np.where(whole[:, None] >= needs, whole[:, None] * WHOLE, 0)
+    usable = np.where(shares > 0, by_share, by_whole)
+    weights = np.array([p for _, p in mix])
+    out: np.ndarray = np.cumsum(weights * (total[:, None] - usable), axis=1)[:, -1]
     return out
 
 
