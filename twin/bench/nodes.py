@@ -1,9 +1,15 @@
 """Node-level replay against counter pools: the same trace on the same GPUs, placed on nodes
-(each placement policy) or counted. Each replay runs in a fresh interpreter."""
+(each placement policy) or counted.
+
+The machine's speed drifts by tens of percent over seconds, which swamps a ratio of two runs
+made apart. So the cases run in rounds, each round counters then every policy back to back
+(each replay in a fresh interpreter, as a user's `twin replay` is), and a policy's ratio is
+the median of its per-round ratios."""
 
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -15,17 +21,20 @@ from twin.schema.vocabulary import PLACEMENTS
 
 TARGET_RATIO = 0.5  # node-level jobs/s at least half the counter pools' rate
 NODES = 1000  # nodes of the generated inventory, 8 GPUs each
+OPENB_ROUNDS, ROUNDS = 5, 3  # openb's replays take a fraction of a second
+COUNTERS = "counters"
 
 _CHILD = """
 import json, sys, time
 from pathlib import Path
 from twin.replay.run import ReplayOptions, replay
 from twin.schema.scheduling import ReplayParams
-trace, cluster, gpus, placement = sys.argv[1:5]
+trace, cluster, gpus, case = sys.argv[1:]
+counted = case == "counters"
 options = ReplayOptions(
-    cluster=None if cluster == "-" else Path(cluster),
-    gpus=None if gpus == "-" else int(gpus),
-    params=ReplayParams(placement=None if placement == "-" else placement),
+    cluster=None if counted else Path(cluster),
+    gpus=int(gpus) if counted else None,
+    params=ReplayParams(placement=None if counted else case),
 )
 cpu, wall = time.process_time(), time.perf_counter()
 _, report = replay(Path(trace), options)
@@ -34,15 +43,24 @@ print(json.dumps({"jobs": report.jobs_replayed, "cpu_s": cpu, "wall_s": wall}))
 """
 
 
-def _run(
-    trace: Path, cluster: Path | None, gpus: int | None, placement: str | None
-) -> dict[str, float]:
-    args = [str(trace), str(cluster or "-"), str(gpus or "-"), placement or "-"]
-    out = subprocess.run(
-        [sys.executable, "-c", _CHILD, *args], check=True, capture_output=True, text=True
-    ).stdout
-    figures: dict[str, float] = json.loads(out.strip().splitlines()[-1])
-    return figures
+def _rounds(
+    trace: Path, cluster: Path, gpus: int, cases: list[str], rounds: int
+) -> dict[str, object]:
+    """Per case, the CPU and wall seconds of its replay in each round, and the jobs."""
+    cpu_s: dict[str, list[float]] = {case: [] for case in cases}
+    wall_s: dict[str, list[float]] = {case: [] for case in cases}
+    jobs = 0
+    for _ in range(rounds):
+        for case in cases:
+            out = subprocess.run(
+                [sys.executable, "-c", _CHILD, str(trace), str(cluster), str(gpus), case],
+                check=True, capture_output=True, text=True,
+            ).stdout  # fmt: skip
+            figures = json.loads(out.strip().splitlines()[-1])
+            cpu_s[case].append(figures["cpu_s"])
+            wall_s[case].append(figures["wall_s"])
+            jobs = figures["jobs"]
+    return {"jobs": jobs, "cpu_s": cpu_s, "wall_s": wall_s}
 
 
 def _inventory(path: Path) -> int:
@@ -68,24 +86,34 @@ def bench_nodes(quick: bool) -> Result:
             cases.append(("openb", openb / "openb_pod_list_default.csv",
                           openb / "openb_node_list_gpu_node.csv", 6212))  # fmt: skip
         cases.append((f"generated {NODES} nodes", synthetic, inventory, gpus))
-        r.lines.append("replay on nodes vs counter pools of the same GPUs (fresh process each)")
+        r.lines.append(
+            "replay on nodes vs counter pools of the same GPUs: medians of rounds "
+            f"({1 if quick else OPENB_ROUNDS} on openb, {1 if quick else ROUNDS} otherwise), "
+            "each round every case back to back, each replay in a fresh process"
+        )
         for name, trace, cluster, total in cases:
-            counter = _run(trace, None, total, None)
-            base = counter["jobs"] / counter["cpu_s"]
-            r.lines.append(
-                f"  {name}: counters {base:,.0f} jobs/s per core "
-                f"({counter['cpu_s']:.2f} s CPU, {counter['wall_s']:.2f} s wall)"
-            )
             key = name.split()[0]
-            r.figures[f"{key}_counter_jobs_per_s"] = round(base)
-            for placement in PLACEMENTS if not quick or key == "openb" else ("best_fit",):
-                fig = _run(trace, cluster, None, placement)
-                rate = fig["jobs"] / fig["cpu_s"]
-                r.lines.append(
-                    f"    {placement:>9}: {rate:,.0f} jobs/s per core ({fig['cpu_s']:.2f} s CPU, "
-                    f"{fig['wall_s']:.2f} s wall) = {rate / base:.2f}x counters"
-                )
-                r.figures[f"{key}_{placement}_jobs_per_s"] = round(rate)
-                r.figures[f"{key}_{placement}_vs_counter"] = round(rate / base, 3)
+            rounds = 1 if quick else OPENB_ROUNDS if key == "openb" else ROUNDS
+            policies = list(PLACEMENTS) if not quick or key == "openb" else ["best_fit"]
+            _report(r, name, key, _rounds(trace, cluster, total, [COUNTERS, *policies], rounds))
     r.lines.append(f"  target: best_fit >= {TARGET_RATIO}x the counter rate")
     return r
+
+
+def _report(r: Result, name: str, key: str, figures: dict[str, object]) -> None:
+    jobs = float(figures["jobs"])  # type: ignore[arg-type]
+    cpu: dict[str, list[float]] = figures["cpu_s"]  # type: ignore[assignment]
+    wall: dict[str, list[float]] = figures["wall_s"]  # type: ignore[assignment]
+    for case, seconds in cpu.items():
+        cpu_s, wall_s = statistics.median(seconds), statistics.median(wall[case])
+        rate, times = jobs / cpu_s, f"{cpu_s:.2f} s CPU, {wall_s:.2f} s wall"
+        if case == COUNTERS:
+            r.lines.append(f"  {name}: counters {rate:,.0f} jobs/s per core ({times})")
+            r.figures[f"{key}_counter_jobs_per_s"] = round(rate)
+            continue
+        ratio = statistics.median(c / p for c, p in zip(cpu[COUNTERS], seconds, strict=True))
+        r.lines.append(
+            f"    {case:>9}: {rate:,.0f} jobs/s per core ({times}) = {ratio:.2f}x counters"
+        )
+        r.figures[f"{key}_{case}_jobs_per_s"] = round(rate)
+        r.figures[f"{key}_{case}_vs_counter"] = round(ratio, 3)
