@@ -267,13 +267,17 @@ def test_twin_calibrate_writes_params_that_replay_uses(tmp_path: Path) -> None:
 def test_calibrating_a_window_fits_its_first_half_and_replays_on_the_same_window(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """And `--placement` keeps the node choice given rather than fitting one."""
     window = ["--start-h", "2780", "--max-jobs", "1500"]  # past openb's quiet lead-in
     nodes = ["--cluster", str(OPENB_NODES)]
     out = tmp_path / "cal"
-    assert main(["calibrate", "--trace", str(OPENB), *nodes, *window, "--out", str(out)]) == 0
+    assert main(["calibrate", "--trace", str(OPENB), *nodes, *window, "--placement", "spread",
+                 "--out", str(out)]) == 0  # fmt: skip
     assert capsys.readouterr().out.rstrip().endswith(" ".join(window))  # how to replay it
     result = json.loads((out / CALIBRATION_FILE).read_text())
     assert result["window"] == "submitted in [2780 h, end), first 1,500 jobs"
+    assert result["params"]["placement"] == "spread"
+    assert {step["placement"] for step in result["steps"]} == {None}  # never searched
     replayed = tmp_path / "replay"
     assert main(["replay", "--trace", str(OPENB), *nodes, *window, "--out", str(replayed),
                  "--params", str(out / CALIBRATION_FILE)]) == 0  # fmt: skip
@@ -309,6 +313,12 @@ def test_a_what_if_over_placements_is_one_command(tmp_path: Path) -> None:
     rows = (tmp_path / WHAT_IF_FILE).read_text().splitlines()
     assert rows[0].startswith("placement,delay_p50_s,delay_p99_s")
     assert [r.split(",")[0] for r in rows[1:]] == list(PLACEMENTS)
+
+
+def test_a_placement_to_keep_needs_an_inventory(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["calibrate", "--trace", str(OPENB), "--placement", "fgd", "--out", "unused"]
+    assert main(args) == 2
+    assert "--placement needs a node inventory (--cluster)" in capsys.readouterr().err
 
 
 def test_a_trace_without_start_times_cannot_be_calibrated(

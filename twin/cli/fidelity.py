@@ -137,6 +137,11 @@ def calibrate_command(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     out = Path(args.out)
     options = trace_options(args)
+    if args.placement:
+        if options.cluster is None:
+            raise ConfigError("--placement needs a node inventory (--cluster)")
+        fixed = options.params.model_copy(update={"placement": args.placement})
+        options = replace(options, params=fixed)
     result = calibrate(Path(args.trace), options, hear=console.print, workers=args.workers)
     out.mkdir(parents=True, exist_ok=True)
     (out / CALIBRATION_FILE).write_text(result.model_dump_json(indent=2) + "\n")

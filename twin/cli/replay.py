@@ -83,6 +83,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     add_trace_options(cal)
     add_window_options(cal)
+    cal.add_argument(
+        "--placement", choices=PLACEMENTS, help="keep this node choice (default: fit one)"
+    )
     cal.add_argument("--out", required=True, help=f"directory for {CALIBRATION_FILE}")
     cal.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                      help="replays at once, in processes (default: the cores)")  # fmt: skip
