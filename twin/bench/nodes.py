@@ -13,6 +13,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from twin.bench.harness import Result
@@ -43,13 +44,18 @@ print(json.dumps({"jobs": report.jobs_replayed, "cpu_s": cpu, "wall_s": wall}))
 """
 
 
-def _rounds(
-    trace: Path, cluster: Path, gpus: int, cases: list[str], rounds: int
-) -> dict[str, object]:
-    """Per case, the CPU and wall seconds of its replay in each round, and the jobs."""
-    cpu_s: dict[str, list[float]] = {case: [] for case in cases}
-    wall_s: dict[str, list[float]] = {case: [] for case in cases}
-    jobs = 0
+@dataclass
+class Rounds:
+    """Per case, the CPU and wall seconds of its replay in each round; the jobs replayed."""
+
+    cases: list[str]
+    jobs: int = 0
+    cpu_s: dict[str, list[float]] = field(default_factory=dict)
+    wall_s: dict[str, list[float]] = field(default_factory=dict)
+
+
+def _rounds(trace: Path, cluster: Path, gpus: int, cases: list[str], rounds: int) -> Rounds:
+    done = Rounds(cases, cpu_s={c: [] for c in cases}, wall_s={c: [] for c in cases})
     for _ in range(rounds):
         for case in cases:
             out = subprocess.run(
@@ -57,10 +63,10 @@ def _rounds(
                 check=True, capture_output=True, text=True,
             ).stdout  # fmt: skip
             figures = json.loads(out.strip().splitlines()[-1])
-            cpu_s[case].append(figures["cpu_s"])
-            wall_s[case].append(figures["wall_s"])
-            jobs = figures["jobs"]
-    return {"jobs": jobs, "cpu_s": cpu_s, "wall_s": wall_s}
+            done.cpu_s[case].append(figures["cpu_s"])
+            done.wall_s[case].append(figures["wall_s"])
+            done.jobs = figures["jobs"]
+    return done
 
 
 def _inventory(path: Path) -> int:
@@ -100,18 +106,20 @@ def bench_nodes(quick: bool) -> Result:
     return r
 
 
-def _report(r: Result, name: str, key: str, figures: dict[str, object]) -> None:
-    jobs = float(figures["jobs"])  # type: ignore[arg-type]
-    cpu: dict[str, list[float]] = figures["cpu_s"]  # type: ignore[assignment]
-    wall: dict[str, list[float]] = figures["wall_s"]  # type: ignore[assignment]
-    for case, seconds in cpu.items():
-        cpu_s, wall_s = statistics.median(seconds), statistics.median(wall[case])
-        rate, times = jobs / cpu_s, f"{cpu_s:.2f} s CPU, {wall_s:.2f} s wall"
+def _report(r: Result, name: str, key: str, rounds: Rounds) -> None:
+    counters = rounds.cpu_s[COUNTERS]
+    for case in rounds.cases:
+        cpu_s, wall_s = (
+            statistics.median(rounds.cpu_s[case]),
+            statistics.median(rounds.wall_s[case]),
+        )
+        rate, times = rounds.jobs / cpu_s, f"{cpu_s:.2f} s CPU, {wall_s:.2f} s wall"
         if case == COUNTERS:
             r.lines.append(f"  {name}: counters {rate:,.0f} jobs/s per core ({times})")
             r.figures[f"{key}_counter_jobs_per_s"] = round(rate)
             continue
-        ratio = statistics.median(c / p for c, p in zip(cpu[COUNTERS], seconds, strict=True))
+        per_round = (c / p for c, p in zip(counters, rounds.cpu_s[case], strict=True))
+        ratio = statistics.median(per_round)
         r.lines.append(
             f"    {case:>9}: {rate:,.0f} jobs/s per core ({times}) = {ratio:.2f}x counters"
         )

@@ -210,25 +210,18 @@ class NodePlacement:
     def _fgd(self, pn: PoolNodes, ok: np.ndarray, whole: int, share: int) -> int:
         if not (whole or share):
             return int(ok.argmax())
-        table = self._growth_table(pn.width, whole, share)
-        growth = table[tightest_fit(pn, share), pn.whole] if share else table[pn.whole]
+        growth = growth_at(pn, share, self._growth_table(pn.width, whole, share))
         return int(np.where(ok, growth, np.inf).argmin())
 
     def _growth_table(self, width: int, whole: int, share: int) -> np.ndarray:
-        """`whole_growth_table` or `share_growth_table` for the job's shape, kept until the
-        workload's mix is read again."""
+        """`growth_table` for the job's shape, kept until the workload's mix is read again."""
         mix = self.workload.weights()
         if self._tables_read != self.workload.changes:
             self._tables.clear()
             self._tables_read = self.workload.changes
         table = self._tables.get((width, whole, share))
         if table is None:
-            table = (
-                share_growth_table(width, share, mix)
-                if share
-                else whole_growth_table(width, whole, mix)
-            )
-            self._tables[(width, whole, share)] = table
+            table = self._tables[(width, whole, share)] = growth_table(width, whole, share, mix)
         return table
 
     def _gang(self, p: int, pn: PoolNodes, whole: int, cpu: int) -> Claim | None:
@@ -268,12 +261,22 @@ def fragmentation_growth(
     """Per node, how much its expected fragmentation (as `fragmentation_milli` measures it)
     would grow if it took the job: only the GPUs the job takes change, so the growth follows
     from their free milli alone. A share goes on the node's tightest GPU that fits."""
+    return growth_at(pn, share, growth_table(pn.width, whole, share, mix))
+
+
+def growth_table(
+    width: int, whole: int, share: int, mix: list[tuple[TaskClass, float]]
+) -> np.ndarray:
+    """`share_growth_table` for a share of a GPU, else `whole_growth_table`."""
     if share:
-        by_gpu: np.ndarray = share_growth_table(pn.width, share, mix)[tightest_fit(pn, share),
-                                                                        pn.whole]  # fmt: skip
-        return by_gpu
-    by_free: np.ndarray = whole_growth_table(pn.width, whole, mix)[pn.whole]
-    return by_free
+        return share_growth_table(width, share, mix)
+    return whole_growth_table(width, whole, mix)
+
+
+def growth_at(pn: PoolNodes, share: int, table: np.ndarray) -> np.ndarray:
+    """Each node's entry of a `growth_table` for a job asking `share` milli (0: whole GPUs)."""
+    at: np.ndarray = table[tightest_fit(pn, share), pn.whole] if share else table[pn.whole]
+    return at
 
 
 def tightest_fit(pn: PoolNodes, share: int) -> np.ndarray:
