@@ -14,7 +14,8 @@ from twin.schema.scenario import ClusterScenario
 from twin.sim.driver import Driver
 from twin.sim.runner import run_episode
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+TRACES = Path(__file__).resolve().parents[1] / "traces"
+"""The real public trace samples the project ships (each folder's SOURCE.md says whence)."""
 
 
 def tiny(**fields: Any) -> ClusterScenario:
@@ -45,11 +46,8 @@ def drive(scenario: ClusterScenario, seed: int = 0) -> Driver:
 
 
 @pytest.fixture
-def shared_traces() -> Path:
-    path = SHARED / "traces"
-    if not path.is_dir():
-        pytest.skip("../shared/traces is not beside the repository")
-    return path
+def real_traces() -> Path:
+    return TRACES
 
 
 def twin_command(*args: str) -> subprocess.CompletedProcess[str]:
@@ -64,9 +62,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Three real runs to analyse, made once through the `twin` command, each with
     `--export parquet,csv,perfetto --report`: a scenario run, a replay of openb (whose trace
     records start times) on its node inventory, and a negotiation session of three agents."""
-    openb = SHARED / "traces" / "alibaba-gpu-v2023-openb"
-    if not openb.is_dir():
-        pytest.skip("../shared/traces is not beside the repository")
+    openb = TRACES / "alibaba-gpu-v2023-openb"
     root = tmp_path_factory.mktemp("analysis")
     outputs = ("--export", "parquet,csv,perfetto", "--report")
     commands = {

@@ -274,9 +274,9 @@ def on_a_terminal(*args: str) -> str:
     ],
 )
 def test_long_work_shows_a_progress_bar_on_a_terminal_only(
-    shared_traces: Path, args: list[str], shown: list[str]
+    real_traces: Path, args: list[str], shown: list[str]
 ) -> None:
-    openb = shared_traces / "alibaba-gpu-v2023-openb" / "openb_pod_list_default.csv"
+    openb = real_traces / "alibaba-gpu-v2023-openb" / "openb_pod_list_default.csv"
     args = [a.format(openb=openb) for a in args]
     screen = on_a_terminal(*args)
     for text in shown:

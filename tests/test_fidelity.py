@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import TRACES
 from twin.cli.main import main
 from twin.replay.calibrate import OVERLOAD_P99, Point, calibrate, fit_score, split_time_s
 from twin.replay.run import ReplayOptions, replay
@@ -20,7 +21,6 @@ from twin.schema.vocabulary import CALIBRATION_FILE, EVENTS_FILE, PLACEMENTS, WH
 from twin.sim.jobrecord import JobRecord
 from twin.sim.runner import run_episode
 
-TRACES = Path(__file__).parents[1] / "../shared/traces"
 OPENB = TRACES / "alibaba-gpu-v2023-openb/openb_pod_list_default.csv"
 OPENB_NODES = TRACES / "alibaba-gpu-v2023-openb/openb_node_list_gpu_node.csv"
 SPOT_NODES = TRACES / "alibaba-spot-gpu-v2026-nodes/node_info_df.csv"

@@ -16,6 +16,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests.conftest import TRACES
 from twin.replay.run import ReplayOptions, replay
 from twin.sim import catalog, scenarios
 from twin.sim.reproduce import reproduce_log
@@ -24,7 +25,7 @@ from twin.sim.runner import run_episode
 GOLDEN = Path(__file__).parent / "golden"
 PINS = GOLDEN / "pinned_logs.json"
 SESSION = GOLDEN / "negotiation_session.jsonl.gz"
-ITP = Path(__file__).parents[1] / "../shared/traces/microsoft-itp-elasticflow-2021/cluster10.csv"
+ITP = TRACES / "microsoft-itp-elasticflow-2021/cluster10.csv"
 SEEDS = (0, 7)
 RUNS = [(name, seed) for name in catalog.builtin_names() for seed in SEEDS]
 REPLAYS = {"itp-cluster10-fifo": ReplayOptions(), "itp-cluster10-sjf-backfill": ReplayOptions(

@@ -60,14 +60,14 @@ def read_all(
 
 
 @pytest.mark.parametrize("name", sorted(SHA256))
-def test_real_trace_files_are_byte_exact(shared_traces: Path, name: str) -> None:
-    assert hashlib.sha256((shared_traces / name).read_bytes()).hexdigest() == SHA256[name]
+def test_real_trace_files_are_byte_exact(real_traces: Path, name: str) -> None:
+    assert hashlib.sha256((real_traces / name).read_bytes()).hexdigest() == SHA256[name]
 
 
 class TestRealTraces:
-    def test_itp_clusters_hold_69351_jobs_sorted_from_zero(self, shared_traces: Path) -> None:
+    def test_itp_clusters_hold_69351_jobs_sorted_from_zero(self, real_traces: Path) -> None:
         total = 0
-        for path in sorted((shared_traces / "microsoft-itp-elasticflow-2021").glob("cluster*.csv")):
+        for path in sorted((real_traces / "microsoft-itp-elasticflow-2021").glob("cluster*.csv")):
             jobs, _ = read_all(path)
             assert jobs[0].submit_s == 0.0
             assert all(a.submit_s <= b.submit_s for a, b in pairwise(jobs))
@@ -77,9 +77,9 @@ class TestRealTraces:
         assert total == 69_351
 
     def test_openb_pods_are_fractional_censored_and_pending_is_counted(
-        self, shared_traces: Path
+        self, real_traces: Path
     ) -> None:
-        jobs, log = read_all(shared_traces / "alibaba-gpu-v2023-openb/openb_pod_list_default.csv")
+        jobs, log = read_all(real_traces / "alibaba-gpu-v2023-openb/openb_pod_list_default.csv")
         assert len(jobs) == 8_152 - 897
         assert log.skipped == {"never scheduled (Pending)": 897}
         by_id = {j.job_id: j for j in jobs}
@@ -87,29 +87,25 @@ class TestRealTraces:
         assert by_id["openb-pod-0001"].censored  # Running at the end of the window
         assert sum(j.censored for j in jobs) == 5_193
 
-    def test_dlrm_is_sorted_and_cpu_instances_are_counted(self, shared_traces: Path) -> None:
-        jobs, log = read_all(shared_traces / "alibaba-gpu-v2025-dlrm/disaggregated_DLRM_trace.csv")
+    def test_dlrm_is_sorted_and_cpu_instances_are_counted(self, real_traces: Path) -> None:
+        jobs, log = read_all(real_traces / "alibaba-gpu-v2025-dlrm/disaggregated_DLRM_trace.csv")
         assert len(jobs) + log.skipped["CPU-only instance"] == 23_871
         assert all(a.submit_s <= b.submit_s for a, b in pairwise(jobs))
         assert all(j.submit_s == round(j.submit_s) for j in jobs)
         assert len({j.tenant for j in jobs}) > 50
 
     def test_azure_crlf_without_final_newline_and_seven_digit_fractions(
-        self, shared_traces: Path
+        self, real_traces: Path
     ) -> None:
-        code, _ = read_all(
-            shared_traces / "azure-llm-inference-2023/AzureLLMInferenceTrace_code.csv"
-        )
-        conv, _ = read_all(
-            shared_traces / "azure-llm-inference-2023/AzureLLMInferenceTrace_conv.csv"
-        )
+        code, _ = read_all(real_traces / "azure-llm-inference-2023/AzureLLMInferenceTrace_code.csv")
+        conv, _ = read_all(real_traces / "azure-llm-inference-2023/AzureLLMInferenceTrace_conv.csv")
         assert (len(code), len(conv)) == (8_819, 19_366)
         # 18:17:03.9799600 -> 19:14:19.93...: about 3,436 s.
         assert code[-1].submit_s == pytest.approx(3436.0, abs=1.0)
         assert code[-1].extras["output_tokens"] > 0
 
-    def test_mooncake_timestamps_are_milliseconds(self, shared_traces: Path) -> None:
-        jobs, _ = read_all(shared_traces / "mooncake-kimi-fast25/conversation_trace.jsonl")
+    def test_mooncake_timestamps_are_milliseconds(self, real_traces: Path) -> None:
+        jobs, _ = read_all(real_traces / "mooncake-kimi-fast25/conversation_trace.jsonl")
         assert len(jobs) == 12_031
         assert jobs[-1].submit_s == pytest.approx(3537.0, abs=1.0)
         assert jobs[0].extras["prefix_blocks"] == 14
@@ -126,15 +122,17 @@ class TestRealTraces:
         ],
     )
     def test_node_inventories_count_their_gpus(
-        self, shared_traces: Path, name: str, gpus: int
+        self, real_traces: Path, name: str, gpus: int
     ) -> None:
-        assert sum(inventory(shared_traces / name, None, ReadLog()).gpus.values()) == gpus
+        assert sum(inventory(real_traces / name, None, ReadLog()).gpus.values()) == gpus
 
-    def test_every_trace_file_is_detected(self, shared_traces: Path) -> None:
+    def test_every_trace_file_is_detected(self, real_traces: Path) -> None:
         seen = {
             detect(p)
-            for p in shared_traces.glob("*/*")
-            if p.suffix not in (".md", ".header") and p.name != "topo.csv"
+            for p in real_traces.glob("*/*")
+            if (p.parent / "SOURCE.md").exists()  # a real dataset, not samples/
+            and p.suffix not in (".md", ".header")
+            and p.name != "topo.csv"
         }
         assert seen == {"itp", "openb", "dlrm", "azure", "mooncake", *NODE_FORMATS}
 
@@ -304,8 +302,8 @@ def test_replaying_the_synthetic_itp_sample_matches_its_golden_summary(tmp_path:
     assert got == json.loads(golden.read_text()), f"if the change is intended, rewrite {golden}"
 
 
-def test_openb_replay_sets_simulated_against_observed_delay(shared_traces: Path) -> None:
-    base = shared_traces / "alibaba-gpu-v2023-openb"
+def test_openb_replay_sets_simulated_against_observed_delay(real_traces: Path) -> None:
+    base = real_traces / "alibaba-gpu-v2023-openb"
     _, report = replay(
         base / "openb_pod_list_default.csv",
         ReplayOptions(cluster=base / "openb_node_list_gpu_node.csv"),
@@ -363,9 +361,9 @@ class TestWindow:
             Window(**window)
 
     def test_openb_dense_window_skips_the_idle_lead_in(
-        self, shared_traces: Path, tmp_path: Path
+        self, real_traces: Path, tmp_path: Path
     ) -> None:
-        base = shared_traces / "alibaba-gpu-v2023-openb"
+        base = real_traces / "alibaba-gpu-v2023-openb"
         start_h, end_h = 2780.0, 3000.0
         summary, report = replay(
             base / "openb_pod_list_default.csv",
@@ -409,8 +407,8 @@ class TestTraceTenants:
         assert by_name["y"].simulated_delay_s.max == 140.0
         assert by_name["y"].observed_delay_s is None  # a flat CSV records no start times
 
-    def test_dlrm_services_add_up_to_the_whole_replay(self, shared_traces: Path) -> None:
-        trace = shared_traces / "alibaba-gpu-v2025-dlrm" / "disaggregated_DLRM_trace.csv"
+    def test_dlrm_services_add_up_to_the_whole_replay(self, real_traces: Path) -> None:
+        trace = real_traces / "alibaba-gpu-v2025-dlrm" / "disaggregated_DLRM_trace.csv"
         summary, report = replay(trace, ReplayOptions())
         assert len(report.tenants) == len({r.tenant for r in read_all(trace)[0]})
         assert sum(t.jobs_finished for t in report.tenants) == summary.jobs.finished

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from twin.bench.harness import Result
-from twin.bench.replay import shared_traces
+from twin.bench.replay import project_traces
 from twin.schema.vocabulary import PLACEMENTS
 
 TARGET_RATIO = 0.5  # node-level jobs/s at least half the counter pools' rate
@@ -79,7 +79,7 @@ def _inventory(path: Path) -> int:
 
 def bench_nodes(quick: bool) -> Result:
     r = Result()
-    traces = shared_traces()
+    traces = project_traces()
     openb = traces / "alibaba-gpu-v2023-openb"
     cases: list[tuple[str, Path, Path, int]] = []
     with tempfile.TemporaryDirectory() as tmp:

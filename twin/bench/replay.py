@@ -42,18 +42,14 @@ def _run(paths: list[Path], cluster: Path | None = None) -> dict[str, float]:
     return figures
 
 
-def shared_traces() -> Path:
-    """`../shared/traces` beside the checkout (or the working directory's parent)."""
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        candidate = parent / "shared" / "traces"
-        if candidate.is_dir():
-            return candidate
-    return Path.cwd().parent / "shared" / "traces"
+def project_traces() -> Path:
+    """The real trace samples in the checkout's `traces/` (or the working directory's)."""
+    shipped = Path(__file__).resolve().parents[2] / "traces"
+    return shipped if shipped.is_dir() else Path.cwd() / "traces"
 
 
 def bench_replay(quick: bool) -> Result:
-    traces = shared_traces()
+    traces = project_traces()
     r = Result()
     itp = sorted((traces / "microsoft-itp-elasticflow-2021").glob("cluster*.csv"))
     openb = traces / "alibaba-gpu-v2023-openb"
@@ -81,7 +77,7 @@ def bench_replay(quick: bool) -> Result:
     r.lines.append("replay: FIFO on a fixed cluster, parse + sim + metrics, fresh process each")
     for name, fig in runs.items():
         if fig is None:
-            r.lines.append(f"  {name}: skipped (../shared/traces not found)")
+            r.lines.append(f"  {name}: skipped (no traces/ folder: run from a checkout)")
             continue
         rate = fig["jobs"] / fig["cpu_s"]
         r.lines.append(
