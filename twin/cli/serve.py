@@ -174,6 +174,8 @@ def gateway_config(args: argparse.Namespace, token: str | None) -> GatewayConfig
         require_analysis()
     if args.scenario_dir is not None and not Path(args.scenario_dir).is_dir():
         raise ConfigError(f"--scenario-dir {args.scenario_dir}: not a directory")
+    if args.log_dir is not None:
+        require_writable(Path(args.log_dir))
     return GatewayConfig(
         scenario=args.scenario,
         scenario_dir=args.scenario_dir,
@@ -187,6 +189,26 @@ def gateway_config(args: argparse.Namespace, token: str | None) -> GatewayConfig
         export=formats,
         report=args.report,
     )
+
+
+def require_writable(directory: Path) -> None:
+    """`directory` exists (made if missing) and this process can create files in it; refused
+    before the server starts, naming the directory, its owner and who we run as."""
+    import tempfile
+
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".twin-write-check-"):
+            pass
+    except OSError as exc:
+        try:
+            owner = f", owned by uid {directory.stat().st_uid}"
+        except OSError:
+            owner = ""
+        raise ConfigError(
+            f"--log-dir {directory}: cannot write there as uid {os.getuid()}{owner}: "
+            f"{exc.strerror or exc}"
+        ) from None
 
 
 async def stop_after(session: Session, linger_s: float = 10.0) -> None:
