@@ -55,7 +55,8 @@ class AgentStats:
     usd_out: float = 0.0
     errors: list[str] = field(default_factory=list)
     reconnects: int = 0
-    reward: float = 0.0
+    reward: float = 0.0  # every reward the gateway told: its rounds' and the final settlement
+    final_reward: float = 0.0  # of that, what accrued after the last round
     difference_reward: float = 0.0
     defaulted_rounds: int = 0
     end_reason: str | None = None
@@ -147,6 +148,8 @@ class AgentClient:
             self.policy.learn(message)
         elif isinstance(message, SessionEnded):
             self.stats.end_reason = message.reason
+            self.stats.final_reward = message.reward
+            self.stats.reward += message.reward
         elif isinstance(message, Error):
             self.stats.errors.append(f"{message.code}: {message.detail}")
             if self.welcome is None:

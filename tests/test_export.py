@@ -102,10 +102,12 @@ def test_the_rounds_table_holds_what_each_agent_was_told(runs: dict[str, Path]) 
         )
     }
     s = summary_of(run)
+    finals = dict(sql(run, "select tenant, reward_usd from {episode_settled}"))
     for tenant, stats in agents.items():
         n, reward, diff, trades, traded = per_tenant[tenant]
         assert n == stats["rounds"]
-        assert reward == pytest.approx(stats["reward"], **MONEY)
+        assert finals[tenant] == stats["final_reward"]  # told at the end, after the last round
+        assert reward + finals[tenant] == pytest.approx(stats["reward"], **MONEY)
         assert diff == pytest.approx(stats["difference_reward"], **MONEY)
         assert trades == stats["trades_applied"]
         assert traded == pytest.approx(next(t.traded_usd for t in s.tenants if t.name == tenant))

@@ -51,6 +51,8 @@ async def play(
 async def test_fair_trades_raise_both_the_sellers_and_the_buyers_reward(
     aiohttp_server: MakeServer,
 ) -> None:
+    """Over whole returns (rounds and the final settlement): both gain summed over the seeds,
+    the seller on every seed, both on at least half of them."""
     both_gain = 0
     gain = dict.fromkeys(("research", "inference"), 0.0)
     for seed in SEEDS:
@@ -64,8 +66,9 @@ async def test_fair_trades_raise_both_the_sellers_and_the_buyers_reward(
         for tenant in gain:
             gain[tenant] += trading[tenant].reward - alone[tenant].reward
         both_gain += all(trading[t].reward > alone[t].reward for t in gain)
+        assert trading["research"].reward > alone["research"].reward  # the seller, every seed
     assert min(gain.values()) > 0  # summed over the seeds
-    assert both_gain >= len(SEEDS) - 1  # and seed by seed, with at most one exception
+    assert both_gain >= len(SEEDS) // 2  # and seed by seed, on at least half of them
 
 
 async def test_trade_money_counts_in_the_summary_and_every_answer_says_why(

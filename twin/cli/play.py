@@ -17,6 +17,7 @@ from twin.schema.vocabulary import AGENTS_FILE, EVENTS_FILE, MECHANISMS, SUMMARY
 
 if TYPE_CHECKING:
     from agents.policy import Policy
+    from twin.schema.summary import Summary
 
 AGENT_POLICIES = ("baseline", "greedy", "fair_share", "random", "negotiator", "llm")
 
@@ -131,16 +132,21 @@ async def _play(
             await close()
     events = session.events()
     await runner.cleanup()
-    _report(console, agents, policies, stats=stats, events=events, out=args.out)
+    summary = _report(console, agents, policies, stats=stats, events=events, out=args.out)
     if args.out is not None:
-        _write_agents(Path(args.out) / AGENTS_FILE, agents, policies, stats, wall_s)
+        returns = {t.name: t.reward_usd for t in summary.tenants}
+        _write_agents(
+            Path(args.out) / AGENTS_FILE, agents, policies, stats, wall_s, returns=returns
+        )
     write_outputs(args, console)
     return 0
 
 
 def _write_agents(path: Path, agents: dict[str, str], policies: dict[str, Any],
-                  stats: list[Any], wall_s: float) -> None:  # fmt: skip
-    """Each agent's report as JSON: its policy, what it did, and its model's counts."""
+                  stats: list[Any], wall_s: float, *,
+                  returns: dict[str, float]) -> None:  # fmt: skip
+    """Each agent's report as JSON: its policy, what it did, its model's counts, and the
+    return it was told (`reward_heard_usd`) beside the summary's (`reward_usd`)."""
     import dataclasses
 
     import orjson
@@ -148,7 +154,8 @@ def _write_agents(path: Path, agents: dict[str, str], policies: dict[str, Any],
     report: dict[str, Any] = {"wall_s": wall_s, "agents": {}}
     for (tenant, name), s in zip(agents.items(), stats, strict=True):
         llm = getattr(policies[tenant], "stats", None)
-        entry = {"policy": name, **dataclasses.asdict(s)}
+        entry = {"policy": name, **dataclasses.asdict(s), "reward_heard_usd": s.reward,
+                 "reward_usd": returns[tenant]}  # fmt: skip
         if llm is not None:
             entry["llm"] = {**llm.summary(), "asks_per_s": llm.asks / wall_s if wall_s else None}
         report["agents"][tenant] = entry
@@ -156,8 +163,8 @@ def _write_agents(path: Path, agents: dict[str, str], policies: dict[str, Any],
 
 
 def _report(console: Any, agents: dict[str, str], policies: dict[str, Any], *,
-            stats: list[Any], events: bytes, out: str | None) -> None:  # fmt: skip
-    """Each agent's report, the session's summary, and the files written."""
+            stats: list[Any], events: bytes, out: str | None) -> Summary:  # fmt: skip
+    """Each agent's report, the session's summary, and the files written; the summary."""
     import orjson
     from rich.table import Table
 
@@ -199,3 +206,4 @@ def _report(console: Any, agents: dict[str, str], policies: dict[str, Any], *,
         (directory / SUMMARY_FILE).write_text(summary.model_dump_json(indent=2) + "\n")
         console.print(f"wrote {directory / EVENTS_FILE}, {directory / SUMMARY_FILE} and "
                       f"{directory / AGENTS_FILE}")  # fmt: skip
+    return summary

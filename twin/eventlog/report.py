@@ -210,8 +210,10 @@ def _negotiation(rows: list[dict[str, Any]], agents_path: Path | None) -> str:
         ])  # fmt: skip
     table = _table(["tenant", "rounds", "defaulted", "offers made", "accepted", "trades",
                     "traded $", "reward $", "difference reward"], totals)  # fmt: skip
-    note = ("<p>Rewards as each agent heard them at its rounds' commits; what accrues after "
-            "the last round counts in the tenants' table above only.</p>")  # fmt: skip
+    note = ("<p>Rewards as each agent heard them at its rounds' commits. What accrued after "
+            "its last round it heard in the final settlement (<code>episode_settled</code>); "
+            "with it, each agent's rewards add up to its return in the tenants' table "
+            "above.</p>")  # fmt: skip
     parts = [_figure(figures.rounds(arrays)), table, note]
     if agents_path is not None and agents_path.is_file():
         agents = orjson.loads(agents_path.read_bytes()).get("agents", {})

@@ -173,8 +173,16 @@ class Session:
             if self._file is not None and self.config.log_dir is not None:
                 path = recovery.log_path(self.config.log_dir, self.id)
                 await analysis.write_beside(path, self.config.export, self.config.report)
-            for link in list(self.agents.values()):
-                await link.send(SessionEnded(reason=self.ended or "closed"))
+            for tenant, link in list(self.agents.items()):
+                await link.send(self._ended_message(tenant))
+
+    def _ended_message(self, tenant: str) -> SessionEnded:
+        """The tenant's last message: why the session ended and, if its episode did, what
+        accrued after its last round and its whole return."""
+        if self.driver.ended is None:  # closed before its end: nothing was settled
+            return SessionEnded(reason=self.ended or "closed")
+        reward, total = self.driver.settlement(tenant)
+        return SessionEnded(reason=self.ended or "closed", reward=reward, total_reward=total)
 
     async def close(self) -> None:
         """Stop the session (its log is flushed) and close its agents' sockets."""

@@ -178,6 +178,21 @@ class RoundCredited(Event):
     )
 
 
+class EpisodeSettled(Event):
+    """What one tenant was told when its episode ended: what accrued after its last round
+    (the books closed: final spend, SLA penalties on jobs still waiting, work finished since)
+    and its whole return. Its rounds' `reward_usd` plus this `reward_usd` is `total_reward_usd`,
+    which is the summary's `reward_usd` for the tenant."""
+
+    kind: Literal["episode_settled"] = "episode_settled"
+    reward_usd: float = Field(description="Accrued after the tenant's last round.")
+    total_reward_usd: float = Field(description="The tenant's return over the episode.")
+    value_usd: float = Field(description="Of `reward_usd`: value of work finished.")
+    traded_usd: float = Field(description="Of `reward_usd`: trade money received (net).")
+    spent_usd: float = Field(description="Of `reward_usd`: GPU spend, subtracted.")
+    sla_usd: float = Field(description="Of `reward_usd`: SLA penalties, subtracted.")
+
+
 class JobFailed(Event):
     kind: Literal["job_failed"] = "job_failed"
     job_id: str
@@ -289,6 +304,7 @@ EVENT_MODELS: tuple[type[Event], ...] = (
     AuctionCleared,
     RoundCommitted,
     RoundCredited,
+    EpisodeSettled,
     JobFailed,
     GpusRequested,
     GpusReady,
@@ -331,6 +347,7 @@ AnyEvent = Annotated[
     | AuctionCleared
     | RoundCommitted
     | RoundCredited
+    | EpisodeSettled
     | JobFailed
     | GpusRequested
     | GpusReady

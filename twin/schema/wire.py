@@ -175,8 +175,20 @@ class RoundCommitted(Frozen):
 
 
 class SessionEnded(Frozen):
+    """The episode is over: why, and the tenant's final settlement."""
+
     type: Literal["session_ended"] = "session_ended"
     reason: str
+    reward: float = Field(
+        0.0,
+        description="What accrued after the tenant's last round: the books closed (final GPU "
+        "spend, SLA penalties on jobs still waiting, work finished since). Part of the return.",
+    )
+    total_reward: float = Field(
+        0.0,
+        description="The tenant's return over the session: every round's reward plus `reward`; "
+        "the summary's reward_usd.",
+    )
 
 
 class Error(Frozen):

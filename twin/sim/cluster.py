@@ -21,7 +21,7 @@ from twin.sim.decisions import Decisions, decision_ticks
 from twin.sim.encode import plan_options
 from twin.sim.failures import node_failures
 from twin.sim.jobrecord import JobRecord
-from twin.sim.ledger import Billing, Ledger
+from twin.sim.ledger import Accrual, Billing, Ledger
 from twin.sim.market import mediator
 from twin.sim.model import RoundInputs, TenantOutcome, World
 from twin.sim.node_placement import NodePlacement
@@ -61,7 +61,8 @@ class ClusterModel:
         self.pending = self.decisions.pending
         self.ended: str | None = None
         self.open_sources = 0
-        self._reward_base = [0.0] * len(cfg.tenants)
+        self._settled = [Accrual() for _ in cfg.tenants]  # each tenant's books at its last round
+        self._unclaimed: dict[int, float] = {}  # the final settlement, until a caller takes it
         self.billing = Billing(self)
         self.provisioning = Provisioning(self)
         self.scheduler = Scheduler(self, _placement(cfg, self.holdings, env))
@@ -108,21 +109,33 @@ class ClusterModel:
 
     def settle_reward(self, tenant: int) -> float:
         """Value earned and trade money received, minus money spent and SLA penalties, since the
-        tenant's last round."""
-        ledger = self.ledgers[tenant]
-        total = (ledger.value_usd + ledger.traded_usd - ledger.spent_at(self.env.now)
-                 - ledger.sla_usd)  # fmt: skip
-        reward, self._reward_base[tenant] = total - self._reward_base[tenant], total
-        return reward
+        tenant's last round; after the end, what the final settlement told it (once)."""
+        if self.ended:
+            return self._unclaimed.pop(tenant, 0.0)
+        return self._settle(tenant)[0]
+
+    def _settle(self, tenant: int) -> tuple[float, Accrual]:
+        """The reward since the tenant's last settlement, and what made it up."""
+        now, before = self.ledgers[tenant].accrual(self.env.now), self._settled[tenant]
+        self._settled[tenant] = now
+        return now.reward_usd - before.reward_usd, now - before
 
     def end(self, reason: str) -> None:
-        """Close the books: settle every holding, charge SLA for jobs still waiting."""
+        """Close the books (settle every holding, charge SLA for jobs still waiting), tell every
+        tenant what accrued after its last round and its whole return, and end."""
         if self.ended:
             return
         self.billing.close()
+        now = self.env.now
+        for t, name in enumerate(self.tenant_names):
+            reward, final = self._settle(t)
+            self._unclaimed[t] = reward
+            self.emit(("episode_settled", now, name, reward, self._settled[t].reward_usd,
+                       final.value_usd, final.traded_usd, final.spent_usd,
+                       final.sla_usd))  # fmt: skip
         self.ended = reason
         self.pending.clear()
-        self.emit(("episode_ended", self.env.now, None, reason))
+        self.emit(("episode_ended", now, None, reason))
 
     # -- direct actions (without a round) -------------------------------------------------
 

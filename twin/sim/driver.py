@@ -80,6 +80,8 @@ class Driver(Generic[Obs, Act]):
         self._tenants = {name: i for i, name in enumerate(self.tenants)}
         self.batch: DecisionBatch | None = None
         self.round = 0
+        self._told = dict.fromkeys(self.tenants, 0.0)  # rewards told in rounds, by tenant
+        self._final: dict[str, float] = {}  # what accrued after each tenant's last round
 
     @property
     def ended(self) -> str | None:
@@ -155,8 +157,19 @@ class Driver(Generic[Obs, Act]):
         return self.kind.default_policies(self.scenario, self.seed, override)
 
     def settle_reward(self, tenant: str) -> float:
-        """The tenant's reward accrued since its last committed round."""
+        """The tenant's reward accrued since its last committed round; once the episode has
+        ended, the final settlement's (the same figure however often it is asked)."""
+        if self.model.ended:
+            return self.settlement(tenant)[0]
         return self.model.settle_reward(self._tenant(tenant))
+
+    def settlement(self, tenant: str) -> tuple[float, float]:
+        """Once the episode has ended: what accrued after the tenant's last round (logged as
+        `episode_settled`), and its whole return: every round's reward plus that."""
+        if tenant not in self._final:
+            self._final[tenant] = self.model.settle_reward(self._tenant(tenant))
+        final = self._final[tenant]
+        return final, self._told[tenant] + final
 
     def commit_round(
         self,
@@ -238,6 +251,8 @@ class Driver(Generic[Obs, Act]):
                 )  # fmt: skip
         accepted = frozenset(o for o, yes in answers.items() if yes) if answers else NONE_ACCEPTED
         outcomes = self.model.commit(RoundInputs(items, offers, accepted, mechanism))
+        for tenant, outcome in outcomes.items():
+            self._told[tenant] += outcome.reward
         done = sorted(defaulted) if defaulted else []
         self.log.append(("round_committed", now, None, self.round, mechanism, done))
         self.model.pending.clear()

@@ -14,6 +14,25 @@ if TYPE_CHECKING:
 EPS_USD = 1e-9  # relative tolerance when a budget alarm compares money
 
 
+@dataclass(frozen=True, slots=True)
+class Accrual:
+    """A tenant's books at an instant, or what changed between two instants: value of finished
+    work, net trade money received, GPU spend and SLA penalties (US dollars)."""
+
+    value_usd: float = 0.0
+    traded_usd: float = 0.0
+    spent_usd: float = 0.0
+    sla_usd: float = 0.0
+
+    @property
+    def reward_usd(self) -> float:
+        return self.value_usd + self.traded_usd - self.spent_usd - self.sla_usd
+
+    def __sub__(self, other: Accrual) -> Accrual:
+        return Accrual(self.value_usd - other.value_usd, self.traded_usd - other.traded_usd,
+                       self.spent_usd - other.spent_usd, self.sla_usd - other.sla_usd)  # fmt: skip
+
+
 @dataclass(slots=True, eq=False)
 class Ledger:
     """Spend is settled per holding when its billed GPU count changes (no per-second ticks)."""
@@ -41,6 +60,10 @@ class Ledger:
         return self.spent_usd + sum(
             h.billed * h.price_usd_per_gpu_s * (now_s - h.billed_since_s) for h in self.holdings
         )
+
+    def accrual(self, now_s: float) -> Accrual:
+        """The books at `now_s` (spend accrued to then)."""
+        return Accrual(self.value_usd, self.traded_usd, self.spent_at(now_s), self.sla_usd)
 
     def next_target_usd(self) -> float:
         """The remaining budget at which the next alarm (threshold or exhaustion) is due."""
