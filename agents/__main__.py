@@ -14,6 +14,7 @@ import orjson
 
 from agents.client import AgentClient, HandshakeError
 from agents.factory import POLICIES, LlmEndpoint, make_policy
+from agents.health import EndpointHealth
 from agents.llm import LLMPolicy
 from agents.policies import BUILT_IN
 
@@ -48,6 +49,13 @@ def parser() -> argparse.ArgumentParser:
         help="how to ask for the answer's JSON Schema; json_object for llama.cpp's server",
     )
     run.add_argument(
+        "--first-answer-s",
+        type=float,
+        default=EndpointHealth.first_ask_s,
+        help="how long to wait for the model's first answer, before its latency is known "
+        "(then the wait follows the measured latency); raise it for a slow CPU model",
+    )
+    run.add_argument(
         "--tenants", default="", help="the session's tenants, comma-separated (negotiator)"
     )
     run.add_argument("--seed", type=int, default=0)
@@ -59,7 +67,13 @@ async def _run(args: argparse.Namespace) -> dict[str, object]:
     if args.policy == "llm" and (not args.base_url or not args.model):
         raise SystemExit("python -m agents: error: --policy llm needs --base-url and --model")
     endpoint = (
-        LlmEndpoint(args.base_url, args.model, args.api_key, args.schema_format)
+        LlmEndpoint(
+            args.base_url,
+            args.model,
+            args.api_key,
+            args.schema_format,
+            EndpointHealth(first_ask_s=args.first_answer_s),
+        )
         if args.policy == "llm"
         else None
     )

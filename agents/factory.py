@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
+from agents.health import EndpointHealth
 from agents.llm import LLMPolicy
 from agents.policies import BUILT_IN, builtin
 from agents.policy import Policy
@@ -14,12 +15,14 @@ POLICIES = (*BUILT_IN, "llm")
 
 @dataclass(frozen=True)
 class LlmEndpoint:
-    """An OpenAI-compatible chat-completions endpoint for LLM agents."""
+    """An OpenAI-compatible chat-completions endpoint for LLM agents; the agents made with one
+    share its health (a dead endpoint is found dead once for all of them)."""
 
     base_url: str
     model: str
     api_key: str | None = None
     schema_format: Literal["json_schema", "json_object"] = "json_schema"
+    health: EndpointHealth = field(default_factory=EndpointHealth, compare=False)
 
 
 def make_policy(
@@ -44,4 +47,5 @@ def make_policy(
         tenant=tenant,
         tenants=tuple(tenants),
         schema_format=llm.schema_format,
+        health=llm.health,
     )

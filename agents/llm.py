@@ -4,8 +4,10 @@ The model decides the whole turn: provisioning, placements among the kernel-scor
 bids under the auction, one offer to another tenant, answers to offers, and a stated reason. Its
 answer is constrained to a JSON Schema built from the request (response format `json_schema`,
 or `json_object` + schema for llama.cpp) and validated with pydantic. An invalid or late answer
-is retried once with the problem fed back; a second failure, or an endpoint that is down, falls
-back to the configured policy for that decision. Every call is counted.
+is retried once with the problem fed back; a second failure falls back to the configured policy
+for that decision. An endpoint that times out or refuses is down for a back-off period, shared
+by every agent on it (`agents.health`): they fall back at once, a background probe decides when
+it is back, and an ask's patience follows the model's measured latency. Every call is counted.
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from agents import prompting
+from agents.health import EndpointHealth
 from agents.policy import Answer, Policy, Turn
 from agents.turn import BOUND, answer_model, offer_answer_model, shape, to_turn
 from twin.schema.actions import REASON_CHARS
 from twin.schema.wire import DecisionRequested, OfferView, RoundCommitted
 
-__all__ = ["BOUND", "ChatError", "LLMPolicy", "LLMStats"]
+__all__ = ["BOUND", "ChatError", "EndpointHealth", "LLMPolicy", "LLMStats", "UnreachableError"]
 MARGIN_S = 0.05  # answered this long before the round's deadline, to reach the gateway in time
 
 
@@ -47,6 +50,8 @@ class LLMStats:
     invalid: int = 0
     late: int = 0
     http_errors: int = 0
+    endpoint_down: int = 0  # asks the fallback answered at once: the endpoint was down
+    probes: int = 0  # background probes of a down endpoint
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_ms: list[float] = field(default_factory=list)
@@ -68,6 +73,8 @@ class LLMStats:
             "invalid": self.invalid,
             "late": self.late,
             "http_errors": self.http_errors,
+            "endpoint_down": self.endpoint_down,
+            "probes": self.probes,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "latency_ms_p50": lat[len(lat) // 2] if lat else None,
@@ -77,6 +84,10 @@ class LLMStats:
 
 class ChatError(Exception):
     """The endpoint is unreachable, answered with an HTTP error, or not with a chat completion."""
+
+
+class UnreachableError(ChatError):
+    """The endpoint refused the connection or dropped it."""
 
 
 class LLMPolicy:
@@ -91,11 +102,12 @@ class LLMPolicy:
         fallback: Policy,
         *,
         api_key: str | None = None,
-        timeout_s: float = 30.0,
+        timeout_s: float = 60.0,
         max_tokens: int = 256,
         tenant: str = "",
         tenants: tuple[str, ...] = (),
         schema_format: Literal["json_schema", "json_object"] = "json_schema",
+        health: EndpointHealth | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
@@ -106,6 +118,7 @@ class LLMPolicy:
         self.tenant = tenant
         self.tenants = tenants
         self.schema_format = schema_format
+        self.health = health if health is not None else EndpointHealth()
         self.stats = LLMStats()
         self._http: aiohttp.ClientSession | None = None
         self._decided: dict[str, Answer] = {}  # answers given within the turn, by offer id
@@ -164,6 +177,7 @@ class LLMPolicy:
         self.fallback.learn(outcome)
 
     async def close(self) -> None:
+        await self.health.close()
         if self._http is not None:
             await self._http.close()
 
@@ -172,22 +186,37 @@ class LLMPolicy:
     async def _ask(
         self, messages: list[dict[str, str]], model: type[BaseModel]
     ) -> BaseModel | None:
-        """A validated answer within the round's deadline (one retry with the problem fed
-        back), or None."""
+        """A validated answer within the round's deadline and the endpoint's patience (one
+        retry with the problem fed back), or None; None at once while the endpoint is down."""
         self.stats.asks += 1
-        deadline = min(time.monotonic() + self.timeout_s, self._round_deadline)
+        health = self.health
+        if not health.up():
+            if health.probe_due():
+                health.probing = asyncio.create_task(self._probe(messages, model))
+            self.stats.endpoint_down += 1
+            return None
+        deadline = min(time.monotonic() + health.ask_timeout_s(self.timeout_s),
+                       self._round_deadline)  # fmt: skip
         for attempt in (1, 2):
             left = deadline - time.monotonic()
             if left <= 0:
                 self.stats.late += 1
                 return None
             content = ""
+            started = time.monotonic()
             try:
                 content = await asyncio.wait_for(self._chat(messages, model), left)
+                health.answered(time.monotonic() - started)
                 answer = model.model_validate_json(content)
-            except TimeoutError:
-                self.stats.late += 1
-                problem = "too late: answer faster, with the JSON object only"
+            except (TimeoutError, UnreachableError) as exc:
+                # No answer in the time there was, or no endpoint: no retry, and the endpoint is
+                # down until a probe finds it back.
+                if isinstance(exc, TimeoutError):
+                    self.stats.late += 1
+                else:
+                    self.stats.http_errors += 1
+                health.failed()
+                return None
             except ChatError as exc:
                 self.stats.http_errors += 1
                 problem = str(exc)
@@ -209,6 +238,21 @@ class LLMPolicy:
                  "Reply again with the JSON object only."},
             ]  # fmt: skip
         return None
+
+    async def _probe(self, messages: list[dict[str, str]], model: type[BaseModel]) -> None:
+        """Ask a down endpoint the question that found it down, with all the patience there
+        is (`timeout_s`), off the round's path; its answer (any) brings the endpoint back and
+        tells how long answers take."""
+        self.stats.probes += 1
+        started = time.monotonic()
+        try:
+            await asyncio.wait_for(self._chat(messages, model), self.timeout_s)
+        except (TimeoutError, ChatError):
+            self.health.probing = None
+            self.health.failed()
+        else:
+            self.health.probing = None
+            self.health.answered(time.monotonic() - started, probe=True)
 
     # -- the endpoint ---------------------------------------------------------------------
 
@@ -242,9 +286,12 @@ class LLMPolicy:
                 raw = await resp.read()
                 if resp.status != 200:
                     raise ChatError(f"HTTP {resp.status} from the model endpoint: {raw[:200]!r}")
-        except aiohttp.ClientError as exc:
+        except aiohttp.ClientConnectionError as exc:
             # An endpoint that is down is this round's problem, not the gateway connection's.
-            raise ChatError(f"cannot reach the model endpoint {self.base_url}: {exc}") from None
+            why = f"cannot reach the model endpoint {self.base_url}: {exc}"
+            raise UnreachableError(why) from None
+        except aiohttp.ClientError as exc:
+            raise ChatError(f"the model endpoint {self.base_url} failed: {exc}") from None
         finally:
             self.stats.latency_ms.append((time.perf_counter() - start) * 1000)
         try:

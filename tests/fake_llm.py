@@ -1,6 +1,7 @@
 """A tiny deterministic OpenAI-compatible chat endpoint, for the agent's protocol and error paths.
 
-The `model` name picks the behaviour: `valid`, `invalid-once`, `out-of-bounds`, `slow`, `http500`.
+The `model` name picks the behaviour: `valid`, `invalid-once`, `out-of-bounds`, `slow` (5 s),
+`http500`, `garbage` (a chat completion whose content is never JSON).
 It answers with an instance of the JSON Schema in the request (1 where a number is allowed, 0
 in what an offer takes, the last choice of a string enum, one item per array), and records
 requests.
@@ -53,7 +54,7 @@ async def chat(request: web.Request) -> web.Response:
         await asyncio.sleep(5)
     if model == "out-of-bounds":
         content = _answer(schema, 99)
-    elif model == "invalid-once" and calls % 2 == 1:
+    elif (model == "invalid-once" and calls % 2 == 1) or model == "garbage":
         content = "Sure! Here is my answer: {"
     else:
         content = _answer(schema, 1)

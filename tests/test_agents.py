@@ -396,7 +396,7 @@ async def test_an_endpoint_that_is_down_means_the_fallback_decides_at_once() -> 
     assert time.perf_counter() - start < 5.0  # not the round's whole deadline
     assert turn.provision == (await Baseline().decide(request())).provision
     assert turn.reason.startswith("fallback baseline: ")
-    assert (policy.stats.http_errors, policy.stats.fallbacks) == (2, 1)
+    assert (policy.stats.http_errors, policy.stats.fallbacks) == (1, 1)  # refused: no retry
 
 
 async def play_market(aiohttp_server: MakeServer, llm_url: str | None) -> tuple[float, Any]:
@@ -426,7 +426,8 @@ async def test_a_dead_model_endpoint_costs_the_session_only_fallbacks(
     stats = llm_agent.stats
     assert stats.decisions > 0
     assert stats.fallbacks == stats.decisions  # every round, the fallback decided
-    assert stats.http_errors == 2 * stats.decisions  # the answer, and its one retry
+    assert stats.http_errors == 1  # found dead once; then down, and probed in the background
+    assert stats.endpoint_down == stats.asks - 1
     assert dead_s < built_in_s + 3.0
 
 

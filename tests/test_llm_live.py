@@ -101,6 +101,7 @@ def test_twin_play_with_smollm2_negotiating_for_a_tenant(llama_server: str, tmp_
             "--agents", "research=negotiator,inference=llm,batch=fair_share",
             "--llm-base-url", llama_server, "--llm-model", "smollm2-135m",
             "--llm-schema-format", "json_object", "--round-timeout-ms", "120000",
+            "--llm-first-answer-s", "120",
             "--out", str(out)]  # fmt: skip
     result = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=900)
     assert result.returncode == 0, result.stderr

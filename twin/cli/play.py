@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from twin.schema.summary import Summary
 
 AGENT_POLICIES = ("baseline", "greedy", "fair_share", "random", "negotiator", "llm")
+FALLBACKS = AGENT_POLICIES[:-1]  # the built-in ones
+ROUND_TIMEOUT_MS, LLM_ROUND_TIMEOUT_MS = 30_000, 120_000
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -33,11 +35,29 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     pl.add_argument("--seed", type=int, default=0)
     pl.add_argument("--mechanism", choices=MECHANISMS, default="proportional")
-    pl.add_argument("--round-timeout-ms", type=int, default=30_000)
+    pl.add_argument(
+        "--round-timeout-ms",
+        type=int,
+        help="a round's deadline (default 30000; with llm agents 120000, the ceiling: each "
+        "agent waits as long as its model's measured latency needs)",
+    )
+    pl.add_argument(
+        "--fallback",
+        choices=FALLBACKS,
+        default="baseline",
+        help="the built-in policy an llm agent falls back on (default baseline)",
+    )
     pl.add_argument("--llm-base-url", help="OpenAI-compatible endpoint for llm agents")
     pl.add_argument("--llm-model", help="the model name at that endpoint")
     pl.add_argument(
         "--llm-schema-format", choices=("json_schema", "json_object"), default="json_schema"
+    )
+    pl.add_argument(
+        "--llm-first-answer-s",
+        type=float,
+        help="how long llm agents wait for the model's first answer, before its latency is "
+        "known (default 0.5; then the wait follows the measured latency); raise it for a slow "
+        "CPU model",
     )
     pl.add_argument("--out", help=f"directory for {EVENTS_FILE}, {SUMMARY_FILE} and {AGENTS_FILE}")
     add_output_options(pl)
@@ -86,14 +106,18 @@ async def _play(
 
     from agents.client import AgentClient
     from agents.factory import LlmEndpoint, make_policy
+    from agents.health import EndpointHealth
     from twin.gateway.app import create_app
     from twin.gateway.config import GatewayConfig, SessionRequest
     from twin.gateway.keys import REGISTRY
 
     console = Console()
     # The operator's own process: the round deadline is whatever it asks for.
-    cap_ms = max(args.round_timeout_ms, GatewayConfig().max_round_timeout_ms)
-    app = create_app(GatewayConfig(round_timeout_ms=args.round_timeout_ms,
+    timeout_ms = args.round_timeout_ms or (
+        LLM_ROUND_TIMEOUT_MS if "llm" in agents.values() else ROUND_TIMEOUT_MS
+    )
+    cap_ms = max(timeout_ms, GatewayConfig().max_round_timeout_ms)
+    app = create_app(GatewayConfig(round_timeout_ms=timeout_ms,
                                    max_round_timeout_ms=cap_ms))  # fmt: skip
     runner = web.AppRunner(app)
     await runner.setup()
@@ -102,15 +126,22 @@ async def _play(
     host, port = runner.addresses[0][:2]
     session = app[REGISTRY].create(
         SessionRequest(scenario=scenario, seed=args.seed, mechanism=args.mechanism,
-                       agents=list(agents), round_timeout_ms=args.round_timeout_ms)
+                       agents=list(agents), round_timeout_ms=timeout_ms)
     )  # fmt: skip
     endpoint = (
-        LlmEndpoint(args.llm_base_url, args.llm_model, None, args.llm_schema_format)
+        LlmEndpoint(
+            args.llm_base_url,
+            args.llm_model,
+            None,
+            args.llm_schema_format,
+            EndpointHealth(first_ask_s=args.llm_first_answer_s or EndpointHealth.first_ask_s),
+        )
         if args.llm_base_url and args.llm_model
         else None
     )
     policies: dict[str, Policy] = {
-        t: make_policy(p, tenants, t, seed=args.seed, llm=endpoint) for t, p in agents.items()
+        t: make_policy(p, tenants, t, seed=args.seed, fallback=args.fallback, llm=endpoint)
+        for t, p in agents.items()
     }
     url = f"ws://{host}:{port}/v1/agents"
     clients = [AgentClient(url, session.id, t, session.tokens[t], p) for t, p in policies.items()]
