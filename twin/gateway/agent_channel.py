@@ -73,7 +73,7 @@ async def _connect(request: web.Request, ws: web.WebSocketResponse) -> None:
     link = AgentLink(ws, hello.tenant)
     replaced = session.attach(link)
     if replaced is not None:
-        await replaced.ws.close(code=4000, message=b"replaced by a new connection")
+        await replaced.close(code=4000, message=b"replaced by a new connection")
     bound = log.bind(session_id=session.id, tenant=hello.tenant)
     bound.info("agent_connected", resumed=replaced is not None)
     await link.send(

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from twin.gateway import dashboard, openenv_api, sessions_api
+from twin.gateway import dashboard, mcp_tenant, openenv_api, sessions_api
 from twin.gateway.agent_channel import agent_socket
 from twin.gateway.config import GatewayConfig
 from twin.gateway.control_plane import ControlPlane
@@ -49,6 +49,7 @@ def create_app(config: GatewayConfig | None = None) -> web.Application:
             web.get("/openapi.json", openapi_json),
             *sessions_api.ROUTES,
             *openenv_api.ROUTES,
+            *mcp_tenant.ROUTES,
             *dashboard.routes(),
         ]
     )

@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Protocol
 
 from aiohttp import web
 
 from twin.schema.base import Frozen
 from twin.schema.codes import ErrorCode
 from twin.schema.wire import Error
+
+
+class Link(Protocol):
+    """What a session needs of a tenant's connection: send it a message, close it."""
+
+    tenant: str
+
+    async def send(self, message: Frozen) -> bool: ...
+
+    async def close(self, code: int = 1000, message: bytes = b"") -> None: ...
 
 
 class AgentLink:
@@ -32,6 +43,9 @@ class AgentLink:
                 return False
             self.sent += 1
             return True
+
+    async def close(self, code: int = 1000, message: bytes = b"") -> None:
+        await self.ws.close(code=code, message=message)
 
 
 def error(code: ErrorCode, detail: str, round_: int | None = None) -> Error:

@@ -15,7 +15,7 @@ import contextlib
 import io
 from collections import deque
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -23,7 +23,7 @@ from twin.errors import RoundError
 from twin.eventlog.log import EventLog, JsonlWriter
 from twin.gateway import analysis, recovery
 from twin.gateway.config import GatewayConfig, SessionRequest
-from twin.gateway.links import AgentLink
+from twin.gateway.links import Link
 from twin.gateway.rounds import Round, SessionStatus, committed
 from twin.gateway.tokens import new_token
 from twin.schema.actions import ProvisionAction, TenantObservation
@@ -45,6 +45,9 @@ from twin.schema.wire import (
 from twin.sim.driver import PAUSED, Driver
 from twin.sim.model import Offer
 from twin.sim.reproduce import RecordedRound, play_round
+
+if TYPE_CHECKING:
+    from twin.gateway.mcp_tenant import TenantLink
 
 log = structlog.get_logger()
 
@@ -94,7 +97,8 @@ class Session:
         self.tenants = self.driver.tenants
         self.tokens = {t: request.tokens.get(t) or new_token() for t in self.tenants}
         self.defaults = self.driver.default_policies()
-        self.agents: dict[str, AgentLink] = {}
+        self.agents: dict[str, Link] = {}
+        self.mcp_links: dict[str, TenantLink] = {}  # tenants played over MCP, by tenant
         # Commits an agent that has connected missed while away, resent in order on its return.
         # Maintain: while a tenant's backlog is not empty, its new commits join the backlog.
         self.missed: dict[str, deque[RoundCommitted]] = {}
@@ -191,7 +195,7 @@ class Session:
             with contextlib.suppress(asyncio.CancelledError):
                 await self.task
         for link in list(self.agents.values()):
-            await link.ws.close(code=1001, message=b"session closed")
+            await link.close(code=1001, message=b"session closed")
 
     async def _wait_for_agents(self) -> None:
         expected = set(self.request.agents)
@@ -205,7 +209,7 @@ class Session:
 
     # -- agents -----------------------------------------------------------------------------
 
-    def attach(self, link: AgentLink) -> AgentLink | None:
+    def attach(self, link: Link) -> Link | None:
         """Connect (or reconnect) a tenant's agent; the link it replaces, if any."""
         old = self.agents.get(link.tenant)
         self.agents[link.tenant] = link
@@ -214,7 +218,7 @@ class Session:
         self.connected.set()
         return old
 
-    def detach(self, link: AgentLink) -> None:
+    def detach(self, link: Link) -> None:
         if self.agents.get(link.tenant) is link:
             del self.agents[link.tenant]
             if self.round is not None:
@@ -224,7 +228,7 @@ class Session:
         r = self.round
         return r.number if r is not None and tenant in r.asked and tenant not in r.done else None
 
-    async def resend(self, link: AgentLink) -> None:
+    async def resend(self, link: Link) -> None:
         """A reconnecting agent gets the commits it missed, in order, then the open round's
         request again."""
         backlog = self.missed[link.tenant]
@@ -291,7 +295,7 @@ class Session:
                 self.missed[link.tenant].append(message)
         self.round_wall_ms.append((self.loop.time() - opened) * 1000)
 
-    def _commit(self, r: Round, opened: float) -> list[tuple[AgentLink, RoundCommitted]]:
+    def _commit(self, r: Round, opened: float) -> list[tuple[Link, RoundCommitted]]:
         self.round = None
         actions = {
             tenant: ProvisionAction(provision=p.provision, bids_usd_per_gpu=p.bids_usd_per_gpu,

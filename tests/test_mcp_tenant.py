@@ -1,0 +1,147 @@
+"""A tenant over MCP: the official `mcp` SDK's client, on the streamable HTTP transport, joins a
+negotiation session with its tenant token and plays a whole `market` session through tools
+against built-in agents on websockets: it observes, provisions, offers, answers, waits, and
+ends told its whole return. Bad calls are coded refusals, and other tokens reach nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+from aiohttp.test_utils import TestServer
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from agents.client import AgentClient
+from agents.policies import builtin
+from twin.eventlog.log import from_dict
+from twin.eventlog.metrics import Metrics
+from twin.gateway.app import create_app
+from twin.gateway.config import GatewayConfig, SessionRequest
+from twin.gateway.keys import REGISTRY
+from twin.gateway.session import Session
+from twin.sim import scenarios
+
+MakeServer = Callable[..., Awaitable[TestServer]]
+TENANTS = ["research", "inference", "batch"]
+
+
+async def market(aiohttp_server: MakeServer) -> tuple[TestServer, Session]:
+    server = await aiohttp_server(create_app(GatewayConfig()))
+    scenario = scenarios.as_cluster(scenarios.load("market")).model_dump(mode="json")
+    session = server.app[REGISTRY].create(
+        SessionRequest(scenario=scenario, seed=1, agents=TENANTS, round_timeout_ms=20_000)
+    )
+    return server, session
+
+
+def mcp_url(server: TestServer, session: Session) -> str:
+    return str(server.make_url(f"/v1/sessions/{session.id}/mcp"))
+
+
+async def play_inference_over_mcp(url: str, token: str) -> tuple[list[str], dict[str, Any]]:
+    """Inference's whole session through the tools: each round it asks for one H100 more while
+    its queue is long, offers batch $1 for an A100, and accepts any offer of GPUs for at most
+    $3 a GPU; the tools it was shown, and its last state."""
+    client = httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
+    async with (
+        client,
+        streamable_http_client(url, http_client=client) as (read, write, _),
+        ClientSession(read, write) as mcp,
+    ):
+        await mcp.initialize()
+        tools = [t.name for t in (await mcp.list_tools()).tools]
+
+        async def call(name: str, **args: Any) -> dict[str, Any]:
+            result = await mcp.call_tool(name, args)
+            assert not result.isError, result.content
+            assert result.structuredContent is not None
+            return result.structuredContent
+
+        state = await call("observe")
+        while state["ended"] is None:
+            for offer in state["offers_to_answer"]:
+                gpus = sum(offer["give"]["gpus"].values())
+                fair = gpus > 0 and offer["take"]["usd"] <= 3 * gpus
+                await call("answer_offer", offer_id=offer["offer_id"], accept=fair,
+                           reason="GPUs at a fair price" if fair else "not worth it")  # fmt: skip
+            if state["round"] is not None:
+                if state["view"]["queue_length"] > 4:
+                    await call("provision", pool="h100", gpus=1)
+                await call("make_offer", to_tenant="batch", give_usd=1.0, take_gpus={"a100": 1},
+                           reason="a dollar for an idle A100")  # fmt: skip
+            state = await call("wait", timeout_s=30)
+        return tools, state
+
+
+async def test_an_mcp_client_plays_a_whole_market_session_as_one_tenant(
+    aiohttp_server: MakeServer,
+) -> None:
+    server, session = await market(aiohttp_server)
+    url = str(server.make_url("/v1/agents")).replace("http://", "ws://")
+    others = [AgentClient(url, session.id, t, session.tokens[t], builtin(p, TENANTS, t))
+              for t, p in (("research", "negotiator"), ("batch", "fair_share"))]  # fmt: skip
+    (tools, final), *stats = await asyncio.gather(
+        play_inference_over_mcp(mcp_url(server, session), session.tokens["inference"]),
+        *(c.run() for c in others),
+    )
+    assert set(tools) == {"observe", "provision", "place", "bid", "make_offer", "answer_offer",
+                          "wait"}  # fmt: skip
+    assert final["ended"]["reason"] == "horizon"
+    assert all(s.end_reason == "horizon" for s in stats)
+    records = [json.loads(line) for line in session.events().splitlines()]
+    mine = [r for r in records if r["tenant"] == "inference"]
+    assert {"offer_made", "offer_answered", "decision_made"} <= {r["kind"] for r in mine}
+    assert not any(r["kind"] == "decision_made" and r["policy"] != "agent" for r in mine)
+    settled = [r for r in records if r["kind"] == "trade_settled" and r["applied"]]
+    assert any("inference" in (r["tenant"], r["to_tenant"]) for r in settled), settled
+    metrics = Metrics()
+    metrics.consume([from_dict(r) for r in records])
+    returns = {t.name: t.reward_usd for t in metrics.summary().tenants}
+    assert round(final["ended"]["total_reward"], 2) == round(returns["inference"], 2)
+
+
+async def test_tools_refuse_bad_calls_with_a_code_and_the_session_goes_on(
+    aiohttp_server: MakeServer,
+) -> None:
+    server, session = await market(aiohttp_server)
+    client = httpx.AsyncClient(
+        headers={"Authorization": f"Bearer {session.tokens['inference']}"}, timeout=30
+    )
+    async with (
+        client,
+        streamable_http_client(mcp_url(server, session), http_client=client) as (read, write, _),
+        ClientSession(read, write) as mcp,
+    ):
+        await mcp.initialize()
+        no_round = await mcp.call_tool("provision", {"pool": "h100", "gpus": 1})
+        assert no_round.isError
+        assert "OUT_OF_ROUND" in no_round.content[0].text  # type: ignore[union-attr]
+        bad = await mcp.call_tool("answer_offer", {"offer_id": "x", "accept": "yes"})
+        assert bad.isError
+        assert "VALIDATION_ERROR" in bad.content[0].text  # type: ignore[union-attr]
+        assert not (await mcp.call_tool("observe", {})).isError
+
+
+async def test_no_token_or_another_session_s_token_reaches_nothing(
+    aiohttp_server: MakeServer,
+) -> None:
+    server, session = await market(aiohttp_server)
+    url = mcp_url(server, session)
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    async with httpx.AsyncClient() as http:
+        for headers in ({}, {"Authorization": "Bearer " + "x" * 32},
+                        {"Authorization": f"Bearer {session.read_token}"}):  # fmt: skip
+            refused = await http.post(url, json=hello, headers=headers)
+            assert refused.status_code == 401
+        auth = {"Authorization": f"Bearer {session.tokens['batch']}"}
+        unknown = await http.post(url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+                                  headers=auth)  # fmt: skip
+        assert unknown.status_code == 404  # no Mcp-Session-Id: initialize first
+        for body in (b"[1, 2", b"[]", b'{"jsonrpc": "2.0", "id": 3, "method": 7}'):
+            bad = await http.post(url, content=body, headers=auth)
+            assert bad.status_code == 400
+            assert "error" in bad.json()

@@ -1,0 +1,416 @@
+"""A tenant over MCP: any MCP client (a desktop assistant, an IDE, an agent framework) plays one
+tenant of a negotiation session through tools, on the streamable HTTP transport.
+
+`POST /v1/sessions/{id}/mcp` with the tenant's token as a bearer token carries one JSON-RPC
+message; requests are answered with JSON, notifications with 202. `initialize` joins the session
+as the tenant (replacing an agent connected for it) and names an `Mcp-Session-Id` that later
+requests carry; `DELETE` leaves. The tools: `observe` (the round, the tenant's view, open offers
+and their reasons, its draft, the last round's outcome), `provision`, `place`, `bid` (each adds
+to the round's draft proposal), `make_offer`, `answer_offer`, and `wait` (end the turn with the
+draft; return when an offer needs an answer, the next round asks, or the session ends, with
+what the committed round gave, the final settlement included). Refusals are tool results with
+`isError` and the gateway's code; malformed messages are JSON-RPC errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from aiohttp import web
+from pydantic import ValidationError
+
+from twin.errors import RoundError
+from twin.gateway.access import bearer
+from twin.gateway.keys import REGISTRY
+from twin.gateway.session import Session
+from twin.gateway.tokens import same_token
+from twin.schema.actions import Bundle, Placement
+from twin.schema.base import Frozen
+from twin.schema.codes import ErrorCode
+from twin.schema.wire import (
+    AcceptOffer,
+    DecisionRequested,
+    Error,
+    MakeOffer,
+    OfferReceived,
+    OfferView,
+    Propose,
+    RejectOffer,
+    RoundCommitted,
+    SessionEnded,
+)
+
+PROTOCOL_VERSIONS = ("2025-06-18", "2025-03-26", "2024-11-05")
+SESSION_HEADER = "Mcp-Session-Id"
+MAX_WAIT_S = 300.0
+MAX_BODY_BYTES = 64 * 1024
+
+
+class TenantLink:
+    """The session's side of an MCP tenant: it keeps what the gateway tells the tenant until a
+    tool reads it (the open request, offers made to it, the last commit, the end)."""
+
+    def __init__(self, tenant: str, mcp_id: str) -> None:
+        self.tenant, self.mcp_id = tenant, mcp_id
+        self.request: DecisionRequested | None = None
+        self.offers: dict[str, OfferView] = {}  # made to this tenant, not yet answered
+        self.committed: RoundCommitted | None = None
+        self.ended: SessionEnded | None = None
+        self.errors: list[str] = []
+        self.draft: dict[str, Any] = {"provision": {}, "bids_usd_per_gpu": {}, "placements": []}
+        self.turn_over = False  # this round's turn ended
+        self.seq = 0
+        self.closed = False
+        self.changed = asyncio.Event()
+        self.sent = 0
+
+    async def send(self, message: Frozen) -> bool:
+        if self.closed:
+            return False
+        if isinstance(message, DecisionRequested):
+            if self.request is None or message.round != self.request.round:
+                self.draft = {"provision": {}, "bids_usd_per_gpu": {}, "placements": []}
+                self.turn_over = False
+            self.request = message
+            self.offers = {o.offer_id: o for o in message.offers}
+        elif isinstance(message, OfferReceived):
+            self.offers[message.offer.offer_id] = message.offer
+        elif isinstance(message, RoundCommitted):
+            self.committed = message
+        elif isinstance(message, SessionEnded):
+            self.ended = message
+        elif isinstance(message, Error):
+            self.errors = [*self.errors[-9:], f"{message.code}: {message.detail}"]
+        self.sent += 1
+        self.changed.set()
+        return True
+
+    async def close(self, code: int = 1000, message: bytes = b"") -> None:
+        self.closed = True
+        self.changed.set()
+
+    def next_seq(self) -> int:
+        self.seq += 1
+        return self.seq
+
+
+class ToolError(Exception):
+    """A tool refused: its code and what was wrong."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(detail)
+        self.code = code
+
+
+Tool = Callable[[Session, TenantLink, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+def _state(link: TenantLink) -> dict[str, Any]:
+    r = link.request
+    return {
+        "tenant": link.tenant,
+        "round": None if r is None or link.turn_over else r.round,
+        "t_s": None if r is None else r.t_s,
+        "mechanism": None if r is None else r.mechanism,
+        "view": None if r is None else r.view.model_dump(mode="json"),
+        "offers_to_answer": [o.model_dump(mode="json") for o in link.offers.values()],
+        "draft": link.draft,
+        "last_round": None if link.committed is None else link.committed.model_dump(mode="json"),
+        "ended": None if link.ended is None else link.ended.model_dump(mode="json"),
+        "recent_errors": link.errors,
+    }
+
+
+def _round(link: TenantLink, *, answering: bool = False) -> int:
+    if link.ended is not None:
+        raise ToolError(ErrorCode.SESSION_ENDED.value, f"the session ended ({link.ended.reason})")
+    if link.request is None or (link.turn_over and not answering):
+        raise ToolError(ErrorCode.OUT_OF_ROUND.value, "no round is waiting for you: call wait")
+    return link.request.round
+
+
+async def _deliver(session: Session, link: TenantLink, message: Frozen) -> None:
+    """Hand a message to the session as the tenant's agent; forward what it sends on."""
+    try:
+        forward = session.take(link.tenant, message)
+    except RoundError as exc:
+        raise ToolError(exc.code.value, str(exc)) from None
+    for tenant, out in forward:
+        target = session.agents.get(tenant)
+        if target is not None:
+            asyncio.get_running_loop().create_task(target.send(out))
+
+
+async def _propose(session: Session, link: TenantLink, *, final: bool, reason: str = "") -> None:
+    try:
+        message = Propose(round=_round(link), seq=link.next_seq(), final=final,
+                          reason=reason, **link.draft)  # fmt: skip
+    except ValidationError as exc:
+        raise ToolError(ErrorCode.VALIDATION_ERROR.value, _first(exc)) from None
+    await _deliver(session, link, message)
+
+
+async def observe(session: Session, link: TenantLink, args: dict[str, Any]) -> dict[str, Any]:
+    return _state(link)
+
+
+async def provision(session: Session, link: TenantLink, args: dict[str, Any]) -> dict[str, Any]:
+    _round(link)
+    link.draft["provision"][_str(args, "pool")] = _int(args, "gpus")
+    await _propose(session, link, final=False)
+    return {"draft": link.draft}
+
+
+async def place(session: Session, link: TenantLink, args: dict[str, Any]) -> dict[str, Any]:
+    _round(link)
+    try:
+        placement = Placement(job_id=_str(args, "job_id"), pool=_str(args, "pool"))
+    except ValidationError as exc:
+        raise ToolError(ErrorCode.VALIDATION_ERROR.value, _first(exc)) from None
+    link.draft["placements"].append(placement.model_dump(mode="json"))
+    await _propose(session, link, final=False)
+    return {"draft": link.draft}
+
+
+async def bid(session: Session, link: TenantLink, args: dict[str, Any]) -> dict[str, Any]:
+    _round(link)
+    link.draft["bids_usd_per_gpu"][_str(args, "pool")] = _float(args, "usd_per_gpu")
+    await _propose(session, link, final=False)
+    return {"draft": link.draft}
+
+
+async def make_offer(session: Session, link: TenantLink, args: dict[str, Any]) -> dict[str, Any]:
+    offer_id = f"{link.tenant}-{secrets.token_hex(6)}"  # unguessable: no squatting
+    try:
+        message = MakeOffer(
+            round=_round(link), seq=link.next_seq(), offer_id=offer_id,
+            to_tenant=_str(args, "to_tenant"),
+            give=Bundle(gpus=args.get("give_gpus") or {}, usd=args.get("give_usd") or 0.0),
+            take=Bundle(gpus=args.get("take_gpus") or {}, usd=args.get("take_usd") or 0.0),
+            reason=str(args.get("reason") or ""),
+        )  # fmt: skip
+    except ValidationError as exc:
+        raise ToolError(ErrorCode.VALIDATION_ERROR.value, _first(exc)) from None
+    await _deliver(session, link, message)
+    return {"offer_id": offer_id}
+
+
+async def answer_offer(session: Session, link: TenantLink, args: dict[str, Any]) -> dict[str, Any]:
+    offer_id = _str(args, "offer_id")
+    accept = args.get("accept")
+    if not isinstance(accept, bool):
+        raise ToolError(ErrorCode.VALIDATION_ERROR.value, "accept: true or false")
+    kind = AcceptOffer if accept else RejectOffer
+    try:
+        message = kind(round=_round(link, answering=True), seq=link.next_seq(),
+                       offer_id=offer_id, reason=str(args.get("reason") or ""))  # fmt: skip
+    except ValidationError as exc:
+        raise ToolError(ErrorCode.VALIDATION_ERROR.value, _first(exc)) from None
+    await _deliver(session, link, message)
+    link.offers.pop(offer_id, None)
+    return {"offer_id": offer_id, "accepted": accept}
+
+
+async def wait(session: Session, link: TenantLink, args: dict[str, Any]) -> dict[str, Any]:
+    """End the turn (with the draft) if one is open, then wait for what needs the tenant."""
+    timeout_s = min(_float(args, "timeout_s", 60.0), MAX_WAIT_S)
+    if link.request is not None and not link.turn_over and link.ended is None:
+        await _propose(session, link, final=True, reason=str(args.get("reason") or ""))
+        link.turn_over = True
+    asked = link.request.round if link.request is not None else None
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not link.closed:
+        waiting = link.request is not None and link.request.round != asked
+        if link.ended is not None or link.offers or waiting:
+            break
+        link.changed.clear()
+        try:
+            await asyncio.wait_for(link.changed.wait(), deadline - loop.time())
+        except TimeoutError:
+            break
+    return _state(link)
+
+
+def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required,
+            "additionalProperties": False}  # fmt: skip
+
+
+GPUS = {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1},
+        "description": "GPUs per pool"}  # fmt: skip
+TOOLS: dict[str, tuple[Tool, str, dict[str, Any]]] = {
+    "observe": (observe, "The open round: your view (budget, queue with the kernel's plan "
+                "verdicts, pools), offers made to you with their reasons, your draft, the last "
+                "round's outcome and, at the end, your final settlement.", _schema({}, [])),
+    "provision": (provision, "Add (positive) or release (negative) GPUs of a pool this round.",
+                  _schema({"pool": {"type": "string"}, "gpus": {"type": "integer"}},
+                          ["pool", "gpus"])),
+    "place": (place, "Start a queued job now on a pool, with its own plan as scored.",
+              _schema({"job_id": {"type": "string"}, "pool": {"type": "string"}},
+                      ["job_id", "pool"])),
+    "bid": (bid, "A sealed bid in dollars per GPU for a pool (auction mechanism only).",
+            _schema({"pool": {"type": "string"}, "usd_per_gpu": {"type": "number", "minimum": 0}},
+                    ["pool", "usd_per_gpu"])),
+    "make_offer": (make_offer, "Offer another tenant a trade: what you give and what you take "
+                   "(GPUs per pool and/or dollars); its id comes back.",
+                   _schema({"to_tenant": {"type": "string"}, "give_gpus": GPUS,
+                            "give_usd": {"type": "number", "minimum": 0}, "take_gpus": GPUS,
+                            "take_usd": {"type": "number", "minimum": 0},
+                            "reason": {"type": "string"}}, ["to_tenant"])),
+    "answer_offer": (answer_offer, "Accept or reject an offer made to you, with a reason.",
+                     _schema({"offer_id": {"type": "string"}, "accept": {"type": "boolean"},
+                              "reason": {"type": "string"}}, ["offer_id", "accept"])),
+    "wait": (wait, "End your turn with your draft, then wait until an offer needs your answer, "
+             "the next round asks you, or the session ends (at most timeout_s).",
+             _schema({"reason": {"type": "string"},
+                      "timeout_s": {"type": "number", "minimum": 0, "maximum": MAX_WAIT_S}}, [])),
+}  # fmt: skip
+
+
+def _str(args: dict[str, Any], key: str) -> str:
+    value = args.get(key)
+    if not isinstance(value, str) or not value:
+        raise ToolError(ErrorCode.VALIDATION_ERROR.value, f"{key}: a non-empty string")
+    return value
+
+
+def _int(args: dict[str, Any], key: str) -> int:
+    value = args.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or abs(value) > 10**6:
+        raise ToolError(ErrorCode.VALIDATION_ERROR.value, f"{key}: an integer")
+    return value
+
+
+def _float(args: dict[str, Any], key: str, default: float | None = None) -> float:
+    value = args.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1e9:
+        raise ToolError(ErrorCode.VALIDATION_ERROR.value, f"{key}: a number from 0")
+    return float(value)
+
+
+def _first(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    return f"{'.'.join(map(str, first['loc'])) or 'input'}: {first['msg']}"
+
+
+# -- the transport ----------------------------------------------------------------------------
+
+
+def _rpc_error(id_: Any, code: int, message: str, status: int = 200) -> web.Response:
+    body = {"jsonrpc": "2.0", "id": id_, "error": {"code": code, "message": message}}
+    return web.json_response(body, status=status)
+
+
+def _result(
+    id_: Any, result: dict[str, Any], headers: dict[str, str] | None = None
+) -> web.Response:
+    return web.json_response({"jsonrpc": "2.0", "id": id_, "result": result}, headers=headers)
+
+
+def _tenant_of(session: Session, token: str | None) -> str | None:
+    found = None
+    for tenant, expected in session.tokens.items():  # every token compared: constant time
+        if same_token(token, expected):
+            found = tenant
+    return found
+
+
+async def tenant_mcp(request: web.Request) -> web.StreamResponse:
+    session = request.app[REGISTRY].get(request.match_info["session_id"])
+    tenant = None if session is None else _tenant_of(session, bearer(request))
+    if session is None or tenant is None:  # a foreign session answers like a missing one
+        return web.json_response({"code": ErrorCode.UNAUTHORIZED.value,
+                                  "detail": "no such session, or not your tenant token"},
+                                 status=401)  # fmt: skip
+    links = session.mcp_links
+    mcp_id = request.headers.get(SESSION_HEADER)
+    link = links.get(tenant)
+    known = link is not None and mcp_id is not None and secrets.compare_digest(link.mcp_id, mcp_id)
+    if request.method == "GET":
+        return web.Response(status=405, headers={"Allow": "POST, DELETE"})
+    if request.method == "DELETE":
+        if not known or link is None:
+            return web.Response(status=404)
+        await _leave(session, link)
+        return web.Response(status=204)
+    if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
+        return _rpc_error(None, -32600, f"a message is at most {MAX_BODY_BYTES} bytes", 413)
+    raw = await request.content.read(MAX_BODY_BYTES + 1)
+    if len(raw) > MAX_BODY_BYTES:
+        return _rpc_error(None, -32600, f"a message is at most {MAX_BODY_BYTES} bytes", 413)
+    try:
+        message = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        return _rpc_error(None, -32700, f"not JSON: {exc}", 400)
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+        return _rpc_error(None, -32600, "one JSON-RPC 2.0 message (an object) a request", 400)
+    method, id_, params = message.get("method"), message.get("id"), message.get("params") or {}
+    if not isinstance(method, str) or not isinstance(params, dict):
+        return _rpc_error(id_, -32600, "method must be a string and params an object", 400)
+    if "id" not in message:  # a notification
+        return web.Response(status=202)
+    if method == "initialize":
+        return await _initialize(session, tenant, id_, params)
+    if not known or link is None:
+        return web.Response(status=404, text="unknown or expired Mcp-Session-Id: initialize")
+    if method == "ping":
+        return _result(id_, {})
+    if method == "tools/list":
+        tools = [{"name": n, "description": d, "inputSchema": s} for n, (_, d, s) in TOOLS.items()]
+        return _result(id_, {"tools": tools})
+    if method == "tools/call":
+        return await _call(session, link, id_, params)
+    return _rpc_error(id_, -32601, f"unknown method {method!r}")
+
+
+async def _initialize(
+    session: Session, tenant: str, id_: Any, params: dict[str, Any]
+) -> web.Response:
+    if session.ended is not None:
+        return _rpc_error(id_, -32000, f"session {session.id!r} ended ({session.ended})")
+    asked = params.get("protocolVersion")
+    version = asked if asked in PROTOCOL_VERSIONS else PROTOCOL_VERSIONS[0]
+    old = session.mcp_links.get(tenant)
+    if old is not None:
+        await _leave(session, old)
+    link = TenantLink(tenant, secrets.token_urlsafe(24))
+    session.mcp_links[tenant] = link
+    replaced = session.attach(link)
+    if replaced is not None:
+        await replaced.close(code=4000, message=b"replaced by an MCP client")
+    await session.resend(link)
+    result = {"protocolVersion": version, "capabilities": {"tools": {"listChanged": False}},
+              "serverInfo": {"name": "cluster-twin", "version": "1.0"},
+              "instructions": f"You are tenant {tenant!r}: observe, act, then wait."}  # fmt: skip
+    return _result(id_, result, headers={SESSION_HEADER: link.mcp_id})
+
+
+async def _call(session: Session, link: TenantLink, id_: Any,
+                params: dict[str, Any]) -> web.Response:  # fmt: skip
+    name, args = params.get("name"), params.get("arguments") or {}
+    if not isinstance(name, str) or name not in TOOLS or not isinstance(args, dict):
+        return _rpc_error(id_, -32602, f"tools: {', '.join(TOOLS)}; arguments an object")
+    tool = TOOLS[name][0]
+    try:
+        out = await tool(session, link, args)
+    except ToolError as exc:
+        text = f"{exc.code}: {exc}"
+        return _result(id_, {"content": [{"type": "text", "text": text}], "isError": True})
+    text = orjson.dumps(out).decode()
+    return _result(id_, {"content": [{"type": "text", "text": text}],
+                         "structuredContent": out, "isError": False})  # fmt: skip
+
+
+async def _leave(session: Session, link: TenantLink) -> None:
+    await link.close()
+    session.detach(link)
+    if session.mcp_links.get(link.tenant) is link:
+        del session.mcp_links[link.tenant]
+
+
+ROUTES = [web.route("*", "/v1/sessions/{session_id}/mcp", tenant_mcp)]
