@@ -113,6 +113,10 @@ def test_twin_play_with_smollm2_negotiating_for_a_tenant(llama_server: str, tmp_
     print(json.dumps({"wall_s": round(report["wall_s"], 1), **llm,
                       **{k: agent[k] for k in counts}}))  # fmt: skip
     assert agent["rounds"] == 4
+    summary = json.loads((out / "summary.json").read_text())
+    returns = {t["name"]: t["reward_usd"] for t in summary["tenants"]}
+    for tenant, heard in report["agents"].items():  # what each agent was told is its return
+        assert round(heard["reward_heard_usd"], 2) == round(returns[tenant], 2), tenant
     assert llm["decisions"] == 4
     assert llm["invalid"] == 0, "constrained decoding must give schema-valid answers"
     assert llm["http_errors"] == 0

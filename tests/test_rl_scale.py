@@ -79,9 +79,13 @@ def test_trl_derives_a_tool_schema_from_each_action_method() -> None:
     from transformers.utils import get_json_schema
 
     env = ClusterTenantEnv()
-    schemas = {s["function"]["name"]: s["function"] for s in
-               (get_json_schema(m) for m in (env.view, env.provision, env.wait))}  # fmt: skip
-    assert set(schemas) == {"view", "provision", "wait"}
+    tools = (env.view, env.provision, env.place, env.bid, env.wait)
+    schemas = {s["function"]["name"]: s["function"] for s in map(get_json_schema, tools)}
+    assert set(schemas) == {"view", "provision", "place", "bid", "wait"}
+    assert schemas["place"]["parameters"]["required"] == ["job_id", "pool"]
+    bid = schemas["bid"]["parameters"]
+    assert bid["properties"]["usd_per_gpu"]["type"] == "number"
+    assert bid["required"] == ["pool", "gpus", "usd_per_gpu"]
     provision = schemas["provision"]["parameters"]
     assert provision["properties"]["pool"]["type"] == "string"
     assert provision["properties"]["gpus"]["type"] == "integer"
@@ -106,6 +110,32 @@ def test_a_scripted_rollout_through_the_tools_earns_the_tenant_s_reward() -> Non
     assert turns > 3
     assert env.get_reward() == answer["reward"]
     assert env.get_reward() != 0.0
+
+
+def test_a_model_places_waiting_jobs_and_bids_through_the_tools() -> None:
+    import orjson
+
+    env = ClusterTenantEnv()
+    view = orjson.loads(env.reset(scenario="default", tenant="research", seed=0))
+    assert "error" in orjson.loads(env.place("j0", "nope"))
+    assert "error" in orjson.loads(env.bid("h100", 99, 1.0))
+    assert "error" in orjson.loads(env.bid("h100", 2, -1.0))
+    for _ in range(50):  # until a waiting job has a feasible plan
+        feasible = [(j["job_id"], p["pool"]) for j in view.get("head", [])
+                    for p in j.get("plans", []) if p["feasible"]]  # fmt: skip
+        if feasible:
+            break
+        view = orjson.loads(env.wait())
+    job_id, pool = feasible[0]
+    assert "error" not in orjson.loads(env.place(job_id, pool))
+    assert "error" not in orjson.loads(env.bid("h100", 2, 5.0))
+    log = list(env._need().log.dicts())
+    placed = [r for r in log if r["kind"] == "placement_decided" and r["job_id"] == job_id]
+    assert [(r["tenant"], r["pool"]) for r in placed] == [("research", pool)]
+    decided = [r["action"] for r in log if r["kind"] == "decision_made"
+               and r["tenant"] == "research"]  # fmt: skip
+    assert decided[-1]["bids_usd_per_gpu"] == {"h100": 5.0}
+    assert decided[-1]["provision"] == {"h100": 2}
 
 
 def test_agents_of_the_parallel_env_trade_as_they_would_through_the_gateway() -> None:

@@ -15,11 +15,12 @@ import orjson
 
 from twin.errors import ActionError, SessionEndedError
 from twin.rl.ego_env import play_round, to_turn
-from twin.schema.actions import ProvisionAction, TenantObservation
+from twin.schema.actions import Placement, ProvisionAction, TenantObservation
 from twin.sim import scenarios
 from twin.sim.driver import Driver
 
 MAX_GPUS_PER_CALL = 16
+MAX_BID_USD = 1000.0
 
 
 class ClusterTenantEnv:
@@ -74,6 +75,46 @@ class ClusterTenantEnv:
         if not gpus or abs(gpus) > MAX_GPUS_PER_CALL:
             return orjson.dumps({"error": "gpus must be -16..-1 or 1..16"}).decode()
         return self._act(ProvisionAction(provision={pool: int(gpus)}))
+
+    def place(self, job_id: str, pool: str) -> str:
+        """
+        Start one of your waiting jobs now on a pool, with its own plan as the kernel scored it
+        (the observation's `head` lists waiting jobs and their plans' verdicts), and end your turn.
+
+        Args:
+            job_id: The waiting job's id, as the observation lists it.
+            pool: The pool to run it on; its plan must be feasible there.
+
+        Returns:
+            What happened, then your next observation, as JSON.
+        """
+        if pool not in self._pools:
+            return orjson.dumps({"error": f"unknown pool {pool!r}; pools: {self._pools}"}).decode()
+        return self._act(ProvisionAction(placements=[Placement(job_id=job_id, pool=pool)]))
+
+    def bid(self, pool: str, gpus: int, usd_per_gpu: float) -> str:
+        """
+        Ask for GPUs of a scarce pool with a sealed bid, and end your turn. Under the auction
+        mechanism the highest bids get the GPUs and every winner pays, once per GPU won, the
+        highest losing bid (on top of the pool's hourly price); other mechanisms ignore bids.
+
+        Args:
+            pool: The pool's name, as the observation lists it.
+            gpus: GPUs to ask for (1 to 16).
+            usd_per_gpu: The most you would pay per GPU won, in dollars (0 or more).
+
+        Returns:
+            What happened, then your next observation, as JSON.
+        """
+        if pool not in self._pools:
+            return orjson.dumps({"error": f"unknown pool {pool!r}; pools: {self._pools}"}).decode()
+        if not 1 <= gpus <= MAX_GPUS_PER_CALL:
+            return orjson.dumps({"error": "gpus must be 1..16"}).decode()
+        if not 0 <= usd_per_gpu <= MAX_BID_USD:
+            return orjson.dumps({"error": f"usd_per_gpu must be 0..{MAX_BID_USD:g}"}).decode()
+        action = ProvisionAction(provision={pool: int(gpus)},
+                                 bids_usd_per_gpu={pool: float(usd_per_gpu)})  # fmt: skip
+        return self._act(action)
 
     def wait(self) -> str:
         """
