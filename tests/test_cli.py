@@ -230,7 +230,8 @@ def test_play_with_a_dead_model_endpoint_finishes_on_fallbacks(tmp_path: Path) -
     assert report["defaulted_rounds"] == 0  # the fallback answered in time, every round
     llm = report["llm"]
     assert llm["decisions"] == report["rounds"] == llm["fallbacks"]
-    assert llm["http_errors"] == 2 * llm["asks"]  # each question, and its one retry
+    assert llm["http_errors"] == 1  # found dead once: no retry, and then down
+    assert llm["endpoint_down"] == llm["asks"] - 1  # the fallback answered at once
 
 
 def test_a_bad_declared_session_is_one_clear_line(tmp_path: Path) -> None:
