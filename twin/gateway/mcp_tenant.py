@@ -158,11 +158,17 @@ async def observe(session: Session, link: TenantLink, args: dict[str, Any]) -> d
     return _state(link)
 
 
-async def provision(session: Session, link: TenantLink, args: dict[str, Any]) -> dict[str, Any]:
-    _round(link)
-    link.draft["provision"][_str(args, "pool")] = _int(args, "gpus")
+async def _amend(session: Session, link: TenantLink, part: str, key: str,
+                 value: Any) -> dict[str, Any]:  # fmt: skip
+    """Set one entry of the round's draft proposal and send the draft (the turn stays open)."""
+    link.draft[part][key] = value
     await _propose(session, link, final=False)
     return {"draft": link.draft}
+
+
+async def provision(session: Session, link: TenantLink, args: dict[str, Any]) -> dict[str, Any]:
+    _round(link)
+    return await _amend(session, link, "provision", _str(args, "pool"), _int(args, "gpus"))
 
 
 async def place(session: Session, link: TenantLink, args: dict[str, Any]) -> dict[str, Any]:
@@ -178,9 +184,8 @@ async def place(session: Session, link: TenantLink, args: dict[str, Any]) -> dic
 
 async def bid(session: Session, link: TenantLink, args: dict[str, Any]) -> dict[str, Any]:
     _round(link)
-    link.draft["bids_usd_per_gpu"][_str(args, "pool")] = _float(args, "usd_per_gpu")
-    await _propose(session, link, final=False)
-    return {"draft": link.draft}
+    pool, usd = _str(args, "pool"), _float(args, "usd_per_gpu")
+    return await _amend(session, link, "bids_usd_per_gpu", pool, usd)
 
 
 async def make_offer(session: Session, link: TenantLink, args: dict[str, Any]) -> dict[str, Any]:
