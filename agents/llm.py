@@ -208,13 +208,12 @@ class LLMPolicy:
                 content = await asyncio.wait_for(self._chat(messages, model), left)
                 health.answered(time.monotonic() - started)
                 answer = model.model_validate_json(content)
-            except (TimeoutError, UnreachableError) as exc:
-                # No answer in the time there was, or no endpoint: no retry, and the endpoint is
-                # down until a probe finds it back.
-                if isinstance(exc, TimeoutError):
-                    self.stats.late += 1
-                else:
-                    self.stats.http_errors += 1
+            except TimeoutError:  # no answer in time (or no endpoint, below): no retry, and
+                self.stats.late += 1  # the endpoint is down until a probe finds it back
+                health.failed()
+                return None
+            except UnreachableError:
+                self.stats.http_errors += 1
                 health.failed()
                 return None
             except ChatError as exc:

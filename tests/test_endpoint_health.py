@@ -7,13 +7,14 @@ latency. Whatever the endpoint does (refuses, hangs, answers too slowly, answers
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -146,13 +147,9 @@ def play(url: str | None, agents: str, *args: str, out: Path) -> float:
     return wall_s
 
 
-class hung_endpoint:  # noqa: N801 (a context manager used like a function)
+@contextlib.contextmanager
+def hung_endpoint() -> Iterator[str]:
     """An endpoint that accepts connections and never answers: a listening socket nobody
     reads (the kernel completes the handshakes into its backlog)."""
-
-    def __enter__(self) -> str:
-        self.sock = socket.create_server(("127.0.0.1", 0), backlog=64)
-        return f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
-
-    def __exit__(self, *_: object) -> None:
-        self.sock.close()
+    with socket.create_server(("127.0.0.1", 0), backlog=64) as sock:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1"

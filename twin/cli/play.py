@@ -38,8 +38,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     pl.add_argument(
         "--round-timeout-ms",
         type=int,
-        help="a round's deadline (default 30000; with llm agents 120000, the ceiling: each "
-        "agent waits as long as its model's measured latency needs)",
+        help=f"a round's deadline (default {ROUND_TIMEOUT_MS}; with llm agents "
+        f"{LLM_ROUND_TIMEOUT_MS}, the ceiling: each agent waits as long as its model's measured "
+        "latency needs)",
     )
     pl.add_argument(
         "--fallback",
