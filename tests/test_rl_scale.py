@@ -15,6 +15,7 @@ from twin.rl.cluster_env import ClusterEnv
 from twin.rl.parallel_env import ClusterParallelEnv
 from twin.rl.rollouts import rollouts
 from twin.rl.trl_env import ClusterTenantEnv
+from twin.rl.whole_action import USD_LEVELS
 
 ALL_IDS = sorted({*twin.rl.ENV_IDS, *twin.rl.CLUSTER_ENV_IDS})
 
@@ -37,7 +38,7 @@ def test_the_ego_env_plays_a_whole_episode_and_its_reward_is_the_tenant_s() -> N
     _, info = env.reset(seed=0)
     total, done = info["reward_before"], False
     while not done:
-        _, reward, terminated, truncated, _ = env.step(np.full(2, 4))  # change nothing
+        _, reward, terminated, truncated, _ = env.step(env.whole.idle())  # change nothing
         total += reward
         done = terminated or truncated
     from twin.eventlog.log import from_dict
@@ -79,9 +80,15 @@ def test_trl_derives_a_tool_schema_from_each_action_method() -> None:
     from transformers.utils import get_json_schema
 
     env = ClusterTenantEnv()
-    tools = (env.view, env.provision, env.place, env.bid, env.wait)
+    tools = (env.view, env.provision, env.place, env.bid, env.make_offer, env.answer_offer,
+             env.wait)  # fmt: skip
     schemas = {s["function"]["name"]: s["function"] for s in map(get_json_schema, tools)}
-    assert set(schemas) == {"view", "provision", "place", "bid", "wait"}
+    assert set(schemas) == {"view", "provision", "place", "bid", "make_offer", "answer_offer",
+                            "wait"}  # fmt: skip
+    assert schemas["make_offer"]["parameters"]["required"] == ["to_tenant", "pool", "gpus", "usd"]
+    answer = schemas["answer_offer"]["parameters"]
+    assert answer["properties"]["accept"]["type"] == "boolean"
+    assert answer["required"] == ["offer_id", "accept"]
     assert schemas["place"]["parameters"]["required"] == ["job_id", "pool"]
     bid = schemas["bid"]["parameters"]
     assert bid["properties"]["usd_per_gpu"]["type"] == "number"
@@ -129,7 +136,7 @@ def test_a_model_places_waiting_jobs_and_bids_through_the_tools() -> None:
     job_id, pool = feasible[0]
     assert "error" not in orjson.loads(env.place(job_id, pool))
     assert "error" not in orjson.loads(env.bid("h100", 2, 5.0))
-    log = list(env._need().log.dicts())
+    log = list(env._need().driver.log.dicts())
     placed = [r for r in log if r["kind"] == "placement_decided" and r["job_id"] == job_id]
     assert [(r["tenant"], r["pool"]) for r in placed] == [("research", pool)]
     decided = [r["action"] for r in log if r["kind"] == "decision_made"
@@ -141,25 +148,25 @@ def test_a_model_places_waiting_jobs_and_bids_through_the_tools() -> None:
 def test_agents_of_the_parallel_env_trade_as_they_would_through_the_gateway() -> None:
     env = ClusterParallelEnv("market")
     env.reset(seed=0)
+    whole = env.whole
     research, inference = (
         env.possible_agents.index("research"),
         env.possible_agents.index("inference"),
     )
-    hold = np.full(len(env.pools), env.max_delta)
-    idle = {a: {"provision": hold, "offer_to": 0, "offer_gpus": hold,
-                "offer_usd": np.zeros(1), "accept": np.zeros(3, dtype=np.int8)}
-            for a in env.agents}  # fmt: skip
-    give = hold.copy()
+    idle = {a: whole.idle() for a in env.agents}
+    give = whole.idle()["offer_gpus"]
     give[env.pools.index("h100")] += 2  # research gives 2 H100s ...
+    ask_one_usd = len(USD_LEVELS) - 1 - USD_LEVELS.index(1.0)  # ... and asks $1
     offer = {**idle["research"], "offer_to": inference + 1, "offer_gpus": give,
-             "offer_usd": np.array([-1.0])}  # ... for $1  # fmt: skip
+             "offer_usd": ask_one_usd}  # fmt: skip
     observations, *_ = env.step({**idle, "research": offer})
-    seen = observations["inference"]["offers"][research]
+    seen = observations["inference"]["offers"][0]  # its first offer slot
     assert seen[0] == 1.0
-    assert seen[1 + env.pools.index("h100")] == 2.0
-    assert seen[-1] == -1.0
-    accept = np.zeros(3, dtype=np.int8)
-    accept[research] = 1
+    assert seen[1] == 1.0 + research
+    assert seen[2] == -1.0  # dollars it would get
+    assert seen[3 + env.pools.index("h100")] == 2.0
+    accept = np.zeros(whole.offer_slots, dtype=np.int8)
+    accept[0] = 1
     *_, infos = env.step({**idle, "inference": {**idle["inference"], "accept": accept}})
     assert infos["research"]["trades"] == ["applied"]
     assert infos["inference"]["trades"] == ["applied"]

@@ -1,5 +1,4 @@
-"""A round's state while it is open, what a tenant hears when it commits, and a session's
-status record."""
+"""A round's state while it is open, and a session's status record."""
 
 from __future__ import annotations
 
@@ -8,8 +7,7 @@ from dataclasses import dataclass, field
 
 from twin.schema.base import Frozen
 from twin.schema.vocabulary import Clock, Mechanism
-from twin.schema.wire import MakeOffer, PlacementResult, Propose, RoundCommitted, TradeResult
-from twin.sim.model import TenantOutcome
+from twin.schema.wire import MakeOffer, Propose
 
 
 @dataclass
@@ -45,29 +43,3 @@ class SessionStatus(Frozen):
     connected: list[str]
     mechanism: Mechanism
     clock: Clock
-
-
-def committed(r: Round, defaulted: bool, o: TenantOutcome) -> RoundCommitted:
-    """What a tenant hears of a committed round."""
-    return RoundCommitted(
-        round=r.number,
-        t_s=r.t_s,
-        defaulted=defaulted,
-        granted=o.granted,
-        price_usd_per_gpu=o.price_usd_per_gpu,
-        placements=[
-            PlacementResult(job_id=p.job_id, pool=p.pool, started=p.started,
-                            reasons=list(p.reasons), score=p.score,
-                            tokens_per_s=p.tokens_per_s)
-            for p in o.placements
-        ],
-        trades=[
-            TradeResult(offer_id=t.offer_id, from_tenant=t.from_tenant,
-                        to_tenant=t.to_tenant, status=t.status, reason=t.reason)
-            for t in o.trades
-        ],
-        reward=o.reward,
-        difference_reward=o.difference_reward,
-        score=o.score,
-        credit_reasons=list(o.credit_reasons),
-    )  # fmt: skip

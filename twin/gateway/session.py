@@ -24,7 +24,7 @@ from twin.eventlog.log import EventLog, JsonlWriter
 from twin.gateway import analysis, recovery
 from twin.gateway.config import GatewayConfig, SessionRequest
 from twin.gateway.links import Link
-from twin.gateway.rounds import Round, SessionStatus, committed
+from twin.gateway.rounds import Round, SessionStatus
 from twin.gateway.tokens import new_token
 from twin.schema.actions import ProvisionAction, TenantObservation
 from twin.schema.base import Frozen
@@ -45,6 +45,7 @@ from twin.schema.wire import (
 from twin.sim.driver import PAUSED, Driver
 from twin.sim.model import Offer
 from twin.sim.reproduce import RecordedRound, play_round
+from twin.sim.told import round_committed
 
 if TYPE_CHECKING:
     from twin.gateway.mcp_tenant import TenantLink
@@ -330,7 +331,7 @@ class Session:
             o = outcomes.get(tenant)
             if o is None:
                 continue
-            message = committed(r, tenant in defaulted, o)
+            message = round_committed(r.number, r.t_s, tenant in defaulted, o)
             link = self.agents.get(tenant)
             if link is None or backlog:
                 backlog.append(message)  # away, or still catching up: it follows in order

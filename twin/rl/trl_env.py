@@ -3,8 +3,10 @@
 TRL builds one instance per rollout with no arguments, calls `reset(**row)` with the dataset
 row's columns (`scenario`, `tenant`, `seed`), offers the public methods below to the model as
 tools (their schemas come from the type hints and docstrings), and the reward function reads
-`get_reward()`. Each acting tool ends the tenant's decision round; the other tenants follow
-their own policies until it must decide again.
+`get_reward()`. The other tenants are opponents in process (`negotiator` unless the row names
+`opponents`): they make offers to the tenant and answer its own. `make_offer` and
+`answer_offer` add to the tenant's turn; `provision`, `place`, `bid` and `wait` end it, and the
+other tenants play on until it must decide again.
 """
 
 from __future__ import annotations
@@ -14,49 +16,81 @@ from typing import Any
 import orjson
 
 from twin.errors import ActionError, SessionEndedError
-from twin.rl.ego_env import play_round, to_turn
-from twin.schema.actions import Placement, ProvisionAction, TenantObservation
+from twin.rl.opponents import opponents as _opponents
+from twin.rl.table import Table, offer_view
+from twin.schema.actions import REASON_CHARS, Bundle, Placement, ProvisionAction, TenantObservation
+from twin.schema.vocabulary import MECHANISMS
 from twin.sim import scenarios
 from twin.sim.driver import Driver
+from twin.sim.model import Offer
 
 MAX_GPUS_PER_CALL = 16
 MAX_BID_USD = 1000.0
+MAX_OFFER_USD = 10_000.0
+MAX_OFFERS_PER_TURN = 8
+
+
+def _error(text: str) -> str:
+    return orjson.dumps({"error": text}).decode()
 
 
 class ClusterTenantEnv:
     """One tenant's decisions in a cluster scenario, as tools for a language model."""
 
     def __init__(self) -> None:
-        self._driver: Driver[TenantObservation, ProvisionAction] | None = None
-        self._defaults: dict[str, Any] = {}
+        self._table: Table | None = None
         self._pools: list[str] = []
         self.tenant = ""
         self.reward = 0.0
+        self._offers: list[Offer] = []  # made this turn
+        self._answers: dict[str, tuple[bool, str]] = {}  # given this turn, by offer id
 
     def reset(self, scenario: str = "market", tenant: str | None = None, seed: int = 0,
+              opponents: str = "negotiator", mechanism: str = "proportional",
               **columns: Any) -> str:  # fmt: skip
         """Start an episode; the tenant's first view, as JSON text for the prompt."""
+        if mechanism not in MECHANISMS:
+            raise ActionError(f"unknown mechanism {mechanism!r}; allowed: {', '.join(MECHANISMS)}")
         loaded = scenarios.load_cluster(scenario)
-        self._driver = Driver(loaded, seed=int(seed))
-        self._defaults = self._driver.default_policies()
+        driver: Driver[TenantObservation, ProvisionAction] = Driver(loaded, seed=int(seed))
         self._pools = [p.name for p in loaded.pools]
-        self.tenant = tenant or self._driver.tenants[0]
-        if self.tenant not in self._driver.tenants:
-            raise ActionError(f"unknown tenant {self.tenant!r}; tenants: {self._driver.tenants}")
-        self.reward = to_turn(self._driver, self.tenant, self._defaults)
+        self.tenant = tenant or driver.tenants[0]
+        if self.tenant not in driver.tenants:
+            raise ActionError(f"unknown tenant {self.tenant!r}; tenants: {driver.tenants}")
+        others = _opponents(opponents, driver.tenants, self.tenant,
+                            driver.default_policies(), int(seed))  # fmt: skip
+        self._table = Table(driver, self.tenant, others, mechanism)
+        self._offers, self._answers = [], {}
+        self.reward = self._table.to_turn()
         return self.view()
 
     def view(self) -> str:
         """
-        Look at the cluster without acting: your queue, budget, GPUs per pool and prices.
+        Look at the cluster without acting: your queue, budget, GPUs per pool and prices, the
+        offers other tenants made you this turn (with their reasons), what you have offered and
+        answered this turn, and how your last turn's trades went.
 
         Returns:
             The tenant's current observation as JSON.
         """
-        driver = self._need()
+        table = self._need()
+        driver = table.driver
         if driver.ended is not None:
             return orjson.dumps({"ended": driver.ended, "reward": self.reward}).decode()
-        return driver.observe(self.tenant).model_dump_json(exclude_defaults=True)
+        seen: dict[str, Any] = driver.observe(self.tenant).model_dump(exclude_defaults=True)
+        seen["offers"] = [offer_view(o).model_dump(exclude_defaults=True)
+                          for o in table.offers_to_ego]  # fmt: skip
+        if self._offers:
+            seen["my_offers"] = [offer_view(o).model_dump(exclude_defaults=True)
+                                 for o in self._offers]  # fmt: skip
+        if self._answers:
+            seen["my_answers"] = {oid: yes for oid, (yes, _) in self._answers.items()}
+        if table.last is not None and table.last.trades:
+            seen["last_trades"] = [
+                {"offer_id": t.offer_id, "status": t.status, "reason": t.reason}
+                for t in table.last.trades
+            ]
+        return orjson.dumps(seen).decode()
 
     def provision(self, pool: str, gpus: int) -> str:
         """
@@ -71,9 +105,9 @@ class ClusterTenantEnv:
         """
         pools = self._pools
         if pool not in pools:
-            return orjson.dumps({"error": f"unknown pool {pool!r}; pools: {pools}"}).decode()
+            return _error(f"unknown pool {pool!r}; pools: {pools}")
         if not gpus or abs(gpus) > MAX_GPUS_PER_CALL:
-            return orjson.dumps({"error": "gpus must be -16..-1 or 1..16"}).decode()
+            return _error("gpus must be -16..-1 or 1..16")
         return self._act(ProvisionAction(provision={pool: int(gpus)}))
 
     def place(self, job_id: str, pool: str) -> str:
@@ -89,7 +123,7 @@ class ClusterTenantEnv:
             What happened, then your next observation, as JSON.
         """
         if pool not in self._pools:
-            return orjson.dumps({"error": f"unknown pool {pool!r}; pools: {self._pools}"}).decode()
+            return _error(f"unknown pool {pool!r}; pools: {self._pools}")
         return self._act(ProvisionAction(placements=[Placement(job_id=job_id, pool=pool)]))
 
     def bid(self, pool: str, gpus: int, usd_per_gpu: float) -> str:
@@ -107,14 +141,71 @@ class ClusterTenantEnv:
             What happened, then your next observation, as JSON.
         """
         if pool not in self._pools:
-            return orjson.dumps({"error": f"unknown pool {pool!r}; pools: {self._pools}"}).decode()
+            return _error(f"unknown pool {pool!r}; pools: {self._pools}")
         if not 1 <= gpus <= MAX_GPUS_PER_CALL:
-            return orjson.dumps({"error": "gpus must be 1..16"}).decode()
+            return _error("gpus must be 1..16")
         if not 0 <= usd_per_gpu <= MAX_BID_USD:
-            return orjson.dumps({"error": f"usd_per_gpu must be 0..{MAX_BID_USD:g}"}).decode()
+            return _error(f"usd_per_gpu must be 0..{MAX_BID_USD:g}")
         action = ProvisionAction(provision={pool: int(gpus)},
                                  bids_usd_per_gpu={pool: float(usd_per_gpu)})  # fmt: skip
         return self._act(action)
+
+    def make_offer(self, to_tenant: str, pool: str, gpus: int, usd: float,
+                   reason: str = "") -> str:  # fmt: skip
+        """
+        Offer another tenant a trade of GPUs for money (or money for GPUs). It does not end your
+        turn: the other tenant answers when your turn ends, and an accepted trade applies then.
+
+        Args:
+            to_tenant: The tenant to trade with.
+            pool: The pool whose GPUs change hands.
+            gpus: Idle GPUs you hand over (1 to 16), or GPUs you ask for (-16 to -1), or 0.
+            usd: Dollars you pay (positive) or ask to be paid (negative).
+            reason: Why, in a few words (the other tenant reads it).
+
+        Returns:
+            The offer as made, with its id, as JSON.
+        """
+        table = self._need()
+        others = [t for t in table.driver.tenants if t != self.tenant]
+        if to_tenant not in others:
+            return _error(f"cannot offer to {to_tenant!r}; other tenants: {others}")
+        if pool not in self._pools:
+            return _error(f"unknown pool {pool!r}; pools: {self._pools}")
+        if abs(gpus) > MAX_GPUS_PER_CALL:
+            return _error("gpus must be -16..16")
+        if abs(usd) > MAX_OFFER_USD:
+            return _error(f"usd must be -{MAX_OFFER_USD:g}..{MAX_OFFER_USD:g}")
+        if not gpus and not usd:
+            return _error("an offer of nothing for nothing is no offer")
+        if len(self._offers) >= MAX_OFFERS_PER_TURN:
+            return _error(f"at most {MAX_OFFERS_PER_TURN} offers a turn")
+        give = Bundle(gpus={pool: gpus} if gpus > 0 else {}, usd=max(usd, 0.0))
+        take = Bundle(gpus={pool: -gpus} if gpus < 0 else {}, usd=max(-usd, 0.0))
+        offer_id = f"{self.tenant}-{table.driver.round + 1}-{len(self._offers)}"
+        offer = Offer(offer_id, self.tenant, to_tenant, give, take, reason[:REASON_CHARS])
+        self._offers.append(offer)
+        return offer_view(offer).model_dump_json(exclude_defaults=True)
+
+    def answer_offer(self, offer_id: str, accept: bool, reason: str = "") -> str:
+        """
+        Accept or reject an offer another tenant made you this turn (`view` lists them). It does
+        not end your turn; an offer you leave unanswered lapses when your turn ends.
+
+        Args:
+            offer_id: The offer's id, as the view lists it.
+            accept: True to accept the trade, false to reject it.
+            reason: Why, in a few words (the other tenant reads it).
+
+        Returns:
+            The answer as given, as JSON.
+        """
+        table = self._need()
+        open_ids = [o.offer_id for o in table.offers_to_ego]
+        if offer_id not in open_ids:
+            return _error(f"no open offer {offer_id!r} to you; open: {open_ids}")
+        self._answers[offer_id] = (bool(accept), reason[:REASON_CHARS])
+        return orjson.dumps({"offer_id": offer_id, "accept": bool(accept)}).decode()
 
     def wait(self) -> str:
         """
@@ -131,15 +222,16 @@ class ClusterTenantEnv:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _need(self) -> Driver[TenantObservation, ProvisionAction]:
-        if self._driver is None:
+    def _need(self) -> Table:
+        if self._table is None:
             raise SessionEndedError("no episode: reset first")
-        return self._driver
+        return self._table
 
     def _act(self, action: ProvisionAction) -> str:
-        driver = self._need()
-        if driver.ended is not None:
+        table = self._need()
+        if table.driver.ended is not None:
             return self.view()
-        self.reward += play_round(driver, {self.tenant: action}, self._defaults, self.tenant)
-        self.reward += to_turn(driver, self.tenant, self._defaults)
+        offers, answers = self._offers, self._answers
+        self._offers, self._answers = [], {}
+        self.reward += table.play(action, offers, answers)
         return self.view()
