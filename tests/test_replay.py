@@ -251,6 +251,23 @@ class TestBadInput:
         ):
             detect(path)
 
+    @pytest.mark.parametrize(
+        "job", ["[" * 100_000 + "]" * 100_000, '{"jobid": 1' + "0" * 5000 + "}"]
+    )
+    def test_json_nested_past_the_stack_or_with_endless_digits_is_named(
+        self, tmp_path: Path, job: str
+    ) -> None:
+        path = tmp_path / "philly.json"
+        path.write_text(f"[\n{job}\n]\n")
+        with pytest.raises(TraceError, match=r"philly\.json: line 2: a job nested too deep"):
+            read_all(path, "philly")
+        lines = tmp_path / "requests.jsonl"
+        good = '{"timestamp": 1, "input_length": 1, "output_length": 1}'
+        lines.write_text(f"{good}\n{job}\n{good}\n")
+        jobs, log = read_all(lines, "mooncake", skip_bad=True)
+        assert (len(jobs), log.bad_lines) == (2, 1)
+        assert "line 2" in (log.first_bad or "")
+
     def test_non_utf8_is_a_bad_line(self, tmp_path: Path) -> None:
         path = tmp_path / "cluster.csv"
         path.write_bytes(b"job_id,submission_time,duration,num_gpu\na,0,700,1\n\xff\xfe,1,1,1\n")

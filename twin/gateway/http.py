@@ -75,3 +75,15 @@ def validated(model: type[M], body: dict[str, Any]) -> M:
         first = exc.errors()[0]
         where = ".".join(map(str, first["loc"])) or "body"
         raise ControlError(ErrorCode.VALIDATION_ERROR, f"field {where}: {first['msg']}") from None
+
+
+MAX_RPC_ID_CHARS = 256
+
+
+def rpc_id_ok(value: object) -> bool:
+    """Whether a JSON-RPC id is one the server may echo: a string (of at most
+    `MAX_RPC_ID_CHARS`), an integer, or null."""
+    if isinstance(value, str):
+        return len(value) <= MAX_RPC_ID_CHARS
+    return value is None or (isinstance(value, int) and not isinstance(value, bool))
+

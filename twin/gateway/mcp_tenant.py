@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from twin.errors import RoundError
 from twin.gateway.access import bearer
+from twin.gateway.http import rpc_id_ok
 from twin.gateway.keys import REGISTRY
 from twin.gateway.session import Session
 from twin.gateway.tokens import same_token
@@ -355,6 +356,8 @@ async def tenant_mcp(request: web.Request) -> web.StreamResponse:
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
         return _rpc_error(None, -32600, "one JSON-RPC 2.0 message (an object) a request", 400)
     method, id_, params = message.get("method"), message.get("id"), message.get("params") or {}
+    if not rpc_id_ok(id_):
+        return _rpc_error(None, -32600, "id must be a string, an integer or null", 400)
     if not isinstance(method, str) or not isinstance(params, dict):
         return _rpc_error(id_, -32600, "method must be a string and params an object", 400)
     if "id" not in message:  # a notification

@@ -24,7 +24,7 @@ from twin.gateway.access import bearer, client_of, unauthorized
 from twin.gateway.config import GatewayConfig
 from twin.gateway.control_plane import HttpEnv
 from twin.gateway.frames import decode
-from twin.gateway.http import code_of, dumps, json_of, read_body, refusal
+from twin.gateway.http import code_of, dumps, json_of, read_body, refusal, rpc_id_ok
 from twin.gateway.keys import CONFIG, CONTROL, REGISTRY
 from twin.gateway.socket_reader import frames, socket
 from twin.gateway.tokens import same_token
@@ -239,7 +239,7 @@ async def mcp(request: web.Request) -> web.Response:
         call = orjson.loads(await request.read() or b"{}")
     except orjson.JSONDecodeError:
         return _rpc(None, error=(-32700, "Parse error"))
-    if not isinstance(call, dict) or "method" not in call:
+    if not isinstance(call, dict) or "method" not in call or not rpc_id_ok(call.get("id")):
         return _rpc(None, error=(-32600, "Invalid Request"))
     ident, method = call.get("id"), call["method"]
     if method == "initialize":
@@ -261,7 +261,7 @@ async def mcp(request: web.Request) -> web.Response:
     params = params if isinstance(params, dict) else {}
     name, arguments = params.get("name"), params.get("arguments", {})
     session = params.get("session_id")
-    if name not in TOOLS or not isinstance(arguments, dict):
+    if not isinstance(name, str) or name not in TOOLS or not isinstance(arguments, dict):
         return _rpc(ident, error=(-32602, f"Invalid params: tools are {', '.join(TOOLS)}; "
                                           "arguments must be an object"))  # fmt: skip
     if isinstance(session, str) and "episode_id" not in arguments:

@@ -5,18 +5,15 @@ and errors about a file never quote its content."""
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from twin.errors import ConfigError, ScenarioNotFoundError
 from twin.schema.scenario import ClusterScenario, Scenario
 from twin.sim.catalog import builtin_names
-from twin.sim.scenarios import as_cluster, load_raw, override, validate
+from twin.sim.scenarios import UNREADABLE, as_cluster, load_raw, override, parse_text, validate
 
 MAX_FILE_BYTES = 1 << 20
 SUFFIXES = (".yaml", ".yml", ".json")
@@ -42,7 +39,10 @@ class ScenarioAccess:
 
     def _raw(self, spec: ScenarioSpec) -> tuple[dict[str, Any], str, bool]:
         if isinstance(spec, dict):
-            return copy.deepcopy(spec), "inline scenario", True
+            try:
+                return copy.deepcopy(spec), "inline scenario", True
+            except RecursionError:
+                raise ConfigError(f"inline scenario: {UNREADABLE}") from None
         if spec in builtin_names():
             raw, where = load_raw(spec)
             return raw, where, True
@@ -51,7 +51,7 @@ class ScenarioAccess:
 
     def _file(self, name: str) -> Path:
         """The file `name` inside the directory, or the same refusal whatever else it is."""
-        if self.directory is not None and name.endswith(SUFFIXES):
+        if self.directory is not None and name.endswith(SUFFIXES) and name.isprintable():
             root = self.directory.resolve()
             path = (root / name).resolve()
             if path.is_relative_to(root) and path.is_file():
@@ -69,10 +69,8 @@ def _parse(path: Path) -> dict[str, Any]:
         data = f.read(MAX_FILE_BYTES + 1)
     if len(data) > MAX_FILE_BYTES:
         raise ConfigError(f"scenario file {path.name!r} is over {MAX_FILE_BYTES} bytes")
-    try:
-        raw = json.loads(data) if path.suffix == ".json" else yaml.safe_load(data)
-    except (yaml.YAMLError, json.JSONDecodeError, UnicodeDecodeError):
-        raise ConfigError(f"scenario file {path.name!r} is not valid YAML/JSON") from None
+    raw = parse_text(data, f"scenario file {path.name!r}", as_json=path.suffix == ".json",
+                     quote=False)  # fmt: skip
     if not isinstance(raw, dict):
         raise ConfigError(f"scenario file {path.name!r} does not hold a mapping")
     return raw

@@ -31,13 +31,25 @@ def load_raw(name_or_path: str) -> tuple[dict[str, Any], str]:
             )
         text = path.read_text()
         where = str(path)
-    try:
-        raw = json.loads(text) if where.endswith(".json") else yaml.safe_load(text)
-    except (yaml.YAMLError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{where}: not valid YAML/JSON: {exc}") from None
+    raw = parse_text(text, where, as_json=where.endswith(".json"), quote=True)
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: a scenario must be a mapping, got {type(raw).__name__}")
     return raw, where
+
+
+UNREADABLE = "the value is nested too deep or holds a number too long to read"
+
+
+def parse_text(text: str | bytes, where: str, *, as_json: bool, quote: bool) -> Any:
+    """The value in a YAML or JSON text; ConfigError says where it is not readable (and, with
+    `quote`, why in the parser's words)."""
+    try:
+        return json.loads(text) if as_json else yaml.safe_load(text)
+    except (yaml.YAMLError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        why = f": {exc}" if quote else ""
+        raise ConfigError(f"{where}: not valid YAML/JSON{why}") from None
+    except (RecursionError, ValueError):
+        raise ConfigError(f"{where}: {UNREADABLE}") from None
 
 
 def override(raw: dict[str, Any], assignment: str) -> None:
@@ -49,6 +61,8 @@ def override(raw: dict[str, Any], assignment: str) -> None:
         value: Any = json.loads(text)
     except json.JSONDecodeError:
         value = text
+    except (RecursionError, ValueError):  # nested past the recursion limit; 4,300+ digits
+        raise ConfigError(f"override {key[:80]!r}: {UNREADABLE}") from None
     node: Any = raw
     parts = key.split(".")
     for i, part in enumerate(parts):

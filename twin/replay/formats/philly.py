@@ -71,6 +71,9 @@ def objects(path: Path) -> Iterator[tuple[int, Any]]:
                     continue
                 at = line + buf.count("\n", pos, exc.pos)
                 raise TraceError(f"{path}: line {at}: malformed JSON: {exc.msg}") from None
+            except (RecursionError, ValueError):
+                raise TraceError(f"{path}: line {line}: a job nested too deep or holding a "
+                                 "number too long to read") from None  # fmt: skip
             yield line, obj
             line += buf.count("\n", pos, end)
             pos = end

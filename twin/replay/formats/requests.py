@@ -84,6 +84,9 @@ def read_mooncake(
                 obj = json.loads(text)
             except json.JSONDecodeError as exc:
                 raise BadFieldError("line", text[:40], f"not JSON ({exc.msg})") from None
+            except (RecursionError, ValueError):
+                raise BadFieldError("line", text[:40], "nested too deep or a number too long "
+                                    "to read") from None  # fmt: skip
             if not isinstance(obj, dict):
                 raise BadFieldError("line", text[:40], "not a JSON object")
             values = []
