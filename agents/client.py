@@ -17,6 +17,7 @@ from twin.schema.wire import (
     GATEWAY_MESSAGE,
     SCHEMA_VERSION,
     AcceptOffer,
+    Acknowledged,
     DecisionRequested,
     EndTurn,
     Error,
@@ -93,6 +94,7 @@ class AgentClient:
         self._seq = itertools.count(1)
         self._request: DecisionRequested | None = None
         self._terms: dict[str, tuple[Bundle, Bundle]] = {}  # offer id -> (received, handed)
+        self._offer_seqs: dict[int, str] = {}  # seq of an offer sent -> the id it was sent with
         self._answered: set[str] = set()  # offers answered in the open round
 
     async def run(self) -> AgentStats:
@@ -139,6 +141,10 @@ class AgentClient:
                 await self._answer(ws, message.round, offer)
         elif isinstance(message, OfferReceived):
             await self._answer(ws, message.round, message.offer)
+        elif isinstance(message, Acknowledged) and message.offer_id is not None:
+            sent = self._offer_seqs.pop(message.seq, None)  # the session renamed our offer
+            if sent is not None and sent in self._terms:
+                self._terms[message.offer_id] = self._terms.pop(sent)
         elif isinstance(message, RoundCommitted):
             self.stats.rounds += 1
             self.stats.reward += message.reward
@@ -176,6 +182,7 @@ class AgentClient:
     def _settle(self, message: RoundCommitted) -> None:
         """Count the round's trades this tenant was party to, and what moved each way."""
         self._answered.clear()
+        self._offer_seqs.clear()
         for trade in message.trades:
             if trade.from_tenant == self.hello.tenant:
                 self.stats.offers_taken += trade.status in ("applied", "failed")
@@ -207,6 +214,7 @@ class AgentClient:
             )
             await ws.send_str(made.model_dump_json())
             self._terms[made.offer_id] = (offer.take, offer.give)  # received, handed over
+            self._offer_seqs[made.seq] = made.offer_id
             self.stats.offers_made += 1
         proposal = Propose(
             round=rnd,

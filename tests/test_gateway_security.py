@@ -15,7 +15,16 @@ from typing import Any
 import pytest
 from aiohttp import WSMsgType
 
-from tests.test_gateway import ADMIN, MARKET, OPERATOR, Client, MakeClient, hello, new_session
+from tests.test_gateway import (
+    ADMIN,
+    MARKET,
+    OPERATOR,
+    Client,
+    MakeClient,
+    hello,
+    new_session,
+    next_of,
+)
 from twin.gateway.app import create_app
 from twin.gateway.config import GatewayConfig
 
@@ -291,3 +300,27 @@ async def test_ended_sessions_do_not_count_against_their_client(aiohttp_client: 
             break
         await asyncio.sleep(0.02)
     await new_session(client, scenario=MARKET)  # the first one ended: room for another
+
+
+# -- offers ---------------------------------------------------------------------------------
+
+
+async def test_no_tenant_can_take_another_tenant_s_offer_id(aiohttp_client: MakeClient) -> None:
+    client = await serve(aiohttp_client)
+    session = await new_session(client, scenario=MARKET, agents=["t0", "t1", "t2"])
+    t0, t1, t2 = [await hello(client, session, t) for t in ("t0", "t1", "t2")]
+    rnd = (await next_of(t1, "decision_requested"))["round"]
+    offer = {"type": "make_offer", "round": rnd, "to_tenant": "t2", "give": {"usd": 1.0},
+             "take": {"gpus": {"h100": 1}}}  # fmt: skip
+    # t1 sends first, under the id t0's agent would use for its first offer of the round
+    await t1.send_json({**offer, "seq": 1, "offer_id": f"t0-{rnd}-0"})
+    renamed = await next_of(t1, "acknowledged")
+    assert (renamed["seq"], renamed["offer_id"]) == (1, f"t1-{rnd}-0")
+    await t0.send_json({**offer, "seq": 1, "offer_id": f"t0-{rnd}-0"})
+    received = [(await next_of(t2, "offer_received"))["offer"] for _ in range(2)]
+    assert sorted((o["offer_id"], o["from_tenant"]) for o in received) == [
+        (f"t0-{rnd}-0", "t0"),
+        (f"t1-{rnd}-0", "t1"),
+    ]
+    for ws in (t0, t1, t2):
+        await ws.close()

@@ -86,4 +86,3 @@ def rpc_id_ok(value: object) -> bool:
     if isinstance(value, str):
         return len(value) <= MAX_RPC_ID_CHARS
     return value is None or (isinstance(value, int) and not isinstance(value, bool))
-

@@ -34,6 +34,7 @@ from twin.schema.base import Frozen
 from twin.schema.codes import ErrorCode
 from twin.schema.wire import (
     AcceptOffer,
+    Acknowledged,
     DecisionRequested,
     Error,
     MakeOffer,
@@ -72,6 +73,8 @@ class TenantLink:
     async def send(self, message: Frozen) -> bool:
         if self.closed:
             return False
+        if isinstance(message, Acknowledged):
+            return True  # the tool that made the offer already told the offer's id
         if isinstance(message, DecisionRequested):
             if self.request is None or message.round != self.request.round:
                 self.draft = {"provision": {}, "bids_usd_per_gpu": {}, "placements": []}
@@ -134,8 +137,10 @@ def _round(link: TenantLink, *, answering: bool = False) -> int:
     return link.request.round
 
 
-async def _deliver(session: Session, link: TenantLink, message: Frozen) -> None:
-    """Hand a message to the session as the tenant's agent; forward what it sends on."""
+async def _deliver(session: Session, link: TenantLink,
+                   message: Frozen) -> list[tuple[str, Frozen]]:  # fmt: skip
+    """Hand a message to the session as the tenant's agent; forward what it sends on (and
+    return it)."""
     try:
         forward = session.take(link.tenant, message)
     except RoundError as exc:
@@ -144,6 +149,7 @@ async def _deliver(session: Session, link: TenantLink, message: Frozen) -> None:
         target = session.agents.get(tenant)
         if target is not None:
             asyncio.get_running_loop().create_task(target.send(out))
+    return forward
 
 
 async def _propose(session: Session, link: TenantLink, *, final: bool, reason: str = "") -> None:
@@ -190,10 +196,9 @@ async def bid(session: Session, link: TenantLink, args: dict[str, Any]) -> dict[
 
 
 async def make_offer(session: Session, link: TenantLink, args: dict[str, Any]) -> dict[str, Any]:
-    offer_id = f"{link.tenant}-{secrets.token_hex(6)}"  # unguessable: no squatting
     try:
         message = MakeOffer(
-            round=_round(link), seq=link.next_seq(), offer_id=offer_id,
+            round=_round(link), seq=link.next_seq(), offer_id=f"{link.tenant}-mcp",
             to_tenant=_str(args, "to_tenant"),
             give=Bundle(gpus=args.get("give_gpus") or {}, usd=args.get("give_usd") or 0.0),
             take=Bundle(gpus=args.get("take_gpus") or {}, usd=args.get("take_usd") or 0.0),
@@ -201,8 +206,9 @@ async def make_offer(session: Session, link: TenantLink, args: dict[str, Any]) -
         )  # fmt: skip
     except ValidationError as exc:
         raise ToolError(ErrorCode.VALIDATION_ERROR.value, _first(exc)) from None
-    await _deliver(session, link, message)
-    return {"offer_id": offer_id}
+    forward = await _deliver(session, link, message)
+    named = next(out.offer.offer_id for _, out in forward if isinstance(out, OfferReceived))
+    return {"offer_id": named}
 
 
 async def answer_offer(session: Session, link: TenantLink, args: dict[str, Any]) -> dict[str, Any]:

@@ -22,6 +22,7 @@ class Round:
     offers: dict[str, tuple[str, int, MakeOffer]] = field(default_factory=dict)
     answers: dict[str, tuple[str, int, bool, str]] = field(default_factory=dict)
     done: set[str] = field(default_factory=set)
+    made: dict[str, int] = field(default_factory=dict)  # offers each tenant sent, refused too
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     # Maintain: open_turns == set(asked) - done; open_offers == set(offers) - set(answers).
     open_turns: set[str] = field(default_factory=set)

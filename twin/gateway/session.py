@@ -32,6 +32,7 @@ from twin.schema.codes import ErrorCode
 from twin.schema.scenario import ClusterScenario
 from twin.schema.wire import (
     AcceptOffer,
+    Acknowledged,
     DecisionRequested,
     EndTurn,
     MakeOffer,
@@ -364,18 +365,23 @@ class Session:
             if message.final:
                 self._end(r, tenant)
         elif isinstance(message, MakeOffer):
+            n = r.made.get(tenant, 0)
+            r.made[tenant] = n + 1
             if message.to_tenant == tenant or message.to_tenant not in self.tenants:
                 raise RoundError(
                     ErrorCode.BAD_OFFER,
                     f"cannot offer to {message.to_tenant!r}; tenants: {self.tenants}",
                 )
-            if message.offer_id in r.offers:
-                raise RoundError(
-                    ErrorCode.BAD_OFFER, f"offer id {message.offer_id!r} is taken this round"
-                )
             self._check_pools(message.give.gpus, message.take.gpus)
-            r.offers[message.offer_id] = (tenant, message.seq, message)
-            r.open_offers.add(message.offer_id)
+            named = (
+                f"{tenant}-{r.number}-{n}"  # unique: tenant, round and count read from the right
+            )
+            if message.offer_id != named:
+                forward.append((tenant, Acknowledged(round=r.number, seq=message.seq,
+                                                     of=message.type, offer_id=named)))  # fmt: skip
+                message = message.model_copy(update={"offer_id": named})
+            r.offers[named] = (tenant, message.seq, message)
+            r.open_offers.add(named)
             forward.append(
                 (
                     message.to_tenant,

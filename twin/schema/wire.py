@@ -47,6 +47,10 @@ class Propose(Frozen):
 
 
 class MakeOffer(Frozen):
+    """An offer to another tenant. The session names it `{tenant}-{round}-{n}` (the sender's
+    n-th offer of the round, counting from 0) whatever `offer_id` says, and acknowledges a
+    different name with the one it gave, so no tenant can take another's offer id."""
+
     type: Literal["make_offer"] = "make_offer"
     round: NonNegativeInt
     seq: NonNegativeInt
@@ -132,10 +136,15 @@ class OfferReceived(Frozen):
 
 
 class Acknowledged(Frozen):
+    """A message taken, where the sender must learn something of it: the id the session gave
+    an offer (`{tenant}-{round}-{n}`, the tenant's n-th offer of the round) when it is not the
+    id the agent sent."""
+
     type: Literal["acknowledged"] = "acknowledged"
     round: int
     seq: int
     of: str
+    offer_id: str | None = None
 
 
 class PlacementResult(Frozen):
