@@ -1,6 +1,7 @@
 """A session survives SIGKILL: a real `twin serve` with --log-dir is killed mid-session and
 restarted; the agents reconnect with their hello, and the session ends with the very log an
-uninterrupted run with the same seed and actions writes."""
+uninterrupted run with the same seed and actions writes. So does a session the operator
+declared with --session-file (how compose runs): the restarted server recognises it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import orjson
+import pytest
 
 from twin.bench.server import free_port, start_serve
 from twin.schema.wire import SCHEMA_VERSION
@@ -71,16 +74,18 @@ async def play(ws: aiohttp.ClientWebSocketResponse, tenant: str, committed: list
     return False
 
 
-async def run_session(url: str, crash: Callable[[], None] | None) -> str:
-    async with aiohttp.ClientSession() as http:
-        resp = await http.post(
-            f"{url}/v1/sessions",
-            headers={"Authorization": f"Bearer {ADMIN}"},
-            json={"scenario": SCENARIO, "seed": 3, "agents": list(TOKENS), "tokens": TOKENS,
-                  "round_timeout_ms": 30_000, "start_timeout_s": 60},
-        )  # fmt: skip
-        assert resp.status == 201, await resp.text()
-        session_id: str = (await resp.json())["session_id"]
+DECLARED = "main"
+
+
+async def run_session(url: str, crash: Callable[[], None] | None, declared: bool) -> str:
+    if declared:
+        session_id = DECLARED
+    else:
+        async with aiohttp.ClientSession() as http:
+            resp = await http.post(f"{url}/v1/sessions", json=REQUEST,
+                                   headers={"Authorization": f"Bearer {ADMIN}"})  # fmt: skip
+            assert resp.status == 201, await resp.text()
+            session_id = (await resp.json())["session_id"]
     committed: list[int] = []
     agents = [asyncio.create_task(agent(url, session_id, t, committed)) for t in TOKENS]
     if crash is not None:
@@ -91,23 +96,35 @@ async def run_session(url: str, crash: Callable[[], None] | None) -> str:
     return session_id
 
 
+REQUEST = {"scenario": SCENARIO, "seed": 3, "agents": list(TOKENS), "tokens": TOKENS,
+           "round_timeout_ms": 30_000, "start_timeout_s": 60}  # fmt: skip
+
+
+@pytest.mark.parametrize("declared", [False, True], ids=["sessions-api", "session-file"])
 def test_a_session_killed_mid_way_is_restored_and_ends_as_if_never_interrupted(
-    tmp_path: Path,
+    tmp_path: Path, declared: bool
 ) -> None:
     port, calm_port = free_port(), free_port()
     crashed_dir, calm_dir = tmp_path / "crashed", tmp_path / "calm"
     outputs = [tmp_path / f"server{i}.log" for i in range(3)]
-    servers = [start_serve(port, ADMIN, outputs[0], "--log-dir", str(crashed_dir))]
+    flags: list[str] = []
+    if declared:
+        session_file = tmp_path / "session.json"
+        session_file.write_bytes(orjson.dumps({"session_id": DECLARED, **REQUEST}))
+        flags = ["--session-file", str(session_file)]
+    servers = [start_serve(port, ADMIN, outputs[0], "--log-dir", str(crashed_dir), *flags)]
 
     def crash() -> None:
         servers[0].send_signal(signal.SIGKILL)
         servers[0].wait(timeout=10)
-        servers.append(start_serve(port, ADMIN, outputs[1], "--log-dir", str(crashed_dir)))
+        servers.append(start_serve(port, ADMIN, outputs[1], "--log-dir", str(crashed_dir), *flags))
 
     try:
-        crashed = asyncio.run(run_session(f"http://127.0.0.1:{port}", crash))
-        servers.append(start_serve(calm_port, ADMIN, outputs[2], "--log-dir", str(calm_dir)))
-        calm = asyncio.run(run_session(f"http://127.0.0.1:{calm_port}", None))
+        crashed = asyncio.run(run_session(f"http://127.0.0.1:{port}", crash, declared))
+        servers.append(
+            start_serve(calm_port, ADMIN, outputs[2], "--log-dir", str(calm_dir), *flags)
+        )
+        calm = asyncio.run(run_session(f"http://127.0.0.1:{calm_port}", None, declared))
     finally:
         for proc in servers:
             proc.terminate()
@@ -115,6 +132,7 @@ def test_a_session_killed_mid_way_is_restored_and_ends_as_if_never_interrupted(
     assert servers[0].returncode == -signal.SIGKILL
     restart = outputs[1].read_text()
     assert "session_restored" in restart, restart  # from its log, with its rounds so far
+    assert "Traceback" not in restart, restart
     # Every round an agent heard committed was in the log before it heard: none is lost.
     assert int(re.search(r"rounds\W+(\d+)", restart)[1]) >= 4, restart
     restored = (crashed_dir / f"{crashed}.jsonl").read_bytes()

@@ -111,7 +111,10 @@ def serve_command(args: argparse.Namespace) -> int:
                                                  "tokens": declared.tokens})  # fmt: skip
 
         async def open_declared(app: web.Application) -> None:
-            session = app[REGISTRY].create(request, session_id=declared.session_id)
+            registry = app[REGISTRY]
+            session = registry.get(declared.session_id)  # restored from its log after a crash
+            if session is None or session.ended is not None:
+                session = registry.create(request, session_id=declared.session_id)
             if args.exit_when_done:
                 stoppers.append(asyncio.create_task(stop_after(session)))
             structlog.get_logger().info(
