@@ -67,8 +67,11 @@ class AgentClient:
     """Acts for one tenant in one session until the session ends.
 
     `url` is the gateway's agent endpoint, e.g. ws://127.0.0.1:8000/v1/agents. A dropped
-    connection is retried with exponential backoff (jittered, up to `max_backoff_s`), and the
-    gateway resends the open round on resume.
+    connection is retried with exponential backoff (jittered, up to `max_backoff_s`) for up to
+    `reconnect_budget_s` since it last had a working connection, and the gateway resends the open
+    round and the offers still waiting for an answer on resume. A round asked again is answered
+    with the very frames sent the first time (the gateway ignores those it already took), and an
+    offer asked again with the same answer, so a cut connection changes nothing the log records.
     """
 
     def __init__(
@@ -79,7 +82,7 @@ class AgentClient:
         token: str,
         policy: Policy,
         *,
-        max_reconnects: int = 8,
+        reconnect_budget_s: float = 180.0,
         max_backoff_s: float = 5.0,
     ) -> None:
         self.url = url
@@ -87,7 +90,7 @@ class AgentClient:
             schema_version=SCHEMA_VERSION, session_id=session_id, tenant=tenant, token=token
         )
         self.policy = policy
-        self.max_reconnects = max_reconnects
+        self.reconnect_budget_s = reconnect_budget_s
         self.max_backoff_s = max_backoff_s
         self.stats = AgentStats()
         self.welcome: Welcomed | None = None
@@ -95,34 +98,47 @@ class AgentClient:
         self._request: DecisionRequested | None = None
         self._terms: dict[str, tuple[Bundle, Bundle]] = {}  # offer id -> (received, handed)
         self._offer_seqs: dict[int, str] = {}  # seq of an offer sent -> the id it was sent with
-        self._answered: set[str] = set()  # offers answered in the open round
+        self._answered: dict[str, str] = {}  # offers answered in the open round: their frames
+        self._played: tuple[int, list[str]] = (-1, [])  # the last round played: its frames
+        self._alive_s = 0.0  # when a connection last worked (loop time)
+        self._heard = -1  # the last round whose commit it heard
+        self._welcomed = False  # on this connection
+        self._attempt = 0  # reconnects since then
 
     async def run(self) -> AgentStats:
         """Play the session to its end; the agent's statistics."""
-        attempt = 0
+        loop = asyncio.get_running_loop()
+        self._alive_s = loop.time()
         async with aiohttp.ClientSession() as http:
             while self.stats.end_reason is None:
                 try:
                     await self._connect_and_play(http)
-                except HandshakeError:
-                    raise
+                except HandshakeError as exc:
+                    if self.welcome is None:
+                        raise
+                    self.stats.end_reason = f"could not resume ({exc})"  # gone while away
+                    break
                 except (aiohttp.ClientError, ConnectionError, TimeoutError) as exc:
                     self.stats.errors.append(f"connection: {exc}")
                 if self.stats.end_reason is not None:
                     break
-                attempt += 1
-                if attempt > self.max_reconnects:
+                if loop.time() - self._alive_s > self.reconnect_budget_s:
                     self.stats.end_reason = "gave up reconnecting"
                     break
+                self._attempt += 1
                 self.stats.reconnects += 1
                 await asyncio.sleep(
-                    min(self.max_backoff_s, 0.05 * 2**attempt) * (0.5 + random.random())
+                    min(self.max_backoff_s, 0.05 * 2**self._attempt) * (0.5 + random.random())
                 )
         return self.stats
 
     async def _connect_and_play(self, http: aiohttp.ClientSession) -> None:
         async with http.ws_connect(self.url, heartbeat=30.0, max_msg_size=0) as ws:
-            await ws.send_str(self.hello.model_dump_json())
+            self._welcomed = False
+            hello = self.hello
+            if self._heard >= 0:  # a resume: what it heard, so missed commits come again
+                hello = hello.model_copy(update={"heard_round": self._heard})
+            await ws.send_str(hello.model_dump_json())
             async for msg in ws:
                 if msg.type != aiohttp.WSMsgType.TEXT:
                     break
@@ -133,7 +149,8 @@ class AgentClient:
 
     async def _handle(self, ws: aiohttp.ClientWebSocketResponse, message: Any) -> None:
         if isinstance(message, Welcomed):
-            self.welcome = message
+            self.welcome, self._welcomed = message, True
+            self._alive_s, self._attempt = asyncio.get_running_loop().time(), 0
         elif isinstance(message, DecisionRequested):
             self._request = message
             await self._play(ws, message)
@@ -146,6 +163,9 @@ class AgentClient:
             if sent is not None and sent in self._terms:
                 self._terms[message.offer_id] = self._terms.pop(sent)
         elif isinstance(message, RoundCommitted):
+            if message.round <= self._heard:
+                return  # heard before the connection dropped
+            self._heard = message.round
             self.stats.rounds += 1
             self.stats.reward += message.reward
             self.stats.difference_reward += message.difference_reward
@@ -158,25 +178,26 @@ class AgentClient:
             self.stats.reward += message.reward
         elif isinstance(message, Error):
             self.stats.errors.append(f"{message.code}: {message.detail}")
-            if self.welcome is None:
+            if not self._welcomed:  # the hello was refused
                 raise HandshakeError(f"{message.code}: {message.detail}")
 
     async def _answer(
         self, ws: aiohttp.ClientWebSocketResponse, round_: int, offer: OfferView
     ) -> None:
-        """Answer an offer made to this tenant, once."""
-        if offer.offer_id in self._answered:
+        """Answer an offer made to this tenant; asked again, give the same answer."""
+        said = self._answered.get(offer.offer_id)
+        if said is not None:
+            await ws.send_str(said)
             return
-        self._answered.add(offer.offer_id)
         answer = await self.policy.answer(offer, self._request)
         frame = AcceptOffer if answer.accept else RejectOffer
         # What this tenant would receive (the offer's give) and hand over (its take).
         self._terms[offer.offer_id] = (offer.give, offer.take)
         self.stats.offers_accepted += answer.accept
-        await ws.send_str(
-            frame(round=round_, seq=next(self._seq), offer_id=offer.offer_id,
-                  reason=answer.reason).model_dump_json()
-        )  # fmt: skip
+        said = frame(round=round_, seq=next(self._seq), offer_id=offer.offer_id,
+                     reason=answer.reason).model_dump_json()  # fmt: skip
+        self._answered[offer.offer_id] = said
+        await ws.send_str(said)
         self.stats.offers_answered += 1
 
     def _settle(self, message: RoundCommitted) -> None:
@@ -200,8 +221,14 @@ class AgentClient:
             self.stats.usd_out += handed.usd
 
     async def _play(self, ws: aiohttp.ClientWebSocketResponse, request: DecisionRequested) -> None:
-        turn = await self.policy.decide(request)
         rnd = request.round
+        if self._played[0] == rnd:  # asked again after a cut: the same turn, frame for frame
+            for said in self._played[1]:
+                await ws.send_str(said)
+            return
+        turn = await self.policy.decide(request)
+        frames: list[str] = []
+        self._played = (rnd, frames)
         for i, offer in enumerate(turn.offers):
             made = MakeOffer(
                 round=rnd,
@@ -212,7 +239,7 @@ class AgentClient:
                 take=offer.take,
                 reason=offer.reason,
             )
-            await ws.send_str(made.model_dump_json())
+            frames.append(made.model_dump_json())
             self._terms[made.offer_id] = (offer.take, offer.give)  # received, handed over
             self._offer_seqs[made.seq] = made.offer_id
             self.stats.offers_made += 1
@@ -224,10 +251,12 @@ class AgentClient:
             placements=turn.placements,
             reason=turn.reason,
         )
-        await ws.send_str(proposal.model_dump_json())
+        frames.append(proposal.model_dump_json())
         self.stats.proposals += 1
         # Offers made to this tenant can still be answered after its turn ends.
-        await ws.send_str(EndTurn(round=rnd, seq=next(self._seq)).model_dump_json())
+        frames.append(EndTurn(round=rnd, seq=next(self._seq)).model_dump_json())
+        for said in frames:
+            await ws.send_str(said)
 
 
 def run_sync(client: AgentClient) -> AgentStats:

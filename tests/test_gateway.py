@@ -247,6 +247,58 @@ async def test_an_agent_away_gets_the_commits_it_missed_in_order_exactly_once(
     await t1.close()
 
 
+async def test_an_offer_to_an_agent_away_after_its_turn_reaches_it_on_its_return(
+    aiohttp_client: MakeClient, market: dict[str, Any]
+) -> None:
+    client = await serve(aiohttp_client)
+    session = await new_session(client, scenario=market, agents=["t0", "t1"],
+                                round_timeout_ms=30_000)  # fmt: skip
+    t0, t1 = [await hello(client, session, tenant) for tenant in ("t0", "t1")]
+    rnd = (await next_of(t1, "decision_requested"))["round"]
+    await t1.send_json({"type": "end_turn", "round": rnd, "seq": 1})
+    await t1.close()  # away, its turn ended
+    await next_of(t0, "decision_requested")
+    await t0.send_json({"type": "make_offer", "round": rnd, "seq": 1, "offer_id": "x",
+                        "to_tenant": "t1", "give": {"gpus": {"h100": 1}},
+                        "take": {"usd": 1.0}})  # fmt: skip
+    await t0.send_json({"type": "end_turn", "round": rnd, "seq": 2})
+    back = await hello(client, session, "t1")
+    offer = (await next_of(back, "offer_received"))["offer"]
+    assert offer["offer_id"] == f"t0-{rnd}-0"
+    await back.send_json({"type": "accept_offer", "round": rnd, "seq": 2,
+                          "offer_id": offer["offer_id"]})  # fmt: skip
+    trades = (await next_of(back, "round_committed"))["trades"]
+    assert [(t["offer_id"], t["status"]) for t in trades] == [(f"t0-{rnd}-0", "applied")]
+    for ws in (t0, back):
+        await ws.close()
+
+
+async def test_an_agent_cut_off_before_the_end_hears_its_last_commits_and_the_end(
+    aiohttp_client: MakeClient, market: dict[str, Any]
+) -> None:
+    client = await serve(aiohttp_client)
+    session = await new_session(client, scenario=market, agents=["t1"], round_timeout_ms=100)
+    t1, t0 = [await hello(client, session, tenant) for tenant in ("t1", "t0")]
+    heard = (await next_of(t0, "round_committed"))["round"]
+    await t0.close()
+    while True:  # t1 plays the session to its end while t0 is away
+        frame = json.loads((await t1.receive(timeout=10)).data)
+        if frame["type"] == "session_ended":
+            break
+        if frame["type"] == "decision_requested":
+            await t1.send_json({"type": "end_turn", "round": frame["round"], "seq": 1})
+    back = await client.ws_connect("/v1/agents")
+    await back.send_json({"type": "hello", "schema_version": SCHEMA_VERSION,
+                          "session_id": session["session_id"], "tenant": "t0",
+                          "token": session["tokens"]["t0"], "heard_round": heard})  # fmt: skip
+    later = [(await next_of(back, "round_committed"))["round"] for _ in range(4)]
+    assert later == list(range(heard + 1, heard + 5))
+    ended = await next_of(back, "session_ended")
+    assert ended["reason"] == "horizon"
+    assert "total_reward" in ended
+    await t1.close()
+
+
 @pytest.mark.parametrize(
     ("patch", "code"),
     [

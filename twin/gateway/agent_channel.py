@@ -66,6 +66,12 @@ async def _connect(request: web.Request, ws: web.WebSocketResponse) -> None:
         return
     session = request.app[REGISTRY].get(hello.session_id)
     problem = _check(hello, session)
+    if problem is not None and session is not None and _resuming_after_the_end(hello, session):
+        link = AgentLink(ws, hello.tenant)
+        for message in session.epilogue(hello.tenant, hello.heard_round or 0):
+            await link.send(message)
+        await ws.close()
+        return
     if problem is not None:
         await _refuse(ws, *problem)
         return
@@ -86,12 +92,21 @@ async def _connect(request: web.Request, ws: web.WebSocketResponse) -> None:
             round=session.open_round_for(hello.tenant),
         )
     )
-    await session.resend(link)
+    await session.resend(link, hello.heard_round)
     try:
         await _serve(ws, link, session, config)
     finally:
         session.detach(link)
         bound.info("agent_disconnected")
+
+
+def _resuming_after_the_end(hello: Hello, session: Session) -> bool:
+    """An agent of the session, cut off before it heard the end, comes back to hear it."""
+    return (
+        session.ended is not None
+        and hello.heard_round is not None
+        and same_token(hello.token, session.tokens.get(hello.tenant))
+    )
 
 
 def _check(hello: Hello, session: Session | None) -> tuple[ErrorCode, str] | None:

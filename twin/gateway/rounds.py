@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import Any
 
 from twin.schema.base import Frozen
 from twin.schema.vocabulary import Clock, Mechanism
@@ -23,6 +24,7 @@ class Round:
     answers: dict[str, tuple[str, int, bool, str]] = field(default_factory=dict)
     done: set[str] = field(default_factory=set)
     made: dict[str, int] = field(default_factory=dict)  # offers each tenant sent, refused too
+    taken: dict[tuple[str, int], Any] = field(default_factory=dict)  # by (tenant, seq)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     # Maintain: open_turns == set(asked) - done; open_offers == set(offers) - set(answers).
     open_turns: set[str] = field(default_factory=set)

@@ -104,6 +104,8 @@ class Session:
         # Commits an agent that has connected missed while away, resent in order on its return.
         # Maintain: while a tenant's backlog is not empty, its new commits join the backlog.
         self.missed: dict[str, deque[RoundCommitted]] = {}
+        # The last commits each connected tenant was sent, for an agent that says what it heard.
+        self.told: dict[str, deque[RoundCommitted]] = {}
         self.expected = set(request.agents)
         self.round: Round | None = None
         self.ended: str | None = None
@@ -216,6 +218,7 @@ class Session:
         old = self.agents.get(link.tenant)
         self.agents[link.tenant] = link
         self.missed.setdefault(link.tenant, deque(maxlen=self.config.max_missed_commits))
+        self.told.setdefault(link.tenant, deque(maxlen=self.config.max_missed_commits))
         self.last_active = self.loop.time()
         self.connected.set()
         return old
@@ -226,21 +229,39 @@ class Session:
             if self.round is not None:
                 self.round.wake.set()
 
+    def epilogue(self, tenant: str, heard_round: int) -> list[Frozen]:
+        """What an agent cut off before the end still has to hear: the commits after
+        `heard_round` and the session's end, with its settlement."""
+        later: list[Frozen] = [m for m in self.told.get(tenant, ()) if m.round > heard_round]
+        return [*later, self._ended_message(tenant)]
+
     def open_round_for(self, tenant: str) -> int | None:
         r = self.round
         return r.number if r is not None and tenant in r.asked and tenant not in r.done else None
 
-    async def resend(self, link: Link) -> None:
-        """A reconnecting agent gets the commits it missed, in order, then the open round's
-        request again."""
+    async def resend(self, link: Link, heard_round: int | None = None) -> None:
+        """A reconnecting agent gets the commits it missed (those after `heard_round` where it
+        says what it heard, else those the session failed to send), in order, then the open
+        round's request again, or, if it had ended its turn, the offers still waiting for its
+        answer."""
         backlog = self.missed[link.tenant]
+        if heard_round is not None:
+            backlog.clear()
+            backlog.extend(m for m in self.told[link.tenant] if m.round > heard_round)
         while backlog:
             if not await link.send(backlog[0]):
                 return
             backlog.popleft()
         r = self.round
-        if r is not None and link.tenant in r.asked and link.tenant not in r.done:
-            await link.send(self._request(r, link.tenant))
+        if r is None or link.tenant not in r.asked:
+            return
+        if link.tenant not in r.done:
+            await link.send(self._request(r, link.tenant))  # with the offers made to it
+            return
+        for offer_id in sorted(r.open_offers, key=lambda oid: (r.offers[oid][0], r.offers[oid][1])):
+            frm, _, offer = r.offers[offer_id]
+            if offer.to_tenant == link.tenant:
+                await link.send(OfferReceived(round=r.number, offer=self._view(offer, frm)))
 
     # -- rounds -----------------------------------------------------------------------------
 
@@ -333,6 +354,7 @@ class Session:
             if o is None:
                 continue
             message = round_committed(r.number, r.t_s, tenant in defaulted, o)
+            self.told[tenant].append(message)
             link = self.agents.get(tenant)
             if link is None or backlog:
                 backlog.append(message)  # away, or still catching up: it follows in order
@@ -353,6 +375,9 @@ class Session:
             raise RoundError(
                 ErrorCode.OUT_OF_ROUND, f"{tenant!r} was not asked to decide in round {r.number}"
             )
+        if r.taken.get((tenant, message.seq)) == message:
+            return []  # sent again after a cut connection: taken already
+        r.taken[(tenant, message.seq)] = message
         answering = isinstance(message, AcceptOffer | RejectOffer)
         if tenant in r.done and not answering:
             raise RoundError(

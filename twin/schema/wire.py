@@ -29,6 +29,11 @@ class Hello(Frozen):
     session_id: str
     tenant: str
     token: str
+    heard_round: NonNegativeInt | None = Field(
+        None,
+        description="On a resume: the last round whose round_committed this agent heard; the "
+        "session sends the later ones it still holds again, in order.",
+    )
 
 
 class Propose(Frozen):
