@@ -425,7 +425,8 @@ async def test_sessions_beyond_the_cap_get_capacity_reached(
     first = await client.ws_connect("/ws")
     await first.send_json({"type": "state"})
     assert (await first.receive_json(timeout=5))["data"]["code"] == "NOT_READY"
-    ws = await client.ws_connect("/ws")
+    ws = await client.ws_connect("/ws")  # an environment is claimed with the first frame
+    await ws.send_json({"type": "state"})
     assert (await ws.receive_json(timeout=5))["data"]["code"] == "CAPACITY_REACHED"
 
 

@@ -165,6 +165,8 @@ async def test_one_client_cannot_hold_every_session(aiohttp_client: MakeClient) 
 async def test_idle_environments_are_closed(aiohttp_client: MakeClient) -> None:
     client = await serve(aiohttp_client, env_idle_timeout_s=0.2)
     ws = await client.ws_connect("/ws")
+    await ws.send_json({"type": "reset", "data": {"seed": 1}})
+    assert (await ws.receive_json(timeout=5))["type"] == "observation"
     msg = await ws.receive(timeout=5)
     assert msg.type == WSMsgType.CLOSE
     assert msg.data == 4008
@@ -324,3 +326,76 @@ async def test_no_tenant_can_take_another_tenant_s_offer_id(aiohttp_client: Make
     ]
     for ws in (t0, t1, t2):
         await ws.close()
+
+
+# -- no client starves another ----------------------------------------------------------------
+
+
+async def test_a_client_at_its_environment_limit_leaves_room_for_others(
+    aiohttp_client: MakeClient,
+) -> None:
+    client = await serve(aiohttp_client, max_envs_per_client=3)
+    anonymous = {"Authorization": "Bearer not-a-token"}  # the client is its address
+    for episode in ("a", "b", "c"):
+        resp = await client.post("/reset", json={"episode_id": episode}, headers=anonymous)
+        assert resp.status == 200
+    resp = await client.post("/reset", json={"episode_id": "d"}, headers=anonymous)
+    assert (resp.status, (await resp.json())["code"]) == (503, "CAPACITY_REACHED")
+    ws = await client.ws_connect("/ws", headers=anonymous)
+    await ws.send_json({"type": "reset", "data": {}})
+    assert (await ws.receive_json(timeout=5))["data"]["code"] == "CAPACITY_REACHED"
+    # another client (here the operator, by its token) still gets environments of both kinds
+    assert (await client.post("/reset", json={"episode_id": "a"})).status == 200
+    mine = await client.ws_connect("/ws")
+    await mine.send_json({"type": "reset", "data": {}})
+    assert (await mine.receive_json(timeout=5))["type"] == "observation"
+    # and each client's episode ids are its own
+    step = {"episode_id": "b", "action": {}}
+    assert (await client.post("/step", json=step)).status == 409  # the operator has no "b"
+    assert (await client.post("/step", json=step, headers=anonymous)).status == 200
+
+
+async def test_silent_sockets_are_closed_in_seconds_and_cannot_keep_an_agent_out(
+    aiohttp_client: MakeClient,
+) -> None:
+    client = await serve(aiohttp_client, hello_timeout_s=0.3, max_handshakes_per_client=8)
+    session = await new_session(client, scenario=MARKET, agents=["t0"])
+    silent = [await client.ws_connect(path) for path in ["/v1/agents", "/ws"] * 20]
+    agent = await hello(client, session, "t0")  # welcomed, 40 silent sockets or not
+    closed = [await ws.receive(timeout=5) for ws in silent]
+    assert {m.type for m in closed} <= {WSMsgType.CLOSE, WSMsgType.TEXT}
+    assert (await (await client.get("/health")).json())["environments"] == 0
+    await agent.close()
+
+
+async def test_a_heavy_step_does_not_hold_up_another_client_s_state(
+    aiohttp_client: MakeClient,
+) -> None:
+    client = await serve(aiohttp_client)
+    heavy = {"overrides": ["tenants.2.workloads.0.arrivals.rate_per_h=20000"], "seed": 1}
+    anonymous = {"Authorization": "Bearer not-a-token"}
+    assert (await client.post("/reset", json={"episode_id": "mine"})).status == 200
+    assert (await client.post("/reset", json=heavy, headers=anonymous)).status == 200
+    steps = [asyncio.create_task(client.post("/step", json={"action": {}}, headers=anonymous))
+             for _ in range(4)]  # fmt: skip
+    waits_ms = []
+    while not all(s.done() for s in steps):
+        start = asyncio.get_running_loop().time()
+        resp = await client.get("/state?episode_id=mine")
+        waits_ms.append((asyncio.get_running_loop().time() - start) * 1000)
+        assert resp.status == 200
+        await asyncio.sleep(0.01)
+    assert len(waits_ms) >= 5, "the heavy steps were not heavy"
+    assert max(waits_ms) < 100, sorted(waits_ms)[-5:]
+
+
+async def test_a_call_past_the_work_limit_ends_its_episode_with_a_code(
+    aiohttp_client: MakeClient,
+) -> None:
+    client = await serve(aiohttp_client, max_call_s=0.2)
+    heavy = {"overrides": ["tenants.2.workloads.0.arrivals.rate_per_h=100000"], "seed": 1}
+    resp = await client.post("/reset", json=heavy)
+    body = await resp.json()
+    assert (resp.status, body["code"]) == (503, "CAPACITY_REACHED")
+    assert "0.2 s of simulation" in body["detail"]
+    await alive(client)

@@ -93,3 +93,10 @@ class CapacityReachedError(RefusedError):
 
     def __init__(self, detail: str) -> None:
         super().__init__(ErrorCode.CAPACITY_REACHED, detail)
+
+
+class WorkLimitError(RefusedError):
+    """A call would run more simulation work than the operator allows one call."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(ErrorCode.CAPACITY_REACHED, detail)

@@ -1,5 +1,5 @@
 """Who may do what: the operator token, per-session read tokens, tenant tokens, and per-client
-limits on what a client holds open.
+limits on what a client holds open (a client is the operator, by its token, or else an address).
 
 - operator (`Authorization: Bearer <admin token>`): create, list, read and delete sessions;
   the OpenEnv plane when it is not open;
@@ -11,12 +11,17 @@ Tokens are compared as bytes in constant time; generated ones carry 192 bits.
 
 from __future__ import annotations
 
-from collections import Counter
+import asyncio
+from collections import Counter, OrderedDict
 
 from aiohttp import web
 
 from twin.errors import CapacityReachedError, RefusedError
+from twin.gateway.tokens import same_token
 from twin.schema.codes import ErrorCode
+
+OPERATOR = "operator"
+TOO_MANY_HANDSHAKES = 4009
 
 
 def bearer(request: web.Request) -> str | None:
@@ -54,3 +59,38 @@ class ClientLimits:
 def client_of(request: web.Request) -> str:
     """The client's address (the peer of the connection)."""
     return request.remote or "unknown"
+
+
+def identity_of(request: web.Request, admin_token: str | None) -> str:
+    """Who holds what a request claims: the operator (by its token), else its address."""
+    if admin_token is not None and same_token(bearer(request), admin_token):
+        return OPERATOR
+    return client_of(request)
+
+
+class Handshakes:
+    """Sockets that have not yet said who they are, per address: at most `per_client` at once;
+    one more closes the oldest, so a flood of silent sockets cannot keep a real client out."""
+
+    def __init__(self, per_client: int) -> None:
+        self.per_client = per_client
+        self.pending: dict[str, OrderedDict[int, web.WebSocketResponse]] = {}
+        self._closing: set[asyncio.Task[bool]] = set()
+
+    def enter(self, client: str, ws: web.WebSocketResponse) -> None:
+        waiting = self.pending.setdefault(client, OrderedDict())
+        waiting[id(ws)] = ws
+        while len(waiting) > self.per_client:
+            _, oldest = waiting.popitem(last=False)
+            task = asyncio.get_running_loop().create_task(
+                oldest.close(code=TOO_MANY_HANDSHAKES, message=b"too many silent sockets")
+            )
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+
+    def leave(self, client: str, ws: web.WebSocketResponse) -> None:
+        waiting = self.pending.get(client)
+        if waiting is not None:
+            waiting.pop(id(ws), None)
+            if not waiting:
+                del self.pending[client]

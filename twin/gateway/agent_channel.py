@@ -45,12 +45,19 @@ async def agent_socket(request: web.Request) -> web.WebSocketResponse:
 
 
 async def _connect(request: web.Request, ws: web.WebSocketResponse) -> None:
-    config = request.app[CONFIG]
+    config, handshakes, client = (
+        request.app[CONFIG],
+        request.app[REGISTRY].handshakes,
+        client_of(request),
+    )
+    handshakes.enter(client, ws)
     try:
         first = await ws.receive(timeout=config.hello_timeout_s)
     except TimeoutError:
         await _refuse(ws, ErrorCode.HANDSHAKE_REQUIRED, "no hello within the handshake timeout")
         return
+    finally:
+        handshakes.leave(client, ws)
     if first.type != WSMsgType.TEXT:
         await _refuse(ws, ErrorCode.HANDSHAKE_REQUIRED, "the first frame must be a hello")
         return

@@ -43,6 +43,11 @@ def create_app(config: GatewayConfig | None = None) -> web.Application:
     app.on_startup.append(restore)
     app.cleanup_ctx.append(sessions_ctx)
     app.on_shutdown.append(_shutdown)
+
+    async def stop_env_threads(app: web.Application) -> None:
+        app[CONTROL].close()
+
+    app.on_cleanup.append(stop_env_threads)
     app.router.add_routes(
         [
             web.get("/v1/agents", agent_socket),

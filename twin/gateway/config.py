@@ -29,7 +29,23 @@ class GatewayConfig(Frozen):
     max_sessions: PositiveInt = 16
     max_sessions_per_client: PositiveInt = 8
     max_envs: PositiveInt = 64
+    max_envs_per_client: PositiveInt = Field(
+        8, description="Environments one address may hold (the operator's token: any number)."
+    )
     max_connections_per_client: PositiveInt = 256
+    max_handshakes_per_client: PositiveInt = Field(
+        16,
+        description="Sockets one address may hold open before saying who it is; one more "
+        "closes the oldest.",
+    )
+    env_workers: PositiveInt = Field(
+        2, description="Threads that run environment calls, apart from the server's own."
+    )
+    max_call_s: PositiveFloat = Field(
+        2.0,
+        description="CPU seconds of simulation one reset or step may take; past them the "
+        "episode ends with a coded refusal.",
+    )
     max_frame_bytes: PositiveInt = Field(64 * 1024, le=1 << 20)
     oversize_strikes: PositiveInt = Field(
         3, description="Oversize frames a connection may send before it is closed."
@@ -44,7 +60,9 @@ class GatewayConfig(Frozen):
     max_missed_commits: PositiveInt = Field(
         1000, description="Round commits kept for an agent that is away, to resend in order."
     )
-    hello_timeout_s: PositiveFloat = 10.0
+    hello_timeout_s: PositiveFloat = Field(
+        5.0, description="How long a socket may stay silent before its hello (or first frame)."
+    )
     idle_timeout_s: PositiveFloat = 600.0
     finished_ttl_s: PositiveFloat = Field(
         60.0, description="How long ended sessions stay readable."

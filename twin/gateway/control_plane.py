@@ -1,22 +1,28 @@
 """The OpenEnv-compatible control plane's state: the default scenario, the environments.
 
-Each websocket on `/ws` gets its own ego environment (`twin.rl.ego_env`). Over HTTP, an
-environment is addressed by its `episode_id` (returned by `/reset`); a request without one
-uses the environment its client (address) reset last, so a lone client needs no bookkeeping
-and clients never touch each other's environments. HTTP environments idle for
-`env_idle_timeout_s` are dropped; all environments together are capped at `max_envs`.
+Each websocket on `/ws` gets its own ego environment (`twin.rl.ego_env`) once it sends its first
+frame. Over HTTP, an environment is addressed by its `episode_id` (returned by `/reset`) within
+the client that opened it (the operator, by its token, or an address): each client has its own
+episode ids, and never reaches another's. A request without an id uses the
+environment its client reset last, so a lone client needs no bookkeeping. HTTP environments
+idle for `env_idle_timeout_s` are dropped; all environments together are capped at `max_envs`,
+and those of one address at `max_envs_per_client`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import secrets
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from twin import __version__
 from twin.errors import CapacityReachedError, EnvNotReadyError
+from twin.gateway.access import OPERATOR
 from twin.gateway.config import GatewayConfig
 from twin.rl.ego_env import EgoEnv, EgoOptions, EgoState
 from twin.sim import catalog, scenarios
@@ -30,6 +36,7 @@ DESCRIPTION = (
 )
 STATE_SCHEMA: dict[str, Any] = EgoState.model_json_schema()
 RESET_OPTIONS = ["seed", "episode_id", "scenario", "tenant", "overrides"]
+T = TypeVar("T")
 
 
 @dataclass
@@ -49,51 +56,94 @@ class ControlPlane:
         self.config = config
         self.default_scenario = config.scenario
         self.access = ScenarioAccess(Path(config.scenario_dir) if config.scenario_dir else None)
-        self.http_envs: dict[str, HttpEnv] = {}
+        self.http_envs: dict[tuple[str, str], HttpEnv] = {}  # by (client, episode id)
         self.latest: dict[str, str] = {}  # client -> the episode it reset last
         self.open_envs = 0  # websocket environments
+        self.held: Counter[str] = Counter()  # environments by client, both kinds
         self.kind = kind_of(scenarios.load(config.scenario))
+        # Environment calls run on their own threads, at most half of them for one client, so
+        # a client's heavy steps neither block the server's loop nor every other client.
+        self.pool = ThreadPoolExecutor(config.env_workers, thread_name_prefix="twin-env")
+        self.per_client_calls = max(config.env_workers // 2, 1)
+        self.gates: dict[str, tuple[asyncio.Semaphore, int]] = {}  # client -> (gate, users)
+
+    async def run(self, client: str, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)` on an environment thread, in `client`'s share of them."""
+        gate, users = self.gates.get(client) or (asyncio.Semaphore(self.per_client_calls), 0)
+        self.gates[client] = (gate, users + 1)
+        try:
+            async with gate:
+                return await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
+        finally:
+            gate, users = self.gates[client]
+            if users <= 1:
+                del self.gates[client]
+            else:
+                self.gates[client] = (gate, users - 1)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
 
     def new_env(self) -> EgoEnv:
-        """An environment that loads scenarios the way clients may."""
-        return EgoEnv(self.default_scenario, loader=self.access.load)
+        """An environment that loads scenarios the way clients may, and simulates for at most
+        `max_call_s` CPU seconds a call."""
+        return EgoEnv(self.default_scenario, loader=self.access.load,
+                      max_cpu_s=self.config.max_call_s)  # fmt: skip
 
     def environments(self) -> int:
         return self.open_envs + len(self.http_envs)
 
-    def claim_socket_env(self) -> None:
-        """Count one more websocket environment; CapacityReachedError at the cap."""
-        self._check_cap()
-        self.open_envs += 1
-
-    def _check_cap(self) -> None:
+    def claim(self, client: str) -> None:
+        """Count one more environment for `client`; CapacityReachedError past a cap."""
         if self.environments() >= self.config.max_envs:
             raise CapacityReachedError(
                 f"{self.environments()} environments open; the cap is {self.config.max_envs}"
             )
+        cap = self.config.max_envs_per_client
+        if client != OPERATOR and self.held[client] >= cap:
+            raise CapacityReachedError(
+                f"{client} holds {self.held[client]} environments; the limit per client is {cap}"
+            )
+        self.held[client] += 1
+
+    def release(self, client: str) -> None:
+        self.held[client] -= 1
+        if self.held[client] <= 0:
+            del self.held[client]
+
+    def claim_socket_env(self, client: str) -> None:
+        """Count one more websocket environment; CapacityReachedError at a cap."""
+        self.claim(client)
+        self.open_envs += 1
+
+    def release_socket_env(self, client: str) -> None:
+        self.release(client)
+        self.open_envs -= 1
 
     def for_reset(self, client: str, options: EgoOptions, now: float) -> tuple[HttpEnv, EgoOptions]:
         """The HTTP environment a reset goes to (new if need be), and its options with the
         episode id it is addressed by."""
         episode = options.episode_id or self.latest.get(client) or secrets.token_hex(12)
-        held = self.http_envs.get(episode)
+        held = self.http_envs.get((client, episode))
         if held is None:
-            self._check_cap()
-            held = self.http_envs[episode] = HttpEnv(self.new_env(), client, now)
+            self.claim(client)
+            held = self.http_envs[client, episode] = HttpEnv(self.new_env(), client, now)
         held.last_used = now
         self.latest[client] = episode
         return held, options.model_copy(update={"episode_id": episode})
 
-    def discard(self, episode: str) -> None:
-        """Forget an HTTP environment (one whose first reset failed)."""
-        held = self.http_envs.pop(episode, None)
-        if held is not None and self.latest.get(held.client) == episode:
-            del self.latest[held.client]
+    def discard(self, client: str, episode: str) -> None:
+        """Forget an HTTP environment (one whose first reset failed, or idle)."""
+        if self.http_envs.pop((client, episode), None) is None:
+            return
+        self.release(client)
+        if self.latest.get(client) == episode:
+            del self.latest[client]
 
     def find(self, client: str, episode_id: str | None, now: float) -> HttpEnv:
-        """The HTTP environment a step or state request addresses."""
+        """The HTTP environment of `client` a step or state request addresses."""
         episode = episode_id or self.latest.get(client)
-        held = self.http_envs.get(episode) if episode else None
+        held = self.http_envs.get((client, episode)) if episode else None
         if held is None:
             raise EnvNotReadyError("no episode yet: reset first")
         held.last_used = now
@@ -101,11 +151,9 @@ class ControlPlane:
 
     def reap(self, now: float) -> None:
         """Drop HTTP environments idle for longer than `env_idle_timeout_s`."""
-        for episode, held in list(self.http_envs.items()):
+        for (client, episode), held in list(self.http_envs.items()):
             if now - held.last_used > self.config.env_idle_timeout_s and not held.lock.locked():
-                del self.http_envs[episode]
-                if self.latest.get(held.client) == episode:
-                    del self.latest[held.client]
+                self.discard(client, episode)
 
     def metadata(self) -> dict[str, Any]:
         return {

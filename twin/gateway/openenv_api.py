@@ -20,9 +20,9 @@ from pydantic import BaseModel
 
 from twin import __version__
 from twin.errors import ControlError, FrameError, TwinError
-from twin.gateway.access import bearer, client_of, unauthorized
+from twin.gateway.access import bearer, client_of, identity_of, unauthorized
 from twin.gateway.config import GatewayConfig
-from twin.gateway.control_plane import HttpEnv
+from twin.gateway.control_plane import ControlPlane
 from twin.gateway.frames import decode
 from twin.gateway.http import code_of, dumps, json_of, read_body, refusal, rpc_id_ok
 from twin.gateway.keys import CONFIG, CONTROL, REGISTRY
@@ -79,17 +79,22 @@ async def http_state(request: web.Request) -> web.Response:
     return await _answer(request, call)
 
 
+def _client(request: web.Request) -> str:
+    return identity_of(request, request.app[CONFIG].admin_token)
+
+
 async def _reset(request: web.Request, raw: dict[str, Any], now: float) -> BaseModel:
     """Reset (or open) the caller's environment `episode_id` with the options in `raw`."""
-    control = request.app[CONTROL]
+    control, client = request.app[CONTROL], _client(request)
     options = reset_options(raw)
-    new = options.episode_id not in control.http_envs
-    held, options = control.for_reset(client_of(request), options, now)
+    new = (client, options.episode_id) not in control.http_envs
+    held, options = control.for_reset(client, options, now)
     try:
-        return await _in_turn(held, held.env.reset, options)
+        async with held.lock:
+            return await control.run(client, held.env.reset, options)
     except TwinError:
         if new and held.env.driver is None:  # nothing was ever reset: keep no slot
-            control.discard(str(options.episode_id))
+            control.discard(client, str(options.episode_id))
         raise
 
 
@@ -98,14 +103,18 @@ async def _step(request: web.Request, body: dict[str, Any], now: float) -> BaseM
     action = body.get("action")
     if not isinstance(action, dict):
         raise ControlError(ErrorCode.VALIDATION_ERROR, 'the body must be {"action": {...}}')
-    held = request.app[CONTROL].find(client_of(request), _episode(body.get("episode_id")), now)
-    return await _in_turn(held, held.env.step, action)
+    control, client = request.app[CONTROL], _client(request)
+    held = control.find(client, _episode(body.get("episode_id")), now)
+    async with held.lock:
+        return await control.run(client, held.env.step, action)
 
 
 async def _state(request: web.Request, body: dict[str, Any], now: float) -> BaseModel:
-    """The state of the caller's environment `episode_id`."""
-    held = request.app[CONTROL].find(client_of(request), _episode(body.get("episode_id")), now)
-    return await _in_turn(held, held.env.state)
+    """The state of the caller's environment `episode_id` (cheap: read on the server's loop,
+    never queued behind anyone's steps)."""
+    held = request.app[CONTROL].find(_client(request), _episode(body.get("episode_id")), now)
+    async with held.lock:
+        return held.env.state()
 
 
 async def _answer(
@@ -119,12 +128,6 @@ async def _answer(
         return refusal(exc)
 
 
-async def _in_turn(held: HttpEnv, fn: Callable[..., BaseModel], *args: Any) -> BaseModel:
-    """Calls on one environment take turns, each in a worker thread."""
-    async with held.lock:
-        return await asyncio.to_thread(fn, *args)
-
-
 def _episode(value: object) -> str | None:
     if value is None or isinstance(value, str):
         return value
@@ -132,43 +135,62 @@ def _episode(value: object) -> str | None:
 
 
 async def env_socket(request: web.Request) -> web.WebSocketResponse:
-    """WS `/ws`: one isolated environment per connection (OpenEnv frames)."""
+    """WS `/ws`: one isolated environment per connection (OpenEnv frames), claimed with the
+    first frame; a socket silent for `hello_timeout_s` is closed without holding one."""
     config, control = request.app[CONFIG], request.app[CONTROL]
-    registry, client = request.app[REGISTRY], client_of(request)
+    registry, address, client = request.app[REGISTRY], client_of(request), _client(request)
     ws = socket(config.max_frame_bytes)
     await ws.prepare(request)
     try:
         _allowed(request)
-        registry.limits.claim("connections", client)
+        registry.limits.claim("connections", address)
     except TwinError as exc:
         await _close(ws, code_of(exc), str(exc))
         return ws
     try:
-        control.claim_socket_env()
-    except TwinError as exc:
-        registry.limits.release("connections", client)
-        await _close(ws, code_of(exc), str(exc))
-        return ws
-    try:
-        await _serve(ws, control.new_env(), config.max_frame_bytes, config)
+        registry.handshakes.enter(address, ws)
+        try:
+            first = await _first_frame(ws, config)
+        finally:
+            registry.handshakes.leave(address, ws)
+        if first is None:
+            return ws
+        try:
+            control.claim_socket_env(client)
+        except TwinError as exc:
+            await _close(ws, code_of(exc), str(exc))
+            return ws
+        try:
+            await _serve(ws, control, client, first, config)
+        finally:
+            control.release_socket_env(client)
     finally:
-        control.open_envs -= 1
-        registry.limits.release("connections", client)
+        registry.limits.release("connections", address)
     return ws
 
 
-async def _serve(
-    ws: web.WebSocketResponse, env: EgoEnv, max_bytes: int, config: GatewayConfig
-) -> None:
-    strikes, idle_s = config.oversize_strikes, config.env_idle_timeout_s
-    async for data in frames(ws, max_bytes, strikes, idle_s):
+async def _first_frame(ws: web.WebSocketResponse, config: GatewayConfig) -> str | FrameError | None:
+    """The socket's first frame, or None (closed) when it sends none in time."""
+    reader = frames(ws, config.max_frame_bytes, config.oversize_strikes, config.hello_timeout_s)
+    async for data in reader:
+        return data
+    return None
+
+
+async def _serve(ws: web.WebSocketResponse, control: ControlPlane, client: str,
+                 first: str | FrameError, config: GatewayConfig) -> None:  # fmt: skip
+    env, max_bytes = control.new_env(), config.max_frame_bytes
+    reader = frames(ws, max_bytes, config.oversize_strikes, config.env_idle_timeout_s)
+    data: str | FrameError | None = first
+    while data is not None:
         if isinstance(data, FrameError):
             reply: str | None = _error(data.code, str(data))
         else:
-            reply = await asyncio.to_thread(_handle, env, data, max_bytes)
+            reply = await control.run(client, _handle, env, data, max_bytes)
         if reply is None:
             break
         await ws.send_str(reply)
+        data = await anext(reader, None)
     await ws.close()
 
 

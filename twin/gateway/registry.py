@@ -13,7 +13,7 @@ import structlog
 
 from twin.errors import CapacityReachedError, ConfigError
 from twin.gateway import recovery
-from twin.gateway.access import ClientLimits
+from twin.gateway.access import ClientLimits, Handshakes
 from twin.gateway.config import GatewayConfig, SessionRequest
 from twin.gateway.control_plane import ControlPlane
 from twin.gateway.session import Session
@@ -31,6 +31,7 @@ class SessionRegistry:
         self.sessions: dict[str, Session] = {}
         self.access = ScenarioAccess(Path(config.scenario_dir) if config.scenario_dir else None)
         self.limits = ClientLimits(config.max_connections_per_client)
+        self.handshakes = Handshakes(config.max_handshakes_per_client)
 
     def live(self) -> int:
         return sum(1 for s in self.sessions.values() if s.ended is None)

@@ -8,18 +8,25 @@ job-level model. Results follow OpenEnv's shape: observation, reward, done, meta
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import ConfigDict, Field, StrictInt, ValidationError
 
-from twin.errors import ActionError, ConfigError, EnvNotReadyError, SessionEndedError
+from twin.errors import (
+    ActionError,
+    ConfigError,
+    EnvNotReadyError,
+    SessionEndedError,
+    WorkLimitError,
+)
 from twin.schema.actions import GpuClusterObservation, TenantObservation
 from twin.schema.agentic import AgenticView
 from twin.schema.base import Frozen
 from twin.schema.scenario import Scenario
 from twin.sim import scenarios
-from twin.sim.driver import Driver
+from twin.sim.driver import PAUSED, Driver
 from twin.sim.tenant_policies import TenantPolicy
 
 Loader = Callable[[Any, Sequence[str]], Scenario]
@@ -33,15 +40,29 @@ def play_round(driver: Driver[Any, Any], actions: Mapping[str, Any],
 
 
 def to_turn(driver: Driver[Any, Any], tenant: str,
-            defaults: Mapping[str, TenantPolicy[Any, Any]]) -> float:  # fmt: skip
+            defaults: Mapping[str, TenantPolicy[Any, Any]],
+            max_cpu_s: float | None = None) -> float:  # fmt: skip
     """Run the other tenants' rounds by their policies until `tenant` must decide (or the
-    episode ends, when its reward is settled); `tenant`'s reward meanwhile."""
+    episode ends, when its reward is settled); `tenant`'s reward meanwhile. Past `max_cpu_s` of
+    this thread's CPU time the episode ends (`work_limit`) and WorkLimitError says so."""
     reward = 0.0
-    while (batch := driver.advance()) is not None:
+    end_s = None if max_cpu_s is None else time.thread_time() + max_cpu_s
+    while (batch := driver.advance(None if end_s is None else SLICE_EVENTS)) is not None:
+        if batch is PAUSED:
+            if end_s is not None and time.thread_time() > end_s:
+                driver.stop("work_limit")
+                raise WorkLimitError(
+                    f"one call may take {max_cpu_s:g} s of simulation and this one needs more; "
+                    "the episode ended (lower the scenario's arrival rates, or shorten it)"
+                )
+            continue
         if tenant in batch.reasons:
             return reward
         reward += play_round(driver, {}, defaults, tenant)
     return reward + driver.settle_reward(tenant)
+
+
+SLICE_EVENTS = 512  # events between two looks at the clock, when a call's time is bounded
 
 
 class EgoOptions(Frozen):
@@ -89,11 +110,13 @@ class EgoState(Frozen):
 class EgoEnv:
     """One isolated environment over the driver. Errors are TwinErrors naming the problem."""
 
-    def __init__(self, default_scenario: str, *, loader: Loader = scenarios.load) -> None:
+    def __init__(self, default_scenario: str, *, loader: Loader = scenarios.load,
+                 max_cpu_s: float | None = None) -> None:  # fmt: skip
         """`loader` loads the scenarios a reset names (the default one is always the
-        operator's own)."""
+        operator's own); `max_cpu_s` bounds the simulation time one call may take."""
         self.default_scenario = default_scenario
         self.loader = loader
+        self.max_cpu_s = max_cpu_s
         self.driver: Driver[Any, Any] | None = None
         self.tenant = ""
         self.episode_id = ""
@@ -157,7 +180,7 @@ class EgoEnv:
         return self.driver
 
     def _advance_to_ego(self) -> float:
-        return to_turn(self._need_driver(), self.tenant, self._defaults)
+        return to_turn(self._need_driver(), self.tenant, self._defaults, self.max_cpu_s)
 
     def _commit(self, actions: dict[str, Any]) -> float:
         return play_round(self._need_driver(), actions, self._defaults, self.tenant)
