@@ -123,6 +123,10 @@ async def test_the_report_of_an_ended_session_is_drawn_once(aiohttp_client: Make
     page = await first.read()
     assert b"<figure><svg" in page
     assert await (await client.get(url)).read() == page
+    policy = first.headers["Content-Security-Policy"]
+    assert "default-src 'none'" in policy
+    assert "script-src" not in policy  # the report runs no script
+    assert first.headers["Server"] == "cluster-twin"  # no versions to look up exploits by
 
 
 # -- in Chromium ------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import asyncio
 import itertools
 import json
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -602,8 +603,11 @@ async def test_the_realtime_clock_paces_virtual_time_to_the_wall(
     await ws.close()
 
 
-async def test_idle_sessions_are_reaped(aiohttp_client: MakeClient, market: dict[str, Any]) -> None:
-    client = await serve(aiohttp_client, idle_timeout_s=0.2, reap_every_s=0.05)
+async def test_idle_sessions_are_reaped_and_their_logs_end(
+    aiohttp_client: MakeClient, market: dict[str, Any], tmp_path: Path
+) -> None:
+    client = await serve(aiohttp_client, idle_timeout_s=0.2, reap_every_s=0.05,
+                         log_dir=str(tmp_path))  # fmt: skip
     session = await new_session(client, scenario=market, agents=["t0"])  # nobody comes
     url = f"/v1/sessions/{session['session_id']}"
     assert (await client.get(url)).status == 200
@@ -612,6 +616,11 @@ async def test_idle_sessions_are_reaped(aiohttp_client: MakeClient, market: dict
         if (await client.get(url)).status == 404:
             break
     assert (await client.get(url)).status == 404
+    records = [json.loads(line) for line in
+               (tmp_path / f"{session['session_id']}.jsonl").read_text().splitlines()]  # fmt: skip
+    assert records[-1]["kind"] == "episode_ended"
+    assert records[-1]["reason"] == "idle"
+    assert not list(tmp_path.glob("*.session.json"))  # and a restart will not restore it
 
 
 async def test_the_synchronous_facade_runs_an_agent(

@@ -399,3 +399,27 @@ async def test_a_call_past_the_work_limit_ends_its_episode_with_a_code(
     assert (resp.status, body["code"]) == (503, "CAPACITY_REACHED")
     assert "0.2 s of simulation" in body["detail"]
     await alive(client)
+
+
+async def test_event_logs_and_their_analysis_are_the_server_user_s_only(
+    aiohttp_client: MakeClient, tmp_path: Path
+) -> None:
+    client = await serve(aiohttp_client, log_dir=str(tmp_path), export=["parquet"])
+    session = await new_session(client, scenario={**MARKET, "horizon_s": 60})
+    url = f"/v1/sessions/{session['session_id']}"
+    for _ in range(100):
+        if (await (await client.get(url)).json())["ended"]:
+            break
+        await asyncio.sleep(0.05)
+    exports = tmp_path / session["session_id"]
+    for _ in range(100):  # the exports are written once the session has ended
+        if (exports / "parquet" / "jobs.parquet").exists():
+            break
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(0.2)
+    assert oct(exports.stat().st_mode & 0o777) == oct(0o700)
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert any(p.suffix == ".parquet" for p in files), files
+    assert {p.name: oct(p.stat().st_mode & 0o777) for p in files} == {
+        p.name: oct(0o600) for p in files
+    }

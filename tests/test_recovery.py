@@ -140,3 +140,7 @@ def test_a_session_killed_mid_way_is_restored_and_ends_as_if_never_interrupted(
     assert b'"kind":"episode_ended"' in restored
     assert restored.count(b'"kind":"round_committed"') == 11
     assert restored.replace(crashed.encode(), b"S") == uninterrupted.replace(calm.encode(), b"S")
+    sidecar = orjson.loads((crashed_dir / f"{crashed}.session.json").read_bytes())
+    for output in outputs:  # no token is printed: they are in the 0600 sidecar
+        assert sidecar["read_token"] not in output.read_text()
+        assert all(token not in output.read_text() for token in TOKENS.values())

@@ -7,7 +7,7 @@ import gc
 import ipaddress
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,6 +17,8 @@ from twin.schema.vocabulary import CLOCKS, MECHANISMS
 
 if TYPE_CHECKING:
     import asyncio
+
+    from aiohttp import web
 
     from twin.gateway.config import DeclaredSession, GatewayConfig
     from twin.gateway.session import Session
@@ -101,29 +103,7 @@ def serve_command(args: argparse.Namespace) -> int:
     app = create_app(config)
     stoppers: list[asyncio.Task[None]] = []  # held here: the loop keeps only weak references
     if args.session_file:
-        declared = declared_session(Path(args.session_file), os.environ)
-
-        spec = declared.scenario
-        if isinstance(spec, str):  # the operator's own file may name any scenario or file
-            spec = scenarios.load(spec).model_dump(mode="json")
-        fields = declared.model_dump(exclude={"session_id"}, exclude_unset=True)
-        request = SessionRequest.model_validate({**fields, "scenario": spec,
-                                                 "tokens": declared.tokens})  # fmt: skip
-
-        async def open_declared(app: web.Application) -> None:
-            registry = app[REGISTRY]
-            session = registry.get(declared.session_id)  # restored from its log after a crash
-            if session is None or session.ended is not None:
-                session = registry.create(request, session_id=declared.session_id)
-            if args.exit_when_done:
-                stoppers.append(asyncio.create_task(stop_after(session)))
-            structlog.get_logger().info(
-                "session_open", session_id=session.id, read_token=session.read_token,
-                generated_tokens={t: k for t, k in session.tokens.items()
-                                  if t not in request.tokens},
-            )  # fmt: skip
-
-        app.on_startup.append(open_declared)
+        app.on_startup.append(open_declared(args, config, stoppers))
     if args.session:
         request = SessionRequest(
             seed=args.seed,
@@ -155,6 +135,46 @@ def serve_command(args: argparse.Namespace) -> int:
     )
     log.info("gateway_stopped")
     return 0
+
+
+def open_declared(
+    args: argparse.Namespace, config: GatewayConfig, stoppers: list[asyncio.Task[None]]
+) -> Callable[[web.Application], Awaitable[None]]:
+    """The start-up hook that opens the session `--session-file` declares, or resumes it where
+    a restarted gateway restored it from its log."""
+    import asyncio
+
+    import structlog
+
+    from twin.gateway.config import SessionRequest
+    from twin.gateway.keys import REGISTRY
+    from twin.gateway.recovery import SIDECAR
+    from twin.sim import scenarios
+
+    declared = declared_session(Path(args.session_file), os.environ)
+    spec = declared.scenario
+    if isinstance(spec, str):  # the operator's own file may name any scenario or file
+        spec = scenarios.load(spec).model_dump(mode="json")
+    fields = declared.model_dump(exclude={"session_id"}, exclude_unset=True)
+    request = SessionRequest.model_validate({**fields, "scenario": spec,
+                                             "tokens": declared.tokens})  # fmt: skip
+
+    async def hook(app: web.Application) -> None:
+        registry = app[REGISTRY]
+        session = registry.get(declared.session_id)  # restored from its log after a crash
+        if session is None or session.ended is not None:
+            session = registry.create(request, session_id=declared.session_id)
+        if args.exit_when_done:
+            stoppers.append(asyncio.create_task(stop_after(session)))
+        generated = {t: k for t, k in session.tokens.items() if t not in request.tokens}
+        where: dict[str, object] = {"generated_tokens": generated}
+        if config.log_dir is not None:  # the tokens are in the session's 0600 sidecar
+            sidecar = Path(config.log_dir) / f"{session.id}{SIDECAR}"
+            where = {"generated_tokens": sorted(generated), "tokens_file": str(sidecar)}
+        # Never the read token: the operator's token reads every session.
+        structlog.get_logger().info("session_open", session_id=session.id, **where)
+
+    return hook
 
 
 def gateway_config(args: argparse.Namespace, token: str | None) -> GatewayConfig:

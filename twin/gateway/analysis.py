@@ -20,9 +20,12 @@ def _write(log_path: Path, formats: Sequence[ExportFormat], report: bool) -> lis
     from twin.eventlog.report import write_report
 
     target = log_path.with_suffix("")
+    target.mkdir(mode=0o700, exist_ok=True)  # closed to others while the files are written
     written = export(log_path, formats, target) if formats else []
     if report:
         written.append(write_report(log_path, target / REPORT_FILE))
+    for path in [target, *target.rglob("*")]:  # like the log: the server's user only
+        path.chmod(0o700 if path.is_dir() else 0o600)
     return written
 
 

@@ -43,6 +43,7 @@ def create_app(config: GatewayConfig | None = None) -> web.Application:
     app.on_startup.append(restore)
     app.cleanup_ctx.append(sessions_ctx)
     app.on_shutdown.append(_shutdown)
+    app.on_response_prepare.append(_plain_server_header)
 
     async def stop_env_threads(app: web.Application) -> None:
         app[CONTROL].close()
@@ -59,6 +60,11 @@ def create_app(config: GatewayConfig | None = None) -> web.Application:
         ]
     )
     return app
+
+
+async def _plain_server_header(request: web.Request, response: web.StreamResponse) -> None:
+    """Name the server, not the versions of what it runs on."""
+    response.headers["Server"] = "cluster-twin"
 
 
 async def _shutdown(app: web.Application) -> None:

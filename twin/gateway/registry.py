@@ -118,14 +118,16 @@ class SessionRegistry:
     def get(self, session_id: str) -> Session | None:
         return self.sessions.get(session_id)
 
-    async def remove(self, session_id: str, *, forget: bool = True) -> bool:
-        """Close a session; unless `forget` is False (shutdown), a restart will not restore it."""
+    async def remove(self, session_id: str, *, forget: bool = True,
+                     end_reason: str = "deleted") -> bool:  # fmt: skip
+        """Close a session; unless `forget` is False (shutdown), a restart will not restore it,
+        and its episode ends in its log with `end_reason`."""
         session = self.sessions.pop(session_id, None)
         if session is None:
             return False
         if forget and self.config.log_dir is not None:
             recovery.forget(self.config.log_dir, session_id)
-        await session.close()
+        await session.close(end_reason if forget else None)
         return True
 
     async def close_all(self) -> None:
@@ -144,7 +146,7 @@ class SessionRegistry:
                 await self.remove(session_id)
             elif not session.agents and idle > cfg.idle_timeout_s:
                 log.info("session_reaped", session_id=session_id, idle_s=round(idle, 1))
-                await self.remove(session_id)
+                await self.remove(session_id, end_reason="idle")
 
 
 async def reaper(registry: SessionRegistry, control: ControlPlane) -> AsyncIterator[None]:

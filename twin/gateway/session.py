@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import os
 from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -86,7 +87,10 @@ class Session:
         if config.log_dir:
             path = recovery.log_path(config.log_dir, session_id)
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = path.open("wb")  # a restored session writes its log again
+            # Readable by the server's user only (a restored session writes its log again).
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.fchmod(fd, 0o600)  # an existing file keeps its mode through O_CREAT
+            self._file = os.fdopen(fd, "wb")
             self.log.subscribe(JsonlWriter(self._file, session_id))
         # Followers (live dashboards) wait on `grew`, replaced by a fresh event at each flush.
         self.grew = asyncio.Event()
@@ -192,8 +196,13 @@ class Session:
         reward, total = self.driver.settlement(tenant)
         return SessionEnded(reason=self.ended or "closed", reward=reward, total_reward=total)
 
-    async def close(self) -> None:
-        """Stop the session (its log is flushed) and close its agents' sockets."""
+    async def close(self, end_reason: str | None = None) -> None:
+        """Stop the session (its log is flushed) and close its agents' sockets; with
+        `end_reason`, its episode ends first (settled, and `episode_ended` in its log), else it
+        stays open in its log for a restart to restore."""
+        if end_reason is not None and self.driver.ended is None and not self.log_closed:
+            self.driver.stop(end_reason)
+            self.ended = end_reason
         if self.task is not None and not self.task.done():
             self.task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

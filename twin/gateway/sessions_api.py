@@ -100,6 +100,15 @@ async def session_events(request: web.Request) -> web.StreamResponse:
     return response
 
 
+REPORT_HEADERS = {  # the report is one page: inline styles and SVG, never a script
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; "
+        "form-action 'none'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
 NO_ANALYSIS = "reports need the analysis extra: pip install 'cluster-twin[analysis]'"
 
 
@@ -127,7 +136,7 @@ async def session_report(request: web.Request) -> web.Response:
         if ended:
             session.report_html = cached
     return web.Response(body=cached, content_type="text/html", charset="utf-8",
-                        headers={"Cache-Control": "no-store"})  # fmt: skip
+                        headers=REPORT_HEADERS)  # fmt: skip
 
 
 async def delete_session(request: web.Request) -> web.Response:
