@@ -1,9 +1,12 @@
-"""Hostile soak: 10^5 malformed frames at both websocket channels of a real `twin serve`.
+"""Hostile soak: 10^5 malformed frames and requests at every endpoint of a real `twin serve`.
 
-Agents (each with a valid hello) and OpenEnv clients send frames drawn from a seeded corpus of
-broken input: not JSON, not objects, unknown types, wrong field types, out-of-round messages,
-huge numbers, deep nesting, binary garbage. Every frame must get a coded error; the server's
-log must hold no traceback; its memory before and after is reported.
+Agents (each with a valid hello) and OpenEnv clients send websocket frames drawn from a seeded
+corpus of broken input: not JSON, not objects, unknown types, wrong field types, out-of-round
+messages, huge numbers, deep nesting, binary garbage, and every field of every message replaced
+by a hostile value (`hostile_values`). HTTP clients post the same hostile values to `/reset`,
+`/step`, `/mcp`, `/v1/sessions` and a tenant's MCP endpoint. Every frame must get a coded error
+(or a normal answer: some hostile values are valid), every request an answer below 500; the
+server's log must hold no traceback; its memory before and after is reported.
 """
 
 from __future__ import annotations
@@ -20,19 +23,24 @@ import aiohttp
 import orjson
 
 from twin.bench.harness import Result
+from twin.bench.hostile_values import Template, cases, templates
 from twin.bench.server import Served, twin_serve
 from twin.schema.codes import ErrorCode
 from twin.schema.wire import SCHEMA_VERSION
 
 AGENTS = 16
 ENVS = 16
+POSTERS = 8  # HTTP clients
 BATCH = 50  # frames in flight per connection before their answers are awaited
 CODES = {c.value for c in ErrorCode}
 
 
-def corpus(rng: random.Random, n: int) -> list[str | bytes]:
-    """`n` hostile frames, each of which the gateway must refuse with a code."""
+def corpus(rng: random.Random, n: int, path: str = "/ws") -> list[str | bytes]:
+    """`n` hostile frames for the channel at `path`: broken frames, each of which the gateway
+    must refuse with a code, and its messages with a field replaced by a hostile value."""
+    valued = [c for t in templates("S", "t00", "x", "e") if t.endpoint == path for c in cases(t)]
     makers: list[Callable[[], str | bytes]] = [
+        *[lambda: rng.choice(valued)] * 4,
         lambda: "{" * rng.randint(1, 50),
         lambda: rng.randbytes(rng.randint(1, 64)),
         lambda: orjson.dumps(rng.choice([[1, 2], "text", 7, None, 1e308])).decode(),
@@ -48,12 +56,16 @@ def corpus(rng: random.Random, n: int) -> list[str | bytes]:
     return [rng.choice(makers)() for _ in range(n)]
 
 
+SENTINEL = "hostile-sentinel"
+
+
 @dataclass
 class Tally:
     sent: int = 0
     codes: Counter[str] = field(default_factory=Counter)
     uncoded: int = 0
     dropped: int = 0
+    server_errors: int = 0  # HTTP answers of 500 or more (503, a cap reached, excepted)
 
 
 async def _connection(
@@ -69,42 +81,69 @@ async def _connection(
             batch = frames[start : start + BATCH]
             for frame in batch:
                 await (ws.send_bytes(frame) if isinstance(frame, bytes) else ws.send_str(frame))
+            await ws.send_str(orjson.dumps({"type": SENTINEL}).decode())
             tally.sent += len(batch)
-            answered = 0
-            while answered < len(batch):
-                msg = await ws.receive(timeout=30)
+            while True:  # every answer until the sentinel's (valid frames may get none)
+                msg = await ws.receive(timeout=300)  # one address: its env calls queue
                 if msg.type != aiohttp.WSMsgType.TEXT:
                     tally.dropped += 1
                     return
+                if SENTINEL in msg.data:
+                    break
+                if "RATE_LIMITED" in msg.data:  # maybe the sentinel's: slow down, ask again
+                    await asyncio.sleep(0.1)
+                    await ws.send_str(orjson.dumps({"type": SENTINEL}).decode())
                 reply = orjson.loads(msg.data)
                 if reply.get("type") != "error":
-                    continue  # a decision request or the like: not an answer
+                    continue  # a decision request, an observation: a frame that was valid
                 code = reply.get("code") or reply.get("data", {}).get("code")
                 tally.codes[code] += 1
                 tally.uncoded += code not in CODES
-                answered += 1
+
+
+async def _poster(http: aiohttp.ClientSession, served: Served, work: list[tuple[Template, str]],
+                  headers: dict[str, str], tally: Tally) -> None:  # fmt: skip
+    for template, body in work:
+        async with http.post(f"{served.url}{template.endpoint}", data=body,
+                             headers=headers) as resp:  # fmt: skip
+            text = await resp.text()
+            tally.sent += 1
+            if resp.status >= 500 and resp.status != 503:
+                tally.server_errors += 1
+            elif resp.status >= 400 and resp.content_type == "application/json":
+                code = orjson.loads(text).get("code")
+                tally.codes[code] += 1
+                tally.uncoded += code not in CODES
 
 
 async def _soak(served: Served, frames: int) -> Tally:
     tally = Tally()
     rng = random.Random(7)
     tenants = [f"t{i:02d}" for i in range(AGENTS)]
-    per = frames // (AGENTS + ENVS)
+    per = frames // (AGENTS + ENVS + POSTERS)
     async with aiohttp.ClientSession() as http:
         resp = await http.post(
             f"{served.url}/v1/sessions", headers={"Authorization": f"Bearer {served.token}"},
             json={"scenario": _scenario(tenants), "agents": tenants, "round_timeout_ms": 60_000},
         )  # fmt: skip
         created = await resp.json()
+        sid = created["session_id"]
         hellos: list[dict[str, Any] | None] = [
-            {"type": "hello", "schema_version": SCHEMA_VERSION, "session_id": created["session_id"],
+            {"type": "hello", "schema_version": SCHEMA_VERSION, "session_id": sid,
              "tenant": t, "token": created["tokens"][t]}
             for t in tenants
         ]  # fmt: skip
         hellos += [None] * ENVS
+        posts = [(t, c) for t in templates(sid, "t00", created["tokens"]["t00"], "soak")
+                 if t.via == "http" and "/mcp" not in t.endpoint[1:] for c in cases(t)]  # fmt: skip
+        headers = {"Authorization": f"Bearer {served.token}",
+                   "Content-Type": "application/json"}  # fmt: skip
         await asyncio.gather(
-            *(_connection(http, served, h, corpus(rng, per), tally) for h in hellos)
-        )
+            *(_connection(http, served, h, corpus(rng, per, "/v1/agents" if h else "/ws"), tally)
+              for h in hellos),
+            *(_poster(http, served, [rng.choice(posts) for _ in range(per)], headers, tally)
+              for _ in range(POSTERS)),
+        )  # fmt: skip
     return tally
 
 
@@ -132,9 +171,11 @@ def bench_hostile(quick: bool) -> Result:
     r = Result()
     by_code = ", ".join(f"{c} {n:,}" for c, n in tally.codes.most_common())
     r.lines += [
-        f"hostile: {tally.sent:,} malformed frames from {AGENTS} agents and {ENVS} OpenEnv clients",
+        f"hostile: {tally.sent:,} malformed frames and requests from {AGENTS} agents, {ENVS} "
+        f"OpenEnv sockets and {POSTERS} HTTP clients",
         f"  {sum(tally.codes.values()):,} coded errors ({by_code}); uncoded {tally.uncoded}",
-        f"  tracebacks {tracebacks}, dropped connections {tally.dropped}",
+        f"  tracebacks {tracebacks}, dropped connections {tally.dropped}, "
+        f"HTTP server errors {tally.server_errors}",
         f"  server RSS {rss_before / 1024:.1f} -> {rss_after / 1024:.1f} MiB; "
         f"{tally.sent / cpu_s:,.0f} frames per server CPU-second; {wall_s:.1f} s wall",
     ]
@@ -144,6 +185,7 @@ def bench_hostile(quick: bool) -> Result:
         "uncoded": tally.uncoded,
         "tracebacks": tracebacks,
         "dropped_connections": tally.dropped,
+        "http_server_errors": tally.server_errors,
         "rss_before_mib": round(rss_before / 1024, 1),
         "rss_after_mib": round(rss_after / 1024, 1),
         "frames_per_server_cpu_s": round(tally.sent / cpu_s),

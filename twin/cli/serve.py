@@ -30,6 +30,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     sv.add_argument("--port", type=int, default=8000)
     sv.add_argument("--scenario", default="default", help="default scenario (built-in or file)")
     sv.add_argument("--max-sessions", type=int, default=16)
+    sv.add_argument(
+        "--max-envs-per-client", type=int, default=16,
+        help="OpenEnv environments one address may hold (the operator's token: any number)",
+    )  # fmt: skip
     sv.add_argument("--round-timeout-ms", type=int, default=2000)
     sv.add_argument(
         "--max-tenants", type=int, default=64, help="tenants a session's scenario may have"
@@ -205,6 +209,7 @@ def gateway_config(args: argparse.Namespace, token: str | None) -> GatewayConfig
         admin_token=token or new_token(),
         open_env_plane=loopback or args.open_env_plane,
         max_sessions=args.max_sessions,
+        max_envs_per_client=args.max_envs_per_client,
         max_tenants=args.max_tenants,
         max_connections_per_client=max(256, 4 * args.max_tenants),
         round_timeout_ms=args.round_timeout_ms,

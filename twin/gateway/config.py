@@ -30,11 +30,11 @@ class GatewayConfig(Frozen):
     max_sessions_per_client: PositiveInt = 8
     max_envs: PositiveInt = 64
     max_envs_per_client: PositiveInt = Field(
-        8, description="Environments one address may hold (the operator's token: any number)."
+        16, description="Environments one address may hold (the operator's token: any number)."
     )
     max_connections_per_client: PositiveInt = 256
     max_handshakes_per_client: PositiveInt = Field(
-        16,
+        64,
         description="Sockets one address may hold open before saying who it is; one more "
         "closes the oldest.",
     )
