@@ -412,14 +412,38 @@ async def test_event_logs_and_their_analysis_are_the_server_user_s_only(
             break
         await asyncio.sleep(0.05)
     exports = tmp_path / session["session_id"]
-    for _ in range(100):  # the exports are written once the session has ended
-        if (exports / "parquet" / "jobs.parquet").exists():
+
+    def modes() -> dict[str, str]:
+        return {str(p.relative_to(tmp_path)): oct(p.stat().st_mode & 0o777)
+                for p in tmp_path.rglob("*") if p.is_file()}  # fmt: skip
+
+    for _ in range(200):  # the exports are written once the session has ended
+        if exports.is_dir():  # closed to others from the start, whatever is written inside
+            assert oct(exports.stat().st_mode & 0o777) == oct(0o700)
+        if (exports / "parquet" / "jobs.parquet").exists() and set(modes().values()) == {
+            oct(0o600)
+        }:
             break
-        await asyncio.sleep(0.1)
-    await asyncio.sleep(0.2)
-    assert oct(exports.stat().st_mode & 0o777) == oct(0o700)
-    files = [p for p in tmp_path.rglob("*") if p.is_file()]
-    assert any(p.suffix == ".parquet" for p in files), files
-    assert {p.name: oct(p.stat().st_mode & 0o777) for p in files} == {
-        p.name: oct(0o600) for p in files
-    }
+        await asyncio.sleep(0.05)
+    assert any(name.endswith(".parquet") for name in modes())
+    assert set(modes().values()) == {oct(0o600)}, modes()
+
+
+async def test_a_session_run_again_under_its_name_keeps_the_earlier_log(
+    aiohttp_client: MakeClient, tmp_path: Path
+) -> None:
+    from twin.gateway.config import SessionRequest
+    from twin.gateway.keys import REGISTRY
+
+    client = await serve(aiohttp_client, log_dir=str(tmp_path))
+    registry = client.server.app[REGISTRY]
+    request = SessionRequest.model_validate({"scenario": {**MARKET, "horizon_s": 60}})
+    for run in range(2):  # a declared session, run twice
+        session = registry.create(request, session_id="main")
+        assert session.task is not None
+        await session.task
+        await registry.remove("main", forget=False)
+        assert (tmp_path / "main.jsonl").exists(), run
+    earlier = (tmp_path / "main.1.jsonl").read_bytes()
+    assert earlier.endswith(b'"reason":"horizon"}\n')
+    assert earlier == (tmp_path / "main.jsonl").read_bytes()  # the same seed, the same log

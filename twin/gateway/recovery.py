@@ -52,6 +52,20 @@ def save(log_dir: str, sidecar: Sidecar) -> None:
         f.write(sidecar.model_dump_json().encode())
 
 
+def keep_aside(log: Path) -> None:
+    """Move an earlier run's log `<id>.jsonl` (and its exports, `<id>/`) to the first free
+    `<id>.<n>.jsonl` (and `<id>.<n>/`), so a session of the same name writes over nothing."""
+    if not log.exists():
+        return
+    n = 1
+    while log.with_suffix(f".{n}.jsonl").exists() or log.with_suffix(f".{n}").exists():
+        n += 1
+    log.rename(log.with_suffix(f".{n}.jsonl"))
+    exports = log.with_suffix("")
+    if exports.is_dir():
+        exports.rename(log.with_suffix(f".{n}"))
+
+
 def forget(log_dir: str, session_id: str) -> None:
     """A deleted session is not restored (its log stays)."""
     with contextlib.suppress(FileNotFoundError):

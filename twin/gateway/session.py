@@ -69,9 +69,11 @@ class Session:
         *,
         owner: str = "",
         read_token: str | None = None,
-        recorded: Sequence[RecordedRound] = (),
+        recorded: Sequence[RecordedRound] | None = None,
     ) -> None:
-        """A new session, or (with `recorded` rounds from its log) one restored after a crash."""
+        """A new session, or (with the `recorded` rounds of its log) one restored after a crash.
+        A new session whose name a finished one had (a declared session, run again) keeps that
+        one's log and exports aside rather than writing over them."""
         self.id = session_id
         self.scenario = scenario
         self.request = request
@@ -87,6 +89,8 @@ class Session:
         if config.log_dir:
             path = recovery.log_path(config.log_dir, session_id)
             path.parent.mkdir(parents=True, exist_ok=True)
+            if recorded is None:
+                recovery.keep_aside(path)
             # Readable by the server's user only (a restored session writes its log again).
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             os.fchmod(fd, 0o600)  # an existing file keeps its mode through O_CREAT
@@ -120,10 +124,10 @@ class Session:
         self.ended_at: float | None = None
         self.connected = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
-        for rnd in recorded:
+        for rnd in recorded or ():
             self.driver.advance()
             play_round(self.driver, rnd)
-        self.rounds = len(recorded)
+        self.rounds = len(recorded or ())
         self._persist()
 
     def _persist(self) -> None:
