@@ -148,7 +148,7 @@ class ClusterEnv(gym.Env[Any, Any]):
         state = flat(table.driver, self.tenant)
         waiting = state[HEAD_NAMES.index("queue_length")] > 0 and table.driver.ended is None
         queue = (self.whole.queue_block(table.driver.observe(self.tenant)) if waiting
-                 else np.zeros(self.whole.queue_space().shape))  # fmt: skip
+                 else np.zeros(self.whole.queue_shape))  # fmt: skip
         offers = self.whole.offers_block(table.offers_to_ego)
         if self.flat:
             return np.concatenate([state, queue.ravel(), offers.ravel()])

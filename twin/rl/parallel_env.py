@@ -110,7 +110,7 @@ class ClusterParallelEnv(ParallelEnv[str, dict[str, np.ndarray], dict[str, Any]]
         driver = self._driver
         assert driver is not None
         out = {}
-        empty = np.zeros(self.whole.queue_space().shape)
+        empty = np.zeros(self.whole.queue_shape)
         for a in self.agents:
             state = flat(driver, a)
             queue = self.whole.queue_block(driver.observe(a)) if state[3] and not driver.ended \

@@ -105,13 +105,19 @@ class WholeAction:
         out["offer_to"], out["offer_usd"] = int(out["offer_to"][0]), int(out["offer_usd"][0])
         return out
 
+    @property
+    def queue_shape(self) -> tuple[int, int]:
+        return self.head_slots, QUEUE_FIELDS + len(self.pools)
+
+    @property
+    def offers_shape(self) -> tuple[int, int]:
+        return self.offer_slots, OFFER_FIELDS + len(self.pools)
+
     def queue_space(self) -> spaces.Box:
-        shape = (self.head_slots, QUEUE_FIELDS + len(self.pools))
-        return spaces.Box(low=-BOUND, high=BOUND, shape=shape, dtype=np.float64)
+        return spaces.Box(low=-BOUND, high=BOUND, shape=self.queue_shape, dtype=np.float64)
 
     def offers_space(self) -> spaces.Box:
-        shape = (self.offer_slots, OFFER_FIELDS + len(self.pools))
-        return spaces.Box(low=-BOUND, high=BOUND, shape=shape, dtype=np.float64)
+        return spaces.Box(low=-BOUND, high=BOUND, shape=self.offers_shape, dtype=np.float64)
 
     def idle(self) -> dict[str, Any]:
         """The action that changes nothing, makes no offer and accepts none."""
@@ -125,7 +131,7 @@ class WholeAction:
     # -- what the tenant sees -------------------------------------------------------------
 
     def queue_block(self, view: TenantObservation) -> np.ndarray:
-        out = np.zeros((self.head_slots, QUEUE_FIELDS + len(self.pools)))
+        out = np.zeros(self.queue_shape)
         column = {name: QUEUE_FIELDS + k for k, name in enumerate(self.pools)}
         for row, job in zip(out, view.head, strict=False):
             row[:QUEUE_FIELDS] = (1.0, job.gpus, job.wait_s)
@@ -136,7 +142,7 @@ class WholeAction:
 
     def offers_block(self, offers: Sequence[Offer]) -> np.ndarray:
         """`offers` (made to one tenant, in order) in their slots; the rest stay zero."""
-        out = np.zeros((self.offer_slots, OFFER_FIELDS + len(self.pools)))
+        out = np.zeros(self.offers_shape)
         for row, o in zip(out, offers, strict=False):
             row[0], row[1] = 1.0, 1.0 + self.tenants.index(o.from_tenant)
             for k, pool in enumerate(self.pools):
