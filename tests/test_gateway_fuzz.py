@@ -9,6 +9,7 @@ import asyncio
 import json
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +38,12 @@ class Server:
         self.url, self.output, self.session_id = url, output, session_id
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    tmp = tmp_path_factory.mktemp("fuzz")
+@contextmanager
+def serving(tmp: Path, *flags: str) -> Iterator[Server]:
+    """A real `twin serve` with a session for tenant t0 (token TOKEN) open; once it stops, its
+    log must hold no traceback."""
     port, output = free_port(), tmp / "server.log"
-    proc = start_serve(port, ADMIN, output, "--log-dir", str(tmp / "logs"))
+    proc = start_serve(port, ADMIN, output, "--log-dir", str(tmp / "logs"), *flags)
     url = f"http://127.0.0.1:{port}"
     try:
         yield Server(url, output, asyncio.run(_open_session(url)))
@@ -50,6 +52,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         assert proc.wait(timeout=15) == 0
     log = output.read_text()
     assert "Traceback" not in log, log[-3000:]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with serving(tmp_path_factory.mktemp("fuzz")) as served:
+        yield served
 
 
 async def _open_session(url: str) -> str:

@@ -7,28 +7,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 import orjson
 import pytest
 
-from tests.test_gateway import MARKET
+from tests.test_gateway_fuzz import ADMIN, TOKEN, Server, serving
 from twin.bench.hostile_values import Template, cases, templates
-from twin.bench.server import free_port, start_serve
 from twin.schema.codes import ErrorCode
 from twin.schema.wire import SCHEMA_VERSION
 
-ADMIN = "operator-token-for-hostile-values"
-TOKEN = "tenant-token-for-hostile-values-0"
 CODES = {c.value for c in ErrorCode}
 SENTINEL = orjson.dumps({"type": "sentinel-of-hostile-values"}).decode()
-
-
-class Server:
-    def __init__(self, url: str, output: Path, session_id: str) -> None:
-        self.url, self.output, self.session_id = url, output, session_id
 
 
 @pytest.fixture(scope="module")
@@ -36,29 +27,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("hostile")
     (tmp / "scenarios").mkdir()
     (tmp / "scenarios" / "mine.yaml").write_text("kind: cluster\nname: mine\n")
-    port, output = free_port(), tmp / "server.log"
-    proc = start_serve(port, ADMIN, output, "--log-dir", str(tmp / "logs"), "--scenario-dir",
-                       str(tmp / "scenarios"), "--max-sessions", "4")  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        yield Server(url, output, asyncio.run(_open_session(url)))
-    finally:
-        proc.terminate()
-        assert proc.wait(timeout=15) == 0
-    log = output.read_text()
-    assert "Traceback" not in log, log[-3000:]
-
-
-async def _open_session(url: str) -> str:
-    async with aiohttp.ClientSession() as http:
-        resp = await http.post(
-            f"{url}/v1/sessions", headers={"Authorization": f"Bearer {ADMIN}"},
-            json={"scenario": {**MARKET, "horizon_s": 10**7}, "agents": ["t0"],
-                  "tokens": {"t0": TOKEN}, "round_timeout_ms": 60_000},
-        )  # fmt: skip
-        assert resp.status == 201
-        session_id: str = (await resp.json())["session_id"]
-        return session_id
+    with serving(tmp, "--scenario-dir", str(tmp / "scenarios"), "--max-sessions", "4") as served:
+        yield served
 
 
 def _templates(server: Server) -> list[Template]:
