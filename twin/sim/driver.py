@@ -80,7 +80,6 @@ class Driver(Generic[Obs, Act]):
         self._tenants = {name: i for i, name in enumerate(self.tenants)}
         self.batch: DecisionBatch | None = None
         self.round = 0
-        self.events_run = 0
         self._told = dict.fromkeys(self.tenants, 0.0)  # rewards told in rounds, by tenant
         self._final: dict[str, float] = {}  # what accrued after each tenant's last round
 
@@ -107,15 +106,14 @@ class Driver(Generic[Obs, Act]):
         """Run to the next decision point (all events of its instant done); None at the end.
 
         With `limit`, stop after that many SimPy events and return `PAUSED`, so an async caller
-        can yield to its event loop and call again. `events_run` counts the events run so far.
+        can yield to its event loop and call again.
         """
         env, model, step = self.env, self.model, self.env.step
         pending = model.pending
-        budget = start = -1 if limit is None else limit
+        budget = -1 if limit is None else limit
         try:
             while not model.ended:
                 if budget == 0:
-                    self.events_run += start - budget
                     return PAUSED
                 budget -= 1
                 if not budget & 4095:
@@ -133,12 +131,10 @@ class Driver(Generic[Obs, Act]):
                     for tenant, why in reasons.items():
                         self.log.append(("decision_requested", now, tenant, why))
                     self.batch = DecisionBatch(now, reasons)
-                    self.events_run += start - budget
                     return self.batch
                 step()
         except simpy.core.EmptySchedule:
             model.end("drained")
-        self.events_run += start - budget
         self.log.flush()
         self.batch = None
         return None
