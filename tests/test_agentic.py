@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import twin_command
+from twin.eventlog.log import Record
 from twin.schema.agentic import ORCHESTRATIONS, AgenticRlScenario
 from twin.sim import scenarios
 from twin.sim.agentic.elastic import Demand, allocate, run_s, share
@@ -29,7 +30,7 @@ def small(**fields: Any) -> AgenticRlScenario:
     return scenario.model_copy(update=fields)
 
 
-def events(scenario: AgenticRlScenario, policy: str, seed: int = 0) -> list[tuple[Any, ...]]:
+def events(scenario: AgenticRlScenario, policy: str, seed: int = 0) -> list[Record]:
     _, driver = run_episode(scenario, seed=seed, policy=policy, keep_log=True)
     return list(driver.log)
 
@@ -111,22 +112,24 @@ def test_placement_is_best_fit() -> None:
 # -- invariants of each policy, from its log ---------------------------------------------------
 
 
-def concurrency(log: list[tuple[Any, ...]]) -> dict[str, float]:
+def concurrency(log: list[Record]) -> dict[str, float]:
     """The most units of each resource in use at once, and whether any action ran without."""
     resource: dict[str, str] = {}
     units: dict[str, int] = {}
     now: dict[str, float] = defaultdict(float)
     peak: dict[str, float] = defaultdict(float)
     for rec in log:
-        if rec[0] == "action_submitted":
-            resource[rec[3]] = rec[6]
-        elif rec[0] == "action_started":
-            assert rec[4] >= 1, "an action runs on at least one unit"
-            units[rec[3]] = rec[4]
-            now[resource[rec[3]]] += rec[4]
-            peak[resource[rec[3]]] = max(peak[resource[rec[3]]], now[resource[rec[3]]])
-        elif rec[0] == "action_finished":
-            now[resource[rec[3]]] -= units.pop(rec[3])
+        if rec.kind == "action_submitted":
+            resource[rec.action_id] = rec.resource
+        elif rec.kind == "action_started":
+            assert rec.units >= 1, "an action runs on at least one unit"
+            units[rec.action_id] = rec.units
+            now[resource[rec.action_id]] += rec.units
+            peak[resource[rec.action_id]] = max(
+                peak[resource[rec.action_id]], now[resource[rec.action_id]]
+            )
+        elif rec.kind == "action_finished":
+            now[resource[rec.action_id]] -= units.pop(rec.action_id)
     assert not units, "every action that started finished"
     return peak
 
@@ -138,8 +141,8 @@ def test_no_pool_or_quota_is_ever_exceeded(policy: str) -> None:
     peak = concurrency(log)
     assert peak["cpu"] <= scenario.cpu_cores
     assert peak["api"] <= scenario.api_quota
-    submitted = sum(r[0] == "action_submitted" for r in log)
-    finished = sum(r[0] == "action_finished" for r in log)
+    submitted = sum(r.kind == "action_submitted" for r in log)
+    finished = sum(r.kind == "action_finished" for r in log)
     assert submitted == finished > 0
 
 
@@ -152,26 +155,26 @@ def test_elastic_services_sit_in_aligned_chunks_and_serve_only_while_loaded() ->
     kind_of: dict[str, str] = {}
     calls = 0
     for rec in log:
-        if rec[0] == "service_loaded":
-            service, gpus, node, offset = rec[3], rec[4], rec[5], rec[6]
+        if rec.kind == "service_loaded":
+            service, gpus, node, offset = rec.service, rec.gpus, rec.node, rec.offset
             assert offset % gpus == 0
             mask = set(range(offset, offset + gpus))
             for (n, o), (_, g) in loaded.items():
                 assert n != node or not mask & set(range(o, o + g)), "chunks never overlap"
             loaded[node, offset] = (service, gpus)
             copies[service] += 1
-        elif rec[0] == "service_evicted":
-            service, gpus = loaded.pop((rec[4], rec[5]))
-            assert service == rec[3]
+        elif rec.kind == "service_evicted":
+            service, gpus = loaded.pop((rec.node, rec.offset))
+            assert service == rec.service
             copies[service] -= 1
-        elif rec[0] == "action_submitted":
-            kind_of[rec[3]] = rec[5]
-        elif rec[0] == "action_started" and kind_of[rec[3]] in service_of:
+        elif rec.kind == "action_submitted":
+            kind_of[rec.action_id] = rec.action
+        elif rec.kind == "action_started" and kind_of[rec.action_id] in service_of:
             calls += 1
-            assert copies[service_of[kind_of[rec[3]]]] >= 1, "a call runs on a loaded copy"
+            assert copies[service_of[kind_of[rec.action_id]]] >= 1, "a call runs on a loaded copy"
     assert calls > 0
-    kinds = {r[3] for r in log if r[0] == "service_evicted"}
-    reasons = {r[6] for r in log if r[0] == "service_evicted"}
+    kinds = {r.service for r in log if r.kind == "service_evicted"}
+    reasons = {r.reason for r in log if r.kind == "service_evicted"}
     assert kinds, "services come and go on one node"
     assert reasons <= {"idle", "lru"}
 
@@ -187,21 +190,21 @@ def test_lru_eviction_takes_the_idle_service_used_longest_ago() -> None:
     resident: set[str] = set()
     evictions = 0
     for rec in log:
-        if rec[0] == "action_submitted" and rec[5] in service_of:
-            service[rec[3]] = service_of[rec[5]]
-        elif rec[0] == "action_started" and rec[3] in service:
-            in_flight[service[rec[3]]] += 1
-        elif rec[0] == "action_finished" and rec[3] in service:
-            in_flight[service[rec[3]]] -= 1
-            last_use[service[rec[3]]] = rec[1]
-        elif rec[0] == "service_loaded":
-            resident.add(rec[3])
-        elif rec[0] == "service_evicted":
-            assert rec[6] == "lru"
-            assert in_flight[rec[3]] == 0, "only an idle service is evicted"
-            idle = {s for s in resident - {rec[3]} if in_flight[s] == 0}
-            assert all(last_use[rec[3]] <= last_use[s] for s in idle)
-            resident.discard(rec[3])
+        if rec.kind == "action_submitted" and rec.action in service_of:
+            service[rec.action_id] = service_of[rec.action]
+        elif rec.kind == "action_started" and rec.action_id in service:
+            in_flight[service[rec.action_id]] += 1
+        elif rec.kind == "action_finished" and rec.action_id in service:
+            in_flight[service[rec.action_id]] -= 1
+            last_use[service[rec.action_id]] = rec.t_s
+        elif rec.kind == "service_loaded":
+            resident.add(rec.service)
+        elif rec.kind == "service_evicted":
+            assert rec.reason == "lru"
+            assert in_flight[rec.service] == 0, "only an idle service is evicted"
+            idle = {s for s in resident - {rec.service} if in_flight[s] == 0}
+            assert all(last_use[rec.service] <= last_use[s] for s in idle)
+            resident.discard(rec.service)
             evictions += 1
     assert evictions > 0
 
@@ -246,10 +249,10 @@ def test_compare_refuses_an_unknown_policy() -> None:
 def test_under_agent_orchestration_the_tenant_decides_every_interval() -> None:
     scenario = small(orchestration="agent", decision_interval_s=30.0)
     log = events(scenario, "agent")
-    decided = [r for r in log if r[0] == "decision_made"]
-    end_s = next(r[1] for r in log if r[0] == "episode_ended")
+    decided = [r for r in log if r.kind == "decision_made"]
+    end_s = next(r.t_s for r in log if r.kind == "episode_ended")
     assert len(decided) == pytest.approx(end_s / 30.0, abs=1.5)
-    assert {r[2] for r in decided} == {"rl"}
+    assert {r.tenant for r in decided} == {"rl"}
 
 
 async def test_an_agent_over_the_openenv_plane_caps_the_cores_an_action_takes(
@@ -287,6 +290,6 @@ def test_a_cap_set_by_the_agent_bounds_the_cores_of_every_later_action() -> None
     defaults = driver.default_policies()
     while driver.advance() is not None:
         driver.commit_round({"rl": AgenticAction(max_units=2)}, defaults)
-    started = [r for r in driver.log if r[0] == "action_started"]
+    started = [r for r in driver.log if r.kind == "action_started"]
     assert started
-    assert max(r[4] for r in started) == 2
+    assert max(r.units for r in started) == 2

@@ -120,7 +120,7 @@ class TestProvisioning:
         job_started = False
         while not job_started:
             driver.env.step()
-            job_started = driver.model.running_jobs == 1
+            job_started = driver.model.scheduler.running_jobs == 1
         driver.model.apply(0, ProvisionAction(provision={"gpu": -2}))
         events = list(driver.log.dicts())
         assert not kinds(events, "gpus_released")

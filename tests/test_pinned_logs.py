@@ -1,21 +1,23 @@
 """Pinned event logs: the built-in scenarios, a trace replay and a recorded negotiation session.
 
-Each log's SHA-256 is pinned in `golden/pinned_logs.json`. A change to the sim that alters any
-domain event fails here; a deliberate change regenerates the pins with
-`python -m tests.test_pinned_logs --write` and says why in its commit.
+Each log is pinned in `golden/pinned_logs.json` (its SHA-256, per-kind counts and block hashes;
+small logs are kept whole under `golden/logs/`). A change to the sim that alters any domain event
+fails here and says which kinds changed and the first event that differs; a deliberate change
+regenerates the pins with `python -m tests.test_pinned_logs --write` and says why in its commit.
 """
 
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 
+from tests import golden_logs
 from tests.conftest import TRACES
 from twin.replay.run import ReplayOptions, replay
 from twin.sim import catalog, scenarios
@@ -24,6 +26,7 @@ from twin.sim.runner import run_episode
 
 GOLDEN = Path(__file__).parent / "golden"
 PINS = GOLDEN / "pinned_logs.json"
+LOGS = GOLDEN / "logs"
 SESSION = GOLDEN / "negotiation_session.jsonl.gz"
 ITP = TRACES / "microsoft-itp-elasticflow-2021/cluster10.csv"
 SEEDS = (0, 7)
@@ -42,23 +45,34 @@ def replay_events(key: str, tmp: Path) -> bytes:
     return (tmp / "events.jsonl").read_bytes()
 
 
-def digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+def whole(key: str) -> Path:
+    return LOGS / f"{key.replace('/', '-')}.jsonl.gz"
 
 
-def pins() -> dict[str, str]:
-    pinned: dict[str, str] = json.loads(PINS.read_text())
-    return pinned
+def check(key: str, data: bytes) -> None:
+    pinned: dict[str, Any] = json.loads(PINS.read_text())[key]
+    difference = golden_logs.difference(data, pinned, whole(key))
+    assert not difference, difference
 
 
 @pytest.mark.parametrize(("name", "seed"), RUNS)
 def test_a_builtin_scenario_log_is_pinned(name: str, seed: int, tmp_path: Path) -> None:
-    assert digest(scenario_log(name, seed, tmp_path)) == pins()[f"{name}/s{seed}"]
+    check(f"{name}/s{seed}", scenario_log(name, seed, tmp_path))
 
 
 @pytest.mark.parametrize("key", sorted(REPLAYS))
 def test_an_itp_trace_replay_log_is_pinned(key: str, tmp_path: Path) -> None:
-    assert digest(replay_events(key, tmp_path)) == pins()[key]
+    check(key, replay_events(key, tmp_path))
+
+
+def test_a_failing_pin_names_the_changed_kinds_and_the_first_differing_event() -> None:
+    log = b'{"kind":"a","x":1}\n{"kind":"b","x":2}\n'
+    pinned = golden_logs.pin(log)
+    changed = log.replace(b'"x":2', b'"x":3')
+    assert golden_logs.difference(log, pinned, None) == ""
+    message = golden_logs.difference(changed, pinned, None)
+    assert "first difference within events 1-1024" in message
+    assert '"x":3' in message
 
 
 def test_a_recorded_negotiation_session_reproduces_byte_for_byte() -> None:
@@ -70,13 +84,16 @@ def test_a_recorded_negotiation_session_reproduces_byte_for_byte() -> None:
 
 
 def write_pins(tmp: Path) -> None:
-    """Regenerate `pinned_logs.json` from the current sim."""
+    """Regenerate `pinned_logs.json` (and the logs kept whole) from the current sim."""
+    logs = {f"{name}/s{seed}": scenario_log(name, seed, tmp / f"{name}-{seed}")
+            for name, seed in RUNS}  # fmt: skip
+    logs.update({key: replay_events(key, tmp / key) for key in sorted(REPLAYS)})
+    LOGS.mkdir(exist_ok=True)
     out = {}
-    for name, seed in RUNS:
-        out[f"{name}/s{seed}"] = digest(scenario_log(name, seed, tmp / f"{name}-{seed}"))
-    for key in sorted(REPLAYS):
-        out[key] = digest(replay_events(key, tmp / key))
-    PINS.write_text(json.dumps(out, indent=2, sort_keys=True) + "\n")
+    for key, data in logs.items():
+        out[key] = golden_logs.pin(data)
+        golden_logs.keep(data, whole(key))
+    PINS.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--write"]:

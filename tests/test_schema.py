@@ -11,9 +11,10 @@ from pydantic import ValidationError
 
 from tests.conftest import play, tiny
 from twin.errors import ConfigError
-from twin.schema import export
+from twin.schema import export, record_source, records
 from twin.schema.events import EVENT_ADAPTER, EVENT_FIELDS
 from twin.schema.scenario import ClusterScenario
+from twin.schema.wire import AGENT_TYPES
 from twin.sim import catalog, scenarios
 
 
@@ -140,3 +141,20 @@ def test_configs_validate_exactly_when_consistent(raw: dict[str, Any]) -> None:
 def test_arbitrary_mappings_never_crash_validation(raw: dict[str, Any]) -> None:
     with pytest.raises(ConfigError):
         scenarios.validate(raw, "fuzz")
+
+
+def test_the_shipped_typed_records_match_the_event_models() -> None:
+    shipped = record_source.SHIPPED.read_text()
+    assert shipped == record_source.render(), "run `python -m twin.schema.record_source`"
+
+
+@pytest.mark.parametrize("kind", list(EVENT_FIELDS))
+def test_each_kind_has_a_record_with_the_logs_field_order(kind: str) -> None:
+    record = records.RECORDS[kind]
+    assert record._fields == ("kind", "t_s", "tenant", *EVENT_FIELDS[kind])
+
+
+def test_the_wire_unions_are_exported_and_agent_types_are_read_off_the_union() -> None:
+    assert {"agent_message", "gateway_message"} <= set(export.MODELS)
+    schema = export.json_schema("agent_message")
+    assert sorted(schema["discriminator"]["mapping"]) == sorted(AGENT_TYPES)

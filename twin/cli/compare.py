@@ -11,62 +11,13 @@ from __future__ import annotations
 import argparse
 import csv
 import statistics
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from twin.errors import ConfigError
 
 if TYPE_CHECKING:
-    from twin.schema.summary import Summary
-
-Figure = Callable[["Summary"], float | None]
-
-
-def _resource(name: str, what: str) -> Figure:
-    def get(s: Summary) -> float | None:
-        use = (
-            next((r for r in s.agentic.resources if r.resource == name), None)
-            if s.agentic
-            else None
-        )
-        return None if use is None else getattr(use, what)
-
-    return get
-
-
-def _utilisation(s: Summary) -> float | None:
-    held = sum(p.held_gpu_h for p in s.pools)
-    return sum(p.busy_gpu_h for p in s.pools) / held if held else None
-
-
-AGENTIC: dict[str, Figure] = {
-    "ACT mean s": lambda s: s.agentic.act_s.mean if s.agentic else None,
-    "ACT p99 s": lambda s: s.agentic.act_s.p99 if s.agentic else None,
-    "step mean s": lambda s: s.agentic.step_s.mean if s.agentic else None,
-    "core-h held": _resource("cpu", "held_unit_h"),
-    "GPU-h held": _resource("gpu", "held_unit_h"),
-    "CPU utilisation": _resource("cpu", "utilisation"),
-    "GPU utilisation": _resource("gpu", "utilisation"),
-    "cost $": lambda s: s.cost_usd,
-}
-CLUSTER: dict[str, Figure] = {
-    "JCT mean s": lambda s: s.completion_s.mean,
-    "JCT p99 s": lambda s: s.completion_s.p99,
-    "delay p50 s": lambda s: s.queueing_delay_s.p50,
-    "delay p99 s": lambda s: s.queueing_delay_s.p99,
-    "GPU-h held": lambda s: sum(p.held_gpu_h for p in s.pools),
-    "utilisation": _utilisation,
-    "cost $": lambda s: s.cost_usd,
-    "reward": lambda s: s.reward,
-}
-STEP: dict[str, Figure] = {
-    "steps": lambda s: float(s.steps or 0),
-    "cost $": lambda s: s.cost_usd,
-    "SLA $": lambda s: s.sla_usd,
-    "reward": lambda s: s.reward,
-    "score": lambda s: s.score,
-}
+    pass
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -82,18 +33,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     cp.set_defaults(func=compare_command)
 
 
-def figures_for(kind: str) -> dict[str, Figure]:
-    return {"agentic_rl": AGENTIC, "gpucluster": STEP}.get(kind, CLUSTER)
-
-
 def compare(scenario_spec: str, policies: list[str], seeds: int,
             overrides: list[str]) -> dict[str, list[dict[str, float | None]]]:  # fmt: skip
     """Each policy's figures per seed."""
     from twin.sim import scenarios
+    from twin.sim.kinds import kind_of
     from twin.sim.runner import run_episode
 
     scenario = scenarios.load(scenario_spec, overrides)
-    table = figures_for(scenario.kind)
+    table = kind_of(scenario).figures
     runs: dict[str, list[dict[str, float | None]]] = {}
     for policy in policies:
         runs[policy] = []

@@ -5,15 +5,11 @@ from __future__ import annotations
 import argparse
 import csv
 import importlib.util
-import json
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pydantic import ValidationError
-
 from twin.errors import ConfigError
-from twin.schema.scheduling import ReplayParams
 from twin.schema.vocabulary import (
     CALIBRATION_FIGURE,
     CALIBRATION_FILE,
@@ -25,26 +21,9 @@ from twin.schema.vocabulary import (
 if TYPE_CHECKING:
     from twin.replay.run import ReplayOptions
 
-DEFAULTS = ReplayParams()
 LABELS = {"delay_p50_s": "delay p50 s", "delay_p99_s": "p99 s", "ks_distance": "KS",
           "fragmentation": "frag.", "blocked_by_fragmentation": "frag. blocks",
           "utilisation": "util."}  # fmt: skip
-
-
-def read_params(path: Path) -> ReplayParams:
-    """Replay parameters from a calibration file (its `params`) or a bare params file."""
-    try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from None
-    if isinstance(data, dict) and "params" in data:
-        data = data["params"]
-    try:
-        return ReplayParams.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError.first_of(exc, f"{path}: params ", "(top level)") from None
 
 
 def placements(text: str | None) -> list[Placement]:
@@ -129,7 +108,7 @@ def _window_flags(args: argparse.Namespace) -> list[tuple[str, float]]:
 def calibrate_command(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from twin.cli.replay import trace_options
+    from twin.cli.trace_args import trace_options
     from twin.replay.calibrate import calibrate
 
     if args.workers < 1:

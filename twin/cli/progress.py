@@ -50,8 +50,7 @@ def progress_bar(console: Console, what: str, total: float | None,
 
 def horizon_h(scenario: Scenario) -> float | None:
     """How far a run goes in virtual hours, where the scenario says (else it runs until drained)."""
-    if scenario.kind == "gpucluster":
-        return scenario.max_steps * scenario.step_s / 3600
-    if scenario.kind == "agentic_rl":
-        return None  # it runs its steps, however long they take
-    return None if scenario.horizon_s is None else scenario.horizon_s / 3600
+    from twin.sim.kinds import kind_of
+
+    horizon_s = kind_of(scenario).horizon_s(scenario)
+    return None if horizon_s is None else horizon_s / 3600

@@ -1,4 +1,5 @@
-"""The agentic-RL part of a summary, folded from its action, step and resource events."""
+"""The agentic-RL part of a summary, folded from its action, step and resource events: its
+actions are its jobs, and its money is what the external resources cost."""
 
 from __future__ import annotations
 
@@ -7,11 +8,19 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from twin.schema.summary import AgenticSummary, ResourceUse
+from twin.eventlog.quantiles import quantiles
+from twin.eventlog.reward import money_reward
+from twin.eventlog.tenant_totals import Tenants, tenants
+from twin.schema import records
+from twin.schema.summary import AgenticSummary, ResourceUse, Summary
 
 
 @dataclass
 class AgenticMetrics:
+    """The summary of an `agentic_rl` episode."""
+
+    kind = "agentic_rl"
+    tenants: Tenants = field(default_factory=tenants)
     orchestration: str = ""
     usd_per_unit_h: dict[str, float] = field(default_factory=dict)
     kind_of: dict[str, str] = field(default_factory=dict)  # action id -> action kind, in flight
@@ -28,16 +37,36 @@ class AgenticMetrics:
         self.orchestration = config["orchestration"]
         self.usd_per_unit_h = {"cpu": config["core_usd_per_h"], "gpu": config["gpu_usd_per_h"]}
 
-    def submitted(self, action_id: str, action: str) -> None:
-        self.kind_of[action_id] = action
+    def _on_action_submitted(self, rec: records.ActionSubmitted) -> None:
+        self.tenants[rec.tenant].arrived += 1
+        self.kind_of[rec.action_id] = rec.action
 
-    def finished(self, action_id: str, act_s: float) -> None:
-        self.act_s.append(act_s)
-        self.act_by_action[self.kind_of.pop(action_id, "?")].append(act_s)
+    def _on_action_finished(self, rec: records.ActionFinished) -> None:
+        self.tenants[rec.tenant].finished += 1
+        self.act_s.append(rec.act_s)
+        self.act_by_action[self.kind_of.pop(rec.action_id, "?")].append(rec.act_s)
+
+    def _on_trajectory_finished(self, rec: records.TrajectoryFinished) -> None:
+        self.trajectory_s.append(rec.duration_s)
+
+    def _on_rl_step_finished(self, rec: records.RlStepFinished) -> None:
+        self.step_s.append(rec.duration_s)
+        self.rollout_s.append(rec.rollout_s)
+
+    def _on_resources_used(self, rec: records.ResourcesUsed) -> None:
+        self.resources.append((rec.resource, rec.held_unit_s, rec.busy_unit_s, rec.capacity))
+
+    def amend(self, summary: Summary) -> Summary:
+        """The episode's cost is what its resources cost; its reward and score follow."""
+        agentic = self.summary()
+        cost = sum(r.cost_usd for r in agentic.resources)
+        value = sum(t.value_usd for t in self.tenants.values())
+        reward, score = money_reward(value, cost, summary.sla_usd)
+        return summary.model_copy(
+            update={"cost_usd": cost, "reward": reward, "score": score, "agentic": agentic}
+        )
 
     def summary(self) -> AgenticSummary:
-        from twin.eventlog.metrics import quantiles
-
         resources = [
             ResourceUse(
                 resource=name,

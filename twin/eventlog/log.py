@@ -1,7 +1,8 @@
-"""The in-process event log: the sim appends tuples; chunks stream to sinks.
+"""The in-process event log: the sim appends records; chunks stream to sinks.
 
-A record is `(kind, t_s, tenant, *payload)` with payload fields in the order of
-`twin.schema.events.EVENT_FIELDS[kind]`. The session id is added when a record is encoded.
+A record is the named tuple of its kind (`twin.schema.records`): `(kind, t_s, tenant, *payload)`
+with payload fields in the order of `twin.schema.events.EVENT_FIELDS[kind]`. The session id is
+added when a record is encoded.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import orjson
 from pydantic import BaseModel
 
 from twin.schema.events import EVENT_DEFAULTS, EVENT_FIELDS
+from twin.schema.records import RECORDS, AnyRecord
 
-Record = tuple[Any, ...]
+Record = AnyRecord
 Consumer = Callable[[list[Record]], None]
 
 FLUSH_EVERY = 8192
@@ -32,12 +34,13 @@ def from_dict(obj: dict[str, Any]) -> Record:
     """The record tuple for a decoded JSON object (inverse of `to_dict`); a field added to the
     schema since the log was written takes its default."""
     kind = obj["kind"]
+    record = RECORDS[kind]
     try:
-        return (kind, obj["t_s"], obj["tenant"], *(obj[name] for name in EVENT_FIELDS[kind]))
+        return record(kind, obj["t_s"], obj["tenant"], *(obj[name] for name in EVENT_FIELDS[kind]))
     except KeyError:
         defaults = EVENT_DEFAULTS[kind]
         payload = (obj[name] if name in obj else defaults[name] for name in EVENT_FIELDS[kind])
-        return (kind, obj["t_s"], obj.get("tenant"), *payload)
+        return record(kind, obj["t_s"], obj.get("tenant"), *payload)
 
 
 def _jsonable(value: object) -> object:

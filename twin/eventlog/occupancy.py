@@ -28,19 +28,19 @@ class Occupancy:
         self._lanes: dict[str, int] = {}
         self._changed: dict[tuple[str, str], None] = {}  # (what, name) changed this instant
         self.t_s = 0.0
-        self._handlers: dict[str, Callable[[Row], None]] = {
+        self._handlers: dict[str, Callable[[Row], object]] = {
             "episode_started": self._episode,
-            "episode_ended": self._ended,
+            "episode_ended": self._instant,
             "gpus_ready": lambda e: self._hold(e["pool"], e["gpus"]),
             "gpus_released": lambda e: self._hold(e["pool"], -e["gpus"]),
             "node_failed": self._node_failed,
             "job_arrived": lambda e: self._queue(e["tenant"], 1),
             "job_started": self._started,
-            "job_finished": self._finished,
+            "job_finished": lambda e: self._stop(e, "finished"),
             "job_interrupted": self._interrupted,
             "job_failed": self._failed,
             "budget_charged": lambda e: self._spend(e["tenant"], e["amount_usd"]),
-            "trade_settled": self._trade,
+            "trade_settled": lambda e: self._instant(e) if e["applied"] else None,
             "budget_threshold": self._instant,
             "budget_exhausted": self._instant,
         }
@@ -104,9 +104,6 @@ class Occupancy:
         for pool in e["config"].get("pools", []):
             self._hold(pool["name"], 0)
 
-    def _ended(self, e: Row) -> None:
-        self.on_instant(e)
-
     def _hold(self, pool: str, gpus: float) -> None:
         self.held[pool] = self.held.get(pool, 0.0) + gpus
         self._changed["pool", pool] = None
@@ -149,9 +146,6 @@ class Occupancy:
         self.on_job_stop(e["t_s"], tenant, e["job_id"], lane, how)
         return True
 
-    def _finished(self, e: Row) -> None:
-        self._stop(e, "finished")
-
     def _interrupted(self, e: Row) -> None:
         self._stop(e, "interrupted")
         self._queue(e["tenant"], 1)  # back in the queue; a job_failed follows if it gives up
@@ -161,10 +155,6 @@ class Occupancy:
         if not self._stop(e, "failed"):
             self._queue(e["tenant"], -1)
         self.on_instant(e)
-
-    def _trade(self, e: Row) -> None:
-        if e["applied"]:
-            self.on_instant(e)
 
     def _instant(self, e: Row) -> None:
         self.on_instant(e)

@@ -15,8 +15,8 @@ async def follow(session: Session, piece_bytes: int = PIECE_BYTES) -> AsyncItera
     follower: each reads the session's one copy of the log at its own offset."""
     offset = 0
     while True:
-        grew = session.grew
-        with session.jsonl.getbuffer() as view:  # released before the log writes again
+        grew = session.history.grew
+        with session.history.jsonl.getbuffer() as view:  # released before the log writes again
             end = len(view)
             if end - offset > piece_bytes:
                 cut = bytes(view[offset : offset + piece_bytes]).rfind(b"\n") + 1
@@ -25,7 +25,7 @@ async def follow(session: Session, piece_bytes: int = PIECE_BYTES) -> AsyncItera
         if piece:
             offset = end
             yield piece
-        elif session.log_closed:
+        elif session.history.closed:
             return
         else:
             await grew.wait()

@@ -18,6 +18,7 @@ from twin.gateway.config import GatewayConfig, SessionRequest
 from twin.gateway.control_plane import ControlPlane
 from twin.gateway.session import Session
 from twin.schema.scenario import ClusterScenario
+from twin.schema.vocabulary import EndReason
 from twin.sim import scenarios
 from twin.sim.scenario_access import ScenarioAccess
 
@@ -119,7 +120,7 @@ class SessionRegistry:
         return self.sessions.get(session_id)
 
     async def remove(self, session_id: str, *, forget: bool = True,
-                     end_reason: str = "deleted") -> bool:  # fmt: skip
+                     end_reason: EndReason = "deleted") -> bool:  # fmt: skip
         """Close a session; unless `forget` is False (shutdown), a restart will not restore it,
         and its episode ends in its log with `end_reason`."""
         session = self.sessions.pop(session_id, None)

@@ -12,35 +12,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
-import os
 from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from twin.errors import RoundError
-from twin.eventlog.log import EventLog, JsonlWriter
 from twin.gateway import analysis, recovery
 from twin.gateway.config import GatewayConfig, SessionRequest
 from twin.gateway.links import Link
+from twin.gateway.round_intake import Intake, offer_view
 from twin.gateway.rounds import Round, SessionStatus
+from twin.gateway.session_log import SessionLog
 from twin.gateway.tokens import new_token
 from twin.schema.actions import ProvisionAction, TenantObservation
 from twin.schema.base import Frozen
-from twin.schema.codes import ErrorCode
 from twin.schema.scenario import ClusterScenario
+from twin.schema.vocabulary import EndReason
 from twin.schema.wire import (
-    AcceptOffer,
-    Acknowledged,
     DecisionRequested,
-    EndTurn,
-    MakeOffer,
     OfferReceived,
-    OfferView,
-    Propose,
-    RejectOffer,
     RoundCommitted,
     SessionEnded,
 )
@@ -50,7 +41,7 @@ from twin.sim.reproduce import RecordedRound, play_round
 from twin.sim.told import round_committed
 
 if TYPE_CHECKING:
-    from twin.gateway.mcp_tenant import TenantLink
+    from twin.gateway.tenant_link import TenantLink
 
 log = structlog.get_logger()
 
@@ -80,27 +71,9 @@ class Session:
         self.config = config
         self.owner = owner
         self.read_token = read_token or new_token()
-        # The log is kept as JSONL bytes, not as record tuples: bytes are invisible to the garbage
-        # collector, so its full collections stay short however long the session runs.
-        self.log = EventLog(session_id, keep=False)
-        self.jsonl = io.BytesIO()
-        self.log.subscribe(JsonlWriter(self.jsonl, session_id))
-        self._file = None
-        if config.log_dir:
-            path = recovery.log_path(config.log_dir, session_id)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if recorded is None:
-                recovery.keep_aside(path)
-            # Readable by the server's user only (a restored session writes its log again).
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            os.fchmod(fd, 0o600)  # an existing file keeps its mode through O_CREAT
-            self._file = os.fdopen(fd, "wb")
-            self.log.subscribe(JsonlWriter(self._file, session_id))
-        # Followers (live dashboards) wait on `grew`, replaced by a fresh event at each flush.
-        self.grew = asyncio.Event()
-        self.log_closed = False
+        self.history = SessionLog(session_id, config.log_dir, restored=recorded is not None)
+        self.log = self.history.log
         self.report_html: bytes | None = None  # drawn once the session has ended
-        self.log.subscribe(self._wake)
         self.driver: Driver[TenantObservation, ProvisionAction] = Driver(
             scenario, seed=request.seed, session=session_id, log=self.log
         )
@@ -115,6 +88,7 @@ class Session:
         # The last commits each connected tenant was sent, for an agent that says what it heard.
         self.told: dict[str, deque[RoundCommitted]] = {}
         self.expected = set(request.agents)
+        self.intake = Intake(self.tenants, {p.name for p in scenario.pools}, self._awaited)
         self.round: Round | None = None
         self.ended: str | None = None
         self.rounds = 0
@@ -132,10 +106,9 @@ class Session:
 
     def _persist(self) -> None:
         """Flush the log and keep what a restart needs beside it."""
-        self.log.flush()
-        if self._file is None or self.config.log_dir is None:
+        self.history.write_through()
+        if self.history.path is None or self.config.log_dir is None:
             return
-        self._file.flush()
         request = self.request.model_copy(update={"tokens": self.tokens})
         recovery.save(
             self.config.log_dir,
@@ -180,14 +153,10 @@ class Session:
             raise
         finally:
             self.ended_at = self.loop.time()
-            self.log.flush()
-            if self._file is not None:
-                self._file.close()
-            self.log_closed = True
-            self._wake()
+            self.history.close()
             bound.info("session_ended", reason=self.ended, rounds=self.rounds)
-            if self._file is not None and self.config.log_dir is not None:
-                path = recovery.log_path(self.config.log_dir, self.id)
+            if self.history.path is not None:
+                path = self.history.path
                 await analysis.write_beside(path, self.config.export, self.config.report)
             for tenant, link in list(self.agents.items()):
                 await link.send(self._ended_message(tenant))
@@ -200,11 +169,11 @@ class Session:
         reward, total = self.driver.settlement(tenant)
         return SessionEnded(reason=self.ended or "closed", reward=reward, total_reward=total)
 
-    async def close(self, end_reason: str | None = None) -> None:
+    async def close(self, end_reason: EndReason | None = None) -> None:
         """Stop the session (its log is flushed) and close its agents' sockets; with
         `end_reason`, its episode ends first (settled, and `episode_ended` in its log), else it
         stays open in its log for a restart to restore."""
-        if end_reason is not None and self.driver.ended is None and not self.log_closed:
+        if end_reason is not None and self.driver.ended is None and not self.history.closed:
             self.driver.stop(end_reason)
             self.ended = end_reason
         if self.task is not None and not self.task.done():
@@ -274,14 +243,14 @@ class Session:
         for offer_id in sorted(r.open_offers, key=lambda oid: (r.offers[oid][0], r.offers[oid][1])):
             frm, _, offer = r.offers[offer_id]
             if offer.to_tenant == link.tenant:
-                await link.send(OfferReceived(round=r.number, offer=self._view(offer, frm)))
+                await link.send(OfferReceived(round=r.number, offer=offer_view(offer, frm)))
 
     # -- rounds -----------------------------------------------------------------------------
 
     def _request(self, r: Round, tenant: str) -> DecisionRequested:
         view = self.driver.observe(tenant)
         left_ms = max(int((r.deadline - self.loop.time()) * 1000), 0)
-        offers = [self._view(o, frm) for frm, _, o in r.offers.values() if o.to_tenant == tenant]
+        offers = [offer_view(o, frm) for frm, _, o in r.offers.values() if o.to_tenant == tenant]
         return DecisionRequested(
             round=r.number,
             t_s=r.t_s,
@@ -289,17 +258,6 @@ class Session:
             mechanism=self.request.mechanism,
             view=view,
             offers=offers,
-        )
-
-    @staticmethod
-    def _view(offer: MakeOffer, from_tenant: str) -> OfferView:
-        return OfferView(
-            offer_id=offer.offer_id,
-            from_tenant=from_tenant,
-            to_tenant=offer.to_tenant,
-            give=offer.give,
-            take=offer.take,
-            reason=offer.reason,
         )
 
     async def _play(self, t_s: float, asked: list[str]) -> None:
@@ -310,7 +268,7 @@ class Session:
         connected = [t for t in asked if t in self.agents]
         await asyncio.gather(*(self.agents[t].send(self._request(r, t)) for t in connected))
         if any(self._awaited(t) for t in asked):
-            while not self._settled(r):
+            while not self.intake.settled(r):
                 left = r.deadline - self.loop.time()
                 if left <= 0:
                     break
@@ -322,9 +280,7 @@ class Session:
         outcomes = self._commit(r, opened)
         # Encode the round's records now (a little each round, never a long pause at once) and
         # write them through before anyone hears of the commit: a crash loses only open rounds.
-        self.log.flush()
-        if self._file is not None:
-            self._file.flush()
+        self.history.write_through()
         sent = await asyncio.gather(*(link.send(m) for link, m in outcomes))
         for (link, message), ok in zip(outcomes, sent, strict=True):
             if not ok:
@@ -379,108 +335,16 @@ class Session:
 
     def take(self, tenant: str, message: Any) -> list[tuple[str, Frozen]]:
         """Take a round message from `tenant`; what to forward to whom. Raises RoundError."""
-        r = self.round
         self.last_active = self.loop.time()
-        if r is None or message.round != r.number:
-            now = "no round is open" if r is None else f"round {r.number} is open"
-            raise RoundError(ErrorCode.OUT_OF_ROUND, f"round {message.round} is not open ({now})")
-        if tenant not in r.asked:
-            raise RoundError(
-                ErrorCode.OUT_OF_ROUND, f"{tenant!r} was not asked to decide in round {r.number}"
-            )
-        if r.taken.get((tenant, message.seq)) == message:
-            return []  # sent again after a cut connection: taken already
-        r.taken[(tenant, message.seq)] = message
-        answering = isinstance(message, AcceptOffer | RejectOffer)
-        if tenant in r.done and not answering:
-            raise RoundError(
-                ErrorCode.OUT_OF_ROUND, f"{tenant!r} already ended its turn in round {r.number}"
-            )
-        forward: list[tuple[str, Frozen]] = []
-        if isinstance(message, Propose):
-            self._check_pools(message.provision, message.bids_usd_per_gpu)
-            r.proposals[tenant] = (message.seq, message)
-            if message.final:
-                self._end(r, tenant)
-        elif isinstance(message, MakeOffer):
-            n = r.made.get(tenant, 0)
-            r.made[tenant] = n + 1
-            if message.to_tenant == tenant or message.to_tenant not in self.tenants:
-                raise RoundError(
-                    ErrorCode.BAD_OFFER,
-                    f"cannot offer to {message.to_tenant!r}; tenants: {self.tenants}",
-                )
-            self._check_pools(message.give.gpus, message.take.gpus)
-            named = (
-                f"{tenant}-{r.number}-{n}"  # unique: tenant, round and count read from the right
-            )
-            if message.offer_id != named:
-                forward.append((tenant, Acknowledged(round=r.number, seq=message.seq,
-                                                     of=message.type, offer_id=named)))  # fmt: skip
-                message = message.model_copy(update={"offer_id": named})
-            r.offers[named] = (tenant, message.seq, message)
-            r.open_offers.add(named)
-            forward.append(
-                (
-                    message.to_tenant,
-                    OfferReceived(round=r.number, offer=self._view(message, tenant)),
-                )
-            )
-        elif isinstance(message, AcceptOffer | RejectOffer):
-            made = r.offers.get(message.offer_id)
-            if made is None or made[2].to_tenant != tenant:
-                raise RoundError(
-                    ErrorCode.BAD_OFFER,
-                    f"no offer {message.offer_id!r} to {tenant!r} in round {r.number}",
-                )
-            r.answers[message.offer_id] = (
-                tenant,
-                message.seq,
-                isinstance(message, AcceptOffer),
-                message.reason,
-            )
-            r.open_offers.discard(message.offer_id)
-            if self._settled(r):
-                r.wake.set()
-        elif isinstance(message, EndTurn):
-            self._end(r, tenant)
-        return forward
+        return self.intake.take(self.round, tenant, message)
 
     def _awaited(self, tenant: str) -> bool:
         """Lock-step waits for connected agents, and for expected ones even while away."""
         return tenant in self.agents or tenant in self.expected
 
-    def _settled(self, r: Round) -> bool:
-        """Every awaited agent has ended its turn and answered the offers made to it. (Only what
-        is still open is looked at, and the first awaited one settles it: O(1) per message.)"""
-        return not any(self._awaited(t) for t in r.open_turns) and not any(
-            self._awaited(r.offers[oid][2].to_tenant) for oid in r.open_offers
-        )
-
-    def _end(self, r: Round, tenant: str) -> None:
-        r.done.add(tenant)
-        r.open_turns.discard(tenant)
-        if self._settled(r):
-            r.wake.set()
-
-    def _check_pools(self, *by_pool: dict[str, Any]) -> None:
-        pools = {p.name for p in self.scenario.pools}
-        for mapping in by_pool:
-            unknown = sorted(set(mapping) - pools)
-            if unknown:
-                raise RoundError(
-                    ErrorCode.VALIDATION_ERROR,
-                    f"unknown pool {unknown[0]!r}; pools: {sorted(pools)}",
-                )
-
-    def _wake(self, chunk: object = None) -> None:
-        grew, self.grew = self.grew, asyncio.Event()
-        grew.set()
-
     def events(self) -> bytes:
         """The session's event log so far, as JSONL."""
-        self.log.flush()
-        return self.jsonl.getvalue()
+        return self.history.events()
 
     def status(self) -> SessionStatus:
         return SessionStatus(

@@ -126,7 +126,7 @@ async def session_report(request: web.Request) -> web.Response:
             return problem(501, ErrorCode.NOT_AVAILABLE, NO_ANALYSIS)
         from twin.eventlog.export import parse_events
 
-        ended = session.log_closed
+        ended = session.history.closed
         log = session.events()
         async with request.app[REPORTS]:  # one report drawn at a time
             page = await asyncio.to_thread(

@@ -17,7 +17,6 @@ from twin.schema.scenario import ClusterScenario
 from twin.schema.scheduling import ReplayParams
 from twin.schema.summary import DelayComparison, ReplayReport, Summary
 from twin.schema.vocabulary import REPLAY_FILE, QueuePolicy
-from twin.sim.cluster import ClusterModel
 from twin.sim.jobrecord import JobRecord
 from twin.sim.runner import run_episode
 
@@ -145,7 +144,7 @@ def replay(
         queueing_delay=comparison,
         tenants=groups.report(simulated, metrics.first_start_group, observed),
         params=None if options.params == DEFAULT_PARAMS else options.params,
-        placement=_placement_figures(driver.model),
+        placement=driver.model.figures() or None,
     )
     if out_dir is not None:
         (out_dir / REPLAY_FILE).write_text(report.model_dump_json(indent=2) + "\n")
@@ -160,15 +159,3 @@ def _drain(kept: deque[JobRecord]) -> Iterator[JobRecord]:
     """The kept records, each let go once the replay has it."""
     while kept:
         yield kept.popleft()
-
-
-def _placement_figures(model: object) -> dict[str, float | int | str] | None:
-    """Fragmentation and unschedulable attempts on a node-level cluster, preemptions."""
-    assert isinstance(model, ClusterModel)
-    figures = model.scheduler.placement.report()
-    cycles = model.scheduler.cycles
-    if cycles is not None and cycles.preemptions:
-        figures["preemptions"] = cycles.preemptions
-    if cycles is not None and cycles.conflicts:
-        figures["bind_conflicts"] = cycles.conflicts
-    return figures or None

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from twin.eventlog.log import Record
-from twin.eventlog.metrics import Metrics, quantiles
+from twin.eventlog.metrics import Metrics
+from twin.eventlog.quantiles import quantiles
+from twin.schema import records
 from twin.schema.summary import TraceTenant
 
 MAX_GROUPS = 4096  # beyond this many distinct tenants, the rest are counted together
@@ -103,28 +104,26 @@ class ReplayMetrics(Metrics):
     _started: set[str] = field(default_factory=set)  # jobs in flight that have started
     unobserved: set[str] = field(default_factory=set)  # jobs in flight the trace has no start for
 
-    def _on_job_started(self, rec: Record) -> None:
-        super()._on_job_started(rec)
-        job = rec[3]
+    def _on_job_started(self, rec: records.JobStarted) -> None:
+        job = rec.job_id
         if job not in self._started:
             self._started.add(job)
-            wait_s = rec[7]
-            self.first_start_at_s.append(rec[1] - wait_s)
+            wait_s = rec.wait_s
+            self.first_start_at_s.append(rec.t_s - wait_s)
             self.first_start_wait_s.append(wait_s)
             self.first_start_group.append(self.groups.in_flight(job))
             self.first_start_observed.append(job not in self.unobserved)
 
-    def _on_job_finished(self, rec: Record) -> None:
-        super()._on_job_finished(rec)
-        self.groups.ended(rec[3], finished=True)
-        self._started.discard(rec[3])
-        self.unobserved.discard(rec[3])
+    def _on_job_finished(self, rec: records.JobFinished) -> None:
+        self._ended(rec.job_id, finished=True)
 
-    def _on_job_failed(self, rec: Record) -> None:
-        super()._on_job_failed(rec)
-        self.groups.ended(rec[3], finished=False)
-        self._started.discard(rec[3])
-        self.unobserved.discard(rec[3])
+    def _on_job_failed(self, rec: records.JobFailed) -> None:
+        self._ended(rec.job_id, finished=False)
+
+    def _ended(self, job: str, *, finished: bool) -> None:
+        self.groups.ended(job, finished=finished)
+        self._started.discard(job)
+        self.unobserved.discard(job)
 
     @property
     def started_delays_s(self) -> np.ndarray:

@@ -23,7 +23,7 @@ from twin.schema.agentic import (
     TrajectoryFinished,
 )
 from twin.schema.base import Event
-from twin.schema.vocabulary import Mechanism
+from twin.schema.vocabulary import EndReason, Mechanism
 
 
 class EpisodeStarted(Event):
@@ -35,7 +35,7 @@ class EpisodeStarted(Event):
 
 class EpisodeEnded(Event):
     kind: Literal["episode_ended"] = "episode_ended"
-    reason: Literal["horizon", "drained", "budget_exhausted", "max_steps", "round_limit"]
+    reason: EndReason
 
 
 class DecisionRequested(Event):

@@ -17,6 +17,7 @@ from twin.schema.actions import (
 from twin.schema.events import AnyEvent
 from twin.schema.scenario import Scenario
 from twin.schema.summary import Summary
+from twin.schema.wire import AgentMessage, GatewayMessage
 
 MODELS: dict[str, Any] = {
     "scenario": Scenario,
@@ -26,6 +27,8 @@ MODELS: dict[str, Any] = {
     "gpucluster_action": GpuClusterAction,
     "gpucluster_observation": GpuClusterObservation,
     "summary": Summary,
+    "agent_message": AgentMessage,
+    "gateway_message": GatewayMessage,
 }
 
 SHIPPED = Path(__file__).parent / "jsonschema"

@@ -34,6 +34,15 @@ MODES: tuple[Mode, ...] = get_args(Mode)
 Optimizer = Literal["none", "sgd", "adam"]
 OPTIMIZERS: tuple[Optimizer, ...] = get_args(Optimizer)
 
+EndReason = Literal[
+    "horizon", "drained", "budget_exhausted", "max_steps", "round_limit", "work_limit", "idle",
+    "deleted",
+]  # fmt: skip
+END_REASONS: tuple[EndReason, ...] = get_args(EndReason)
+"""Why an episode ended: its horizon passed; nothing was left to do; every budget was spent; its
+step count was reached; a session's round limit; an RL env's bound on work per step; a session
+left idle too long, or deleted."""
+
 ExportFormat = Literal["parquet", "csv", "perfetto"]
 EXPORT_FORMATS: tuple[ExportFormat, ...] = get_args(ExportFormat)
 """What an event log exports to: typed tables (Parquet, CSV) or a Perfetto timeline."""

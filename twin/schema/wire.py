@@ -8,7 +8,7 @@ Agents send imperative requests (`Hello`, `Propose`, `MakeOffer`, `AcceptOffer`,
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, TypeAdapter
 
@@ -95,7 +95,10 @@ AgentMessage = Annotated[
     Hello | Propose | MakeOffer | AcceptOffer | RejectOffer | EndTurn, Field(discriminator="type")
 ]
 AGENT_MESSAGE: TypeAdapter[AgentMessage] = TypeAdapter(AgentMessage)
-AGENT_TYPES = ("hello", "propose", "make_offer", "accept_offer", "reject_offer", "end_turn")
+AGENT_TYPES: tuple[str, ...] = tuple(
+    str(m.model_fields["type"].default) for m in get_args(get_args(AgentMessage)[0])
+)
+"""The `type` of every message an agent may send, read off the union."""
 
 
 # -- gateway -> agent -------------------------------------------------------------------------

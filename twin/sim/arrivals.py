@@ -6,8 +6,8 @@ Each arrival process (Poisson, on/off, MMPP, diurnal) is an endless generator of
 from __future__ import annotations
 
 import math
-from collections.abc import Generator, Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
+from typing import Any, Protocol
 
 import numpy as np
 import simpy
@@ -20,11 +20,36 @@ from twin.schema.scenario import (
     PoissonArrivals,
     WorkloadConfig,
 )
+from twin.sim.encode import Key, PlanOption
 from twin.sim.jobrecord import JobRecord
+from twin.sim.jobs import Job
 from twin.sim.sampling import Sampler, sampler
+from twin.sim.state import ClusterState
 
-if TYPE_CHECKING:
-    from twin.sim.cluster import ClusterModel
+Options = Mapping[Key, PlanOption]  # (tenant, workload, GPUs) -> the plan's rates
+
+
+class Admits(Protocol):
+    """The scheduler, as arrivals use it."""
+
+    @property
+    def efficiency(self) -> Callable[[float], float]: ...
+
+    def admit(
+        self,
+        tenant: int,
+        job_id: str | None,
+        *,
+        gpus: float,
+        work: float,
+        priority: float,
+        gpu_type: str | None,
+        option: PlanOption | None = None,
+        workload: int = -1,
+        fails: str | None = None,
+        cpu_milli: int = 0,
+        group: str = "",
+    ) -> Job: ...
 
 
 def _exp(rng: np.random.Generator) -> Sampler:
@@ -79,49 +104,57 @@ def gaps(process: ArrivalProcess, rng: np.random.Generator) -> Iterator[float]:
 
 
 def job_arrivals(
-    model: ClusterModel, tenant: int, index: int, w: WorkloadConfig
+    state: ClusterState,
+    scheduler: Admits,
+    w: WorkloadConfig,
+    *,
+    tenant: int,
+    index: int,
+    options: Options,
+    closed: Callable[[], None],
 ) -> Generator[simpy.Event, Any, None]:
-    """SimPy process: the jobs of one synthetic workload arriving."""
-    name = model.tenant_names[tenant]
-    rng = model.streams.get(f"jobs/{name}/{index}")
+    """SimPy process: the jobs of one synthetic workload arriving (then `closed()`)."""
+    name = state.tenant_names[tenant]
+    rng = state.streams.get(f"jobs/{name}/{index}")
     draw_gpus, draw_priority = sampler(w.gpus, rng), sampler(w.priority, rng)
     size = w.kernel.tokens if w.kernel is not None else w.service_s
     assert size is not None  # the schema requires one of the two
     draw_size = sampler(size, rng)
-    timeout = model.env.timeout
-    admit = model.scheduler.admit
-    for n, gap_s in enumerate(gaps(w.arrivals, model.streams.get(f"arrivals/{name}/{index}"))):
+    timeout = state.env.timeout
+    admit = scheduler.admit
+    for n, gap_s in enumerate(gaps(w.arrivals, state.streams.get(f"arrivals/{name}/{index}"))):
         if w.max_jobs is not None and n >= w.max_jobs:
             break
         yield timeout(gap_s)
-        if model.ended:
+        if state.ended:
             return
         gpus = draw_gpus()
         if w.kernel is None:
             work, option = draw_size() * gpus, None
         else:
-            work, option = draw_size(), model.options[(tenant, index, gpus)]
+            work, option = draw_size(), options[(tenant, index, gpus)]
         admit(tenant, None, gpus=gpus, work=work, priority=draw_priority(), gpu_type=w.gpu_type,
               option=option, workload=index)  # fmt: skip
-    model.source_closed()
+    closed()
 
 
 ENDS_FAILED = ("failed", "killed")  # trace outcomes a replayed job ends with, after its run
 
 
 def record_arrivals(
-    model: ClusterModel, source: Iterable[JobRecord]
+    state: ClusterState, scheduler: Admits, source: Iterable[JobRecord], closed: Callable[[], None]
 ) -> Generator[simpy.Event, Any, None]:
-    """SimPy process: jobs from a job-record source (a trace) arriving at their submit times."""
-    env = model.env
-    eff = model.scheduler.efficiency
-    admit = model.scheduler.admit
-    tenant_index = model.tenant_index
+    """SimPy process: jobs from a job-record source (a trace) arriving at their submit times
+    (then `closed()`)."""
+    env = state.env
+    eff = scheduler.efficiency
+    admit = scheduler.admit
+    tenant_index = state.tenant_index
     for rec in source:
         delay_s = rec.submit_s - env.now
         if delay_s > 0:
             yield env.timeout(delay_s)
-        if model.ended:
+        if state.ended:
             return
         tenant = tenant_index.get(rec.tenant, 0)
         work = rec.service_s * rec.gpus * eff(rec.gpus) if rec.gpus > 0 else rec.service_s
@@ -129,4 +162,4 @@ def record_arrivals(
         admit(tenant, rec.job_id, gpus=rec.gpus, work=work, priority=rec.priority,
               gpu_type=rec.gpu_type, fails=fails, cpu_milli=rec.cpu_milli,
               group=rec.tenant)  # fmt: skip
-    model.source_closed()
+    closed()

@@ -1,10 +1,14 @@
-"""The job-level cluster model: pools, tenants' holdings and ledgers, and the parts acting on them.
+"""The job-level cluster model: the composition root of its parts.
 
-Everything happens in SimPy virtual time (float seconds). The parts, one concept each:
-arrivals and failures (SimPy processes), the scheduler (queues, fit through the placement part,
-backfill, runs), provisioning (GPU requests, releases, failures), billing (spend, alarms, SLA),
-decisions (who must decide now) and the market (a round's trades, shares and placements).
-State changes emit event records; what a tenant's policy should hear about marks a decision.
+Everything happens in SimPy virtual time (float seconds). The parts, one concept each, share
+only the cluster's state (`state.py`) and call each other through small interfaces of their
+own: arrivals and failures (SimPy processes), the scheduler (queues, fit through the placement
+part, backfill, runs), provisioning (GPU requests, releases, failures), billing (spend, alarms,
+SLA), decisions (who must decide now), the plan scorer (the kernel in the loop) and the market's
+mediator (a round's trades, shares and placements). This module builds them, wires the calls
+that cross parts (a spent budget, a drained system, the end) and offers the driver the `Model`
+interface. State changes emit event records; what a tenant's policy should hear about marks a
+decision.
 """
 
 from __future__ import annotations
@@ -14,25 +18,27 @@ from collections.abc import Iterable, Mapping
 import simpy
 
 from twin.errors import ActionError
+from twin.schema import records
 from twin.schema.actions import ProvisionAction, TenantObservation
 from twin.schema.scenario import ClusterScenario
+from twin.schema.vocabulary import EndReason
 from twin.sim.arrivals import job_arrivals, record_arrivals
+from twin.sim.billing import Billing
 from twin.sim.decisions import Decisions, decision_ticks
 from twin.sim.encode import plan_options
 from twin.sim.failures import node_failures
 from twin.sim.jobrecord import JobRecord
-from twin.sim.ledger import Accrual, Billing, Ledger
-from twin.sim.market import mediator
+from twin.sim.ledger import Accrual, Ledger
+from twin.sim.market.mediator import Mediator
 from twin.sim.model import RoundInputs, TenantOutcome, World
 from twin.sim.node_placement import NodePlacement
 from twin.sim.observe import observe, observe_flat
 from twin.sim.placement import CounterPlacement, Placement
-from twin.sim.pools import Holding, Pool
+from twin.sim.pools import Holding
 from twin.sim.provisioning import Provisioning
-from twin.sim.rng import Streams
-from twin.sim.sampling import sampler
 from twin.sim.scheduler import Scheduler
 from twin.sim.scoring import PlanScorer
+from twin.sim.state import ClusterState
 
 
 class ClusterModel:
@@ -43,69 +49,93 @@ class ClusterModel:
     ) -> None:
         self.env = env = world.env
         self.cfg = cfg
-        self.streams = streams = world.streams
+        self.streams = world.streams
         self.emit = world.log.append
-        self.tenant_names = [t.name for t in cfg.tenants]
-        self.tenant_index = {name: i for i, name in enumerate(self.tenant_names)}
-        self.pools = [_pool(i, p.name, cfg, streams) for i, p in enumerate(cfg.pools)]
-        self.pool_index = {p.name: i for i, p in enumerate(cfg.pools)}
-        self.holdings = [
-            [Holding(t, pool, pool.cfg.price_usd_per_gpu_h / 3600.0) for pool in self.pools]
-            for t in range(len(cfg.tenants))
-        ]
-        self.ledgers = [_ledger(i, cfg, self.holdings[i]) for i in range(len(cfg.tenants))]
+        self.state = state = ClusterState.build(env, self.emit, world.streams, cfg)
+        self.tenant_names = state.tenant_names
+        self.tenant_index = state.tenant_index
+        self.pools = state.pools
+        self.pool_index = state.pool_index
+        self.holdings = state.holdings
+        self.ledgers = state.ledgers
         self.options, evaluated = plan_options(cfg)
-        for tenant, *payload in evaluated:
-            self.emit(("plan_evaluated", env.now, tenant, *payload))
-        self.decisions = Decisions(cfg.decisions)
-        self.pending = self.decisions.pending
-        self.ended: str | None = None
+        for v in evaluated:
+            self.emit(records.PlanEvaluated("plan_evaluated", env.now, *v))
+        self.decisions = decisions = Decisions(cfg.decisions)
+        self.pending = decisions.pending
         self.open_sources = 0
         self._settled = [Accrual() for _ in cfg.tenants]  # each tenant's books at its last round
         self._unclaimed: dict[int, float] = {}  # the final settlement, until a caller takes it
-        self.billing = Billing(self)
-        self.provisioning = Provisioning(self)
-        self.scheduler = Scheduler(self, _placement(cfg, self.holdings, env))
-        self.scorer = PlanScorer(self)
-        self.queues = self.scheduler.queues
+        self.billing = Billing(state, decisions, self._exhausted)
+        self.scorer = PlanScorer(state, cfg, kernel_jobs=bool(self.options))
+        self.scheduler = scheduler = Scheduler(
+            state,
+            cfg,
+            _placement(cfg, state.holdings, env),
+            billing=self.billing,
+            scorer=self.scorer,
+            decisions=decisions,
+            left=self.check_drained,
+        )
+        self.provisioning = Provisioning(state, self.billing, scheduler, decisions)
+        self.mediator = Mediator(
+            state,
+            cfg,
+            provisioning=self.provisioning,
+            billing=self.billing,
+            scheduler=scheduler,
+            settle_reward=self.settle_reward,
+        )
+        self.queues = scheduler.queues
         self._start(sources)
 
     def _start(self, sources: Iterable[Iterable[JobRecord]]) -> None:
-        env = self.env
-        for t, tenant in enumerate(self.cfg.tenants):
+        env, state, cfg = self.env, self.state, self.cfg
+        for t, tenant in enumerate(cfg.tenants):
             for pool_name, n in sorted(tenant.initial_gpus.items()):
                 if n:
                     self.provisioning.grant_initial(t, self.pool_index[pool_name], n)
             for w, workload in enumerate(tenant.workloads):
                 self.open_sources += 1
-                env.process(job_arrivals(self, t, w, workload))
+                env.process(job_arrivals(state, self.scheduler, workload, tenant=t, index=w,
+                                         options=self.options,
+                                         closed=self.source_closed))  # fmt: skip
         for source in sources:
             self.open_sources += 1
-            env.process(record_arrivals(self, source))
+            env.process(record_arrivals(state, self.scheduler, source, self.source_closed))
         for pool in self.pools:
             if pool.cfg.mtbf_gpu_h is not None and pool.cfg.max_gpus > 0:
-                env.process(node_failures(self, pool))
-        if self.cfg.decisions.interval_s is not None:
-            env.process(decision_ticks(self, self.cfg.decisions.interval_s))
-        if self.cfg.horizon_s is not None:
-            env.timeout(self.cfg.horizon_s).callbacks.append(lambda _: self.end("horizon"))
+                env.process(node_failures(state, pool, self.provisioning, self._settled_down))
+        if cfg.decisions.interval_s is not None:
+            ticks = decision_ticks(env, self.decisions, tenants=len(cfg.tenants),
+                                   interval_s=cfg.decisions.interval_s,
+                                   over=lambda: state.ended is not None,
+                                   settled=self._settled_down)  # fmt: skip
+            env.process(ticks)
+        if cfg.horizon_s is not None:
+            env.timeout(cfg.horizon_s).callbacks.append(lambda _: self.end("horizon"))
 
     # -- the Model interface --------------------------------------------------------------
 
+    @property
+    def ended(self) -> str | None:
+        """Why the episode ended, once it has."""
+        return self.state.ended
+
     def score_round(self, tenants: list[int]) -> None:
-        self.scorer.score_round(tenants)
+        self.scorer.score_round(tenants, self.scheduler.queues)
 
     def observe(self, tenant: int, reasons: list[str]) -> TenantObservation:
-        return observe(self, tenant, reasons)
+        return observe(self.state, self.scheduler, self.scorer, tenant, reasons)
 
     def observe_flat(self, tenant: int) -> tuple[float, ...]:
-        return observe_flat(self, tenant)
+        return observe_flat(self.state, self.scheduler, tenant)
 
     def commit(self, inputs: RoundInputs[ProvisionAction]) -> Mapping[str, TenantOutcome]:
         for tenant, action in inputs.actions:
             for pool in (*action.provision, *action.bids_usd_per_gpu):
                 self._pool_named(tenant, pool)
-        return mediator.commit(self, inputs)
+        return self.mediator.commit(inputs)
 
     def settle_reward(self, tenant: int) -> float:
         """Value earned and trade money received, minus money spent and SLA penalties, since the
@@ -120,22 +150,44 @@ class ClusterModel:
         self._settled[tenant] = now
         return now.reward_usd - before.reward_usd, now - before
 
-    def end(self, reason: str) -> None:
+    def end(self, reason: EndReason) -> None:
         """Close the books (settle every holding, charge SLA for jobs still waiting), tell every
         tenant what accrued after its last round and its whole return, and end."""
         if self.ended:
             return
-        self.billing.close()
+        queues = self.scheduler.queues
+        self.billing.close(lambda t: queues[t].first(len(queues[t])))
         now = self.env.now
         for t, name in enumerate(self.tenant_names):
             reward, final = self._settle(t)
             self._unclaimed[t] = reward
-            self.emit(("episode_settled", now, name, reward, self._settled[t].reward_usd,
-                       final.value_usd, final.traded_usd, final.spent_usd,
-                       final.sla_usd))  # fmt: skip
-        self.ended = reason
+            self.emit(
+                records.EpisodeSettled(
+                    "episode_settled",
+                    now,
+                    name,
+                    reward,
+                    self._settled[t].reward_usd,
+                    final.value_usd,
+                    final.traded_usd,
+                    final.spent_usd,
+                    final.sla_usd,
+                )
+            )
+        self.state.ended = reason
         self.pending.clear()
-        self.emit(("episode_ended", now, None, reason))
+        self.emit(records.EpisodeEnded("episode_ended", now, None, reason))
+
+    def figures(self) -> dict[str, float | int | str]:
+        """Fragmentation and unschedulable attempts on a node-level cluster, preemptions and
+        bind conflicts under scheduling cycles."""
+        figures = self.scheduler.placement.report()
+        cycles = self.scheduler.cycles
+        if cycles is not None and cycles.preemptions:
+            figures["preemptions"] = cycles.preemptions
+        if cycles is not None and cycles.conflicts:
+            figures["bind_conflicts"] = cycles.conflicts
+        return figures
 
     # -- direct actions (without a round) -------------------------------------------------
 
@@ -157,15 +209,22 @@ class ClusterModel:
             )
         return index
 
+    # -- the calls that cross parts -------------------------------------------------------
+
+    def _exhausted(self, ledger: Ledger) -> None:
+        """A tenant out of money loses its GPUs; the episode ends when every tenant is out."""
+        for h in ledger.holdings:
+            for job in list(h.running):
+                self.scheduler.interrupt(job, "budget_exhausted")
+            self.provisioning.release(ledger.tenant, h.pool.index, h.pending_gpus + h.ready)
+        if all(lg.exhausted for lg in self.ledgers):
+            self.end("budget_exhausted")
+
+    def _settled_down(self) -> bool:
+        """Without a horizon: nothing can change by itself any more."""
+        return self.cfg.horizon_s is None and self.quiet()
+
     # -- the end --------------------------------------------------------------------------
-
-    @property
-    def running_jobs(self) -> int:
-        return self.scheduler.running_jobs
-
-    @property
-    def queued_milli(self) -> list[int]:
-        return self.scheduler.queued_milli
 
     def quiet(self) -> bool:
         """Nothing can change by itself any more: no arrivals to come, no runs, no requests."""
@@ -187,29 +246,6 @@ class ClusterModel:
             and self.cfg.horizon_s is None
         ):
             self.end("drained")
-
-
-def _pool(index: int, name: str, cfg: ClusterScenario, streams: Streams) -> Pool:
-    p = cfg.pools[index]
-    return Pool(
-        index,
-        p,
-        sampler(p.provision_delay_s, streams.get(f"provision/{name}")),
-        sampler(p.repair_s, streams.get(f"repair/{name}")),
-    )
-
-
-def _ledger(tenant: int, cfg: ClusterScenario, holdings: list[Holding]) -> Ledger:
-    t = cfg.tenants[tenant]
-    return Ledger(
-        tenant,
-        t.name,
-        t.budget_usd,
-        sorted(cfg.decisions.budget_thresholds, reverse=True),
-        t.sla_usd_per_job_h / 3600.0,
-        t.value_usd_per_gpu_h / 3600.0,
-        holdings,
-    )
 
 
 def _placement(

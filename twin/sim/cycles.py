@@ -13,14 +13,34 @@ until something is released, and is tried again once its back-off (`backoff_s`, 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Protocol
+
+import simpy
 
 from twin.schema.scheduling import SchedulerConfig
 from twin.sim.jobs import Job
+from twin.sim.placement import Placement
+from twin.sim.pools import Holding
+from twin.sim.queues import JobQueue
 from twin.sim.sampling import Sampler
+from twin.sim.state import ClusterState
 
-if TYPE_CHECKING:
-    from twin.sim.scheduler import Scheduler
+
+class Host(Protocol):
+    """The scheduler whose queues the cycles try."""
+
+    env: simpy.Environment
+    state: ClusterState
+    placement: Placement
+    queues: list[JobQueue]
+
+    def fit(self, job: Job) -> Holding | None: ...
+
+    def run(self, job: Job, h: Holding) -> None: ...
+
+    def interrupt(self, job: Job, reason: str) -> None: ...
+
+    def room_freed(self, tenant: int) -> None: ...
 
 
 class Cycles:
@@ -31,7 +51,7 @@ class Cycles:
 
     WAKE_SCAN = 256  # parked jobs looked at per release (in the order they were parked)
 
-    def __init__(self, scheduler: Scheduler, cfg: SchedulerConfig) -> None:
+    def __init__(self, scheduler: Host, cfg: SchedulerConfig) -> None:
         self._scheduler = scheduler
         self._env = scheduler.env
         self._cfg = cfg
@@ -41,7 +61,7 @@ class Cycles:
         self._held: dict[Job, float] = {}  # jobs that lost a bind race -> when the node frees
         self.preemptions = self.conflicts = 0
         self._conflict = (
-            Sampler(scheduler.model.streams.get("bind_conflict"), lambda g, n: g.random(n))
+            Sampler(scheduler.state.streams.get("bind_conflict"), lambda g, n: g.random(n))
             if cfg.bind_conflict > 0
             else None
         )
@@ -66,7 +86,7 @@ class Cycles:
 
     def _attempt(self, job: Job, version: int) -> None:
         s = self._scheduler
-        if not job.queued or job.version != version or s.model.ended:
+        if not job.queued or job.version != version or s.state.ended:
             if not job.queued:
                 self._held.pop(job, None)
             return
@@ -121,7 +141,7 @@ class Cycles:
         """The periodic retry: parked jobs are tried as if room had been released."""
         self._flushing = False
         s = self._scheduler
-        if s.model.ended:
+        if s.state.ended:
             return
         for tenant in range(len(s.queues)):
             s.room_freed(tenant)

@@ -6,15 +6,12 @@ about happens (if the scenario triggers on it); the periodic tick asks every ten
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Generator
+from typing import Any
 
 import simpy
 
 from twin.schema.scenario import DecisionConfig
-
-if TYPE_CHECKING:
-    from twin.sim.cluster import ClusterModel
 
 
 class Decisions:
@@ -40,17 +37,24 @@ class Decisions:
             reasons.append(reason)
 
 
-def decision_ticks(model: ClusterModel, interval_s: float) -> Generator[simpy.Event, Any, None]:
-    """SimPy process: ask every tenant for a decision each `interval_s`."""
+def decision_ticks(
+    env: simpy.Environment,
+    decisions: Decisions,
+    *,
+    tenants: int,
+    interval_s: float,
+    over: Callable[[], bool],
+    settled: Callable[[], bool],
+) -> Generator[simpy.Event, Any, None]:
+    """SimPy process: ask every one of `tenants` for a decision each `interval_s` until the
+    episode is `over()`, or `settled()` (nothing can change any more) for two ticks running."""
     quiet_ticks = 0
-    while not model.ended:
-        yield model.env.timeout(interval_s)
-        if model.ended:
+    while not over():
+        yield env.timeout(interval_s)
+        if over():
             return
-        for t in range(len(model.tenant_names)):
-            model.decisions.want(t, "tick")
-        if model.cfg.horizon_s is None:
-            # Without a horizon, stop once nothing can change (the schedule then empties).
-            quiet_ticks = quiet_ticks + 1 if model.quiet() else 0
-            if quiet_ticks > 1:
-                return
+        for t in range(tenants):
+            decisions.want(t, "tick")
+        quiet_ticks = quiet_ticks + 1 if settled() else 0
+        if quiet_ticks > 1:
+            return

@@ -14,6 +14,7 @@ import simpy
 
 from twin.errors import ActionError, SessionEndedError
 from twin.eventlog.log import EventLog
+from twin.schema import records
 from twin.schema.actions import (
     GpuClusterAction,
     GpuClusterObservation,
@@ -22,7 +23,7 @@ from twin.schema.actions import (
 )
 from twin.schema.base import Frozen
 from twin.schema.scenario import Scenario
-from twin.schema.vocabulary import Mechanism
+from twin.schema.vocabulary import EndReason, Mechanism
 from twin.sim.jobrecord import JobRecord
 from twin.sim.kinds import Kind, kind_of
 from twin.sim.model import Model, Offer, RoundInputs, TenantOutcome, World
@@ -71,7 +72,9 @@ class Driver(Generic[Obs, Act]):
         self.log = log if log is not None else EventLog(self.session)
         self.env = simpy.Environment(initial_time=0.0)
         config = scenario.model_dump(mode="json")
-        self.log.append(("episode_started", 0.0, None, scenario.name, seed, config))
+        self.log.append(
+            records.EpisodeStarted("episode_started", 0.0, None, scenario.name, seed, config)
+        )
         self.kind: Kind[Obs, Act] = kind_of(scenario)
         self.model: Model[Obs, Act] = self.kind.model(
             World(self.env, Streams(seed), self.log), scenario, sources
@@ -97,7 +100,7 @@ class Driver(Generic[Obs, Act]):
         """Whether negotiation sessions can run on this model kind."""
         return self.kind.negotiable
 
-    def stop(self, reason: str) -> None:
+    def stop(self, reason: EndReason) -> None:
         """End the episode now (a session's round limit, say); its log is flushed."""
         self.model.end(reason)
         self.log.flush()
@@ -129,7 +132,9 @@ class Driver(Generic[Obs, Act]):
                     names = self.tenants
                     reasons = {names[t]: list(pending[t]) for t in sorted(pending)}
                     for tenant, why in reasons.items():
-                        self.log.append(("decision_requested", now, tenant, why))
+                        self.log.append(
+                            records.DecisionRequested("decision_requested", now, tenant, why)
+                        )
                     self.batch = DecisionBatch(now, reasons)
                     return self.batch
                 step()
@@ -234,27 +239,45 @@ class Driver(Generic[Obs, Act]):
         for tenant, action in items:
             # The action model itself is recorded; the log serialises it as JSON.
             self.log.append(
-                ("decision_made", now, tenant, policies.get(tenant, "external"), action)
+                records.DecisionMade(
+                    "decision_made", now, tenant, policies.get(tenant, "external"), action
+                )
             )
         answers = answers or {}
         why = answer_reasons or {}
         for offer in offers:
             self.log.append(
-                ("offer_made", now, offer.from_tenant, offer.offer_id, offer.to_tenant,
-                 offer.give, offer.take, offer.reason)
-            )  # fmt: skip
+                records.OfferMade(
+                    "offer_made",
+                    now,
+                    offer.from_tenant,
+                    offer.offer_id,
+                    offer.to_tenant,
+                    offer.give,
+                    offer.take,
+                    offer.reason,
+                )
+            )
         for offer in offers:
             if offer.offer_id in answers:
                 self.log.append(
-                    ("offer_answered", now, offer.to_tenant, offer.offer_id,
-                     answers[offer.offer_id], why.get(offer.offer_id, ""))
-                )  # fmt: skip
+                    records.OfferAnswered(
+                        "offer_answered",
+                        now,
+                        offer.to_tenant,
+                        offer.offer_id,
+                        answers[offer.offer_id],
+                        why.get(offer.offer_id, ""),
+                    )
+                )
         accepted = frozenset(o for o, yes in answers.items() if yes) if answers else NONE_ACCEPTED
         outcomes = self.model.commit(RoundInputs(items, offers, accepted, mechanism))
         for tenant, outcome in outcomes.items():
             self._told[tenant] += outcome.reward
         done = sorted(defaulted) if defaulted else []
-        self.log.append(("round_committed", now, None, self.round, mechanism, done))
+        self.log.append(
+            records.RoundCommitted("round_committed", now, None, self.round, mechanism, done)
+        )
         self.model.pending.clear()
         self.batch = None
         self.log.maybe_flush()

@@ -1,5 +1,6 @@
-"""Model kinds by scenario kind: the model class, its action and observation types, and its
-tenant policies. The one place that tells the kinds apart."""
+"""Model kinds by scenario kind: the model class, its action and observation types, its tenant
+policies, how far it runs, what its summary adds and what `twin compare` shows of it. The one
+place that tells the kinds apart."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ from functools import partial
 from typing import Any, Generic, TypeVar
 
 from twin.errors import ConfigError
+from twin.eventlog import compare_figures
+from twin.eventlog.compare_figures import Figure
+from twin.eventlog.kind_summaries import SUMMARIES
 from twin.schema import actions
 from twin.schema.agentic import ORCHESTRATIONS, AgenticAction, AgenticRlScenario, AgenticView
 from twin.schema.base import Frozen
@@ -37,6 +41,10 @@ class Kind(Generic[Obs, Act]):
     """Each tenant's policy name as the scenario configures it."""
     negotiable: bool
     """Whether negotiation sessions (offers, bids, placements) can run on it."""
+    horizon_s: Callable[[Any], float | None]
+    """How far a run goes in virtual seconds, where the scenario says (else until drained)."""
+    figures: Mapping[str, Figure]
+    """What `twin compare` tabulates of a run's summary."""
     with_policy: Callable[[Any, str], Any] | None = None
     """Where the policy is the model's own (not its tenants'): the scenario run by `policy`."""
 
@@ -78,11 +86,13 @@ def _step_policies(scenario: GpuClusterScenario) -> dict[str, str]:
 
 CLUSTER: Kind[actions.TenantObservation, actions.ProvisionAction] = Kind(
     "cluster", _cluster, actions.ProvisionAction, actions.TenantObservation, CLUSTER_POLICIES,
-    _cluster_policies, negotiable=True,
+    _cluster_policies, negotiable=True, horizon_s=lambda s: s.horizon_s,
+    figures=compare_figures.CLUSTER,
 )  # fmt: skip
 GPUCLUSTER: Kind[actions.GpuClusterObservation, actions.GpuClusterAction] = Kind(
     "gpucluster", _step, actions.GpuClusterAction, actions.GpuClusterObservation, STEP_POLICIES,
-    _step_policies, negotiable=False,
+    _step_policies, negotiable=False, horizon_s=lambda s: s.max_steps * s.step_s,
+    figures=compare_figures.STEP,
 )  # fmt: skip
 
 
@@ -123,9 +133,25 @@ AGENTIC: Kind[AgenticView, AgenticAction] = Kind(
     "agentic_rl", _agentic, AgenticAction, AgenticView,
     {name: partial(_orchestrate, name) for name in ORCHESTRATIONS},
     lambda s: {"rl": s.orchestration}, negotiable=False, with_policy=_orchestrated,
+    horizon_s=lambda s: None,  # it runs its steps, however long they take
+    figures=compare_figures.AGENTIC,
 )  # fmt: skip
 KINDS: Mapping[str, Kind[Any, Any]] = {k.name: k for k in (CLUSTER, GPUCLUSTER, AGENTIC)}
+"""Every model kind by the scenario kind it runs (each has its summary in `SUMMARIES`)."""
 
 
 def kind_of(scenario: Scenario) -> Kind[Any, Any]:
     return KINDS[scenario.kind]
+
+
+def negotiable(scenario: Scenario) -> ClusterScenario | None:
+    """`scenario` as one negotiation sessions run on, if it is one."""
+    return scenario if isinstance(scenario, ClusterScenario) else None
+
+
+def step_task(scenario: Scenario) -> GpuClusterScenario | None:
+    """`scenario` as a classic GPUClusterEnv task, if it is one."""
+    return scenario if isinstance(scenario, GpuClusterScenario) else None
+
+
+assert set(KINDS) == set(SUMMARIES), "every model kind has its summary, and only those"

@@ -15,7 +15,7 @@ import simpy
 
 from twin.eventlog.log import EventLog
 from twin.schema.actions import Bundle
-from twin.schema.vocabulary import Mechanism
+from twin.schema.vocabulary import EndReason, Mechanism
 from twin.sim.rng import Streams
 
 A = TypeVar("A")
@@ -98,7 +98,11 @@ class Model(Protocol[O_co, A]):
     tenant_names: list[str]
     pending: dict[int, list[str]]
     """Tenants (by index) due to decide at the current instant, with their reasons."""
-    ended: str | None
+
+    @property
+    def ended(self) -> str | None:
+        """Why the episode ended, once it has."""
+        ...
 
     def score_round(self, tenants: list[int]) -> None:
         """A decision round opens for `tenants`: score what they decide (and log it)."""
@@ -120,6 +124,11 @@ class Model(Protocol[O_co, A]):
         """The tenant's reward since it was last settled."""
         ...
 
-    def end(self, reason: str) -> None:
+    def end(self, reason: EndReason) -> None:
         """Close the episode (idempotent)."""
+        ...
+
+    def figures(self) -> dict[str, float | int | str]:
+        """What the model measured of its own mechanics that the log does not carry (a node
+        cluster's fragmentation, preemptions, bind conflicts); empty when nothing."""
         ...

@@ -3,34 +3,43 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from twin.schema.actions import PlanVerdict, PoolView, QueuedJob, TenantObservation
 from twin.schema.distributions import mean
+from twin.sim.encode import Candidate, Evaluated
+from twin.sim.jobs import Job
+from twin.sim.queues import Waiting
+from twin.sim.scoring import HEAD_JOBS
+from twin.sim.state import ClusterState
 
-if TYPE_CHECKING:
-    from twin.sim.cluster import ClusterModel
-    from twin.sim.jobs import Job
 
-HEAD_JOBS = 8
+class Verdicts(Protocol):
+    """The plan scorer, as an observation reads it."""
+
+    def candidates(self, tenant: int, job: Job) -> list[Candidate]: ...
+
+    def verdicts(self, candidates: list[Candidate]) -> list[Evaluated]: ...
 
 
-def observe(model: ClusterModel, tenant: int, reasons: list[str]) -> TenantObservation:
+def observe(
+    state: ClusterState, waiting: Waiting, scorer: Verdicts, tenant: int, reasons: list[str]
+) -> TenantObservation:
     """The tenant's own queue, GPUs and budget, and every pool's public state."""
-    now = model.env.now
-    ledger = model.ledgers[tenant]
-    q = model.queues[tenant]
+    now = state.env.now
+    ledger = state.ledgers[tenant]
+    q = waiting.queues[tenant]
     return TenantObservation(
         t_s=now,
-        tenant=model.tenant_names[tenant],
+        tenant=state.tenant_names[tenant],
         reasons=reasons,
         budget_usd=None if ledger.budget_usd is None else ledger.budget_usd - ledger.spent_at(now),
         spent_usd=ledger.spent_at(now),
         value_usd_per_gpu_h=ledger.value_usd_per_gpu_s * 3600,
         sla_usd_per_job_h=ledger.sla_usd_per_job_s * 3600,
         queue_length=len(q),
-        queued_gpus=model.queued_milli[tenant] / 1000,
-        running_jobs=sum(len(h.running) for h in model.holdings[tenant]),
+        queued_gpus=waiting.queued_milli[tenant] / 1000,
+        running_jobs=sum(len(h.running) for h in state.holdings[tenant]),
         head=[
             QueuedJob(
                 job_id=j.job_id,
@@ -40,11 +49,11 @@ def observe(model: ClusterModel, tenant: int, reasons: list[str]) -> TenantObser
                 wait_s=now - j.queued_since_s,
                 pools=[
                     p.cfg.name
-                    for p in model.pools
+                    for p in state.pools
                     if (j.gpu_type is None or p.cfg.gpu_type == j.gpu_type)
                     and (j.option is None or j.option.rates[p.index] > 0)
                 ],
-                plans=_plans(model, tenant, j),
+                plans=_plans(scorer, tenant, j),
             )
             for j in q.first(HEAD_JOBS)
         ],
@@ -61,33 +70,32 @@ def observe(model: ClusterModel, tenant: int, reasons: list[str]) -> TenantObser
                 down=h.pool.down,
                 free_capacity=max(h.pool.free, 0),
             )
-            for h in model.holdings[tenant]
+            for h in state.holdings[tenant]
         ],
     )
 
 
-def observe_flat(model: ClusterModel, tenant: int) -> tuple[float, ...]:
+def observe_flat(state: ClusterState, waiting: Waiting, tenant: int) -> tuple[float, ...]:
     """The numbers of `observe` as one vector, for RL: virtual time, budget left (inf when
     unlimited), spent, queue length, queued GPUs, running jobs, then per pool (scenario order)
     ready, busy, pending, down and free GPUs."""
-    now = model.env.now
-    ledger = model.ledgers[tenant]
+    now = state.env.now
+    ledger = state.ledgers[tenant]
     spent = ledger.spent_at(now)
     left = math.inf if ledger.budget_usd is None else ledger.budget_usd - spent
-    head = (now, left, spent, len(model.queues[tenant]), model.queued_milli[tenant] / 1000,
-            sum(len(h.running) for h in model.holdings[tenant]))  # fmt: skip
+    head = (now, left, spent, len(waiting.queues[tenant]), waiting.queued_milli[tenant] / 1000,
+            sum(len(h.running) for h in state.holdings[tenant]))  # fmt: skip
     pools = (
         (h.ready, h.busy_milli / 1000, h.pending_gpus, h.pool.down, max(h.pool.free, 0))
-        for h in model.holdings[tenant]
+        for h in state.holdings[tenant]
     )
     return head + tuple(x for pool in pools for x in pool)
 
 
-def _plans(model: ClusterModel, tenant: int, job: Job) -> list[PlanVerdict]:
+def _plans(scorer: Verdicts, tenant: int, job: Job) -> list[PlanVerdict]:
     """The round's kernel verdicts on a queued kernel job's plan, pool by pool."""
     if job.option is None or job.placed:
         return []
-    scorer = model.scorer
     candidates = scorer.candidates(tenant, job)
     return [
         PlanVerdict(

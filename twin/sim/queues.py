@@ -6,6 +6,7 @@ import heapq
 from collections import deque
 from collections.abc import Callable, Mapping
 from itertools import islice
+from typing import Protocol
 
 from twin.schema.vocabulary import QueuePolicy
 from twin.sim.jobs import Job
@@ -101,6 +102,17 @@ QUEUES: Mapping[QueuePolicy, Callable[[], JobQueue]] = {
     "sjf": lambda: KeyedQueue(lambda j: j.remaining / j.nominal_rate),  # shortest run first
     "manual": FifoQueue,  # jobs start only when a placement names them
 }
+
+
+class Waiting(Protocol):
+    """Every tenant's queue and the GPUs its queued jobs ask for (in thousandths), as the
+    scheduler keeps them and rounds read them."""
+
+    @property
+    def queues(self) -> list[JobQueue]: ...
+
+    @property
+    def queued_milli(self) -> list[int]: ...
 
 
 def make_queue(policy: QueuePolicy) -> JobQueue:

@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import yaml
 from pydantic import TypeAdapter, ValidationError
 
 from twin.errors import ConfigError, ScenarioNotFoundError
-from twin.schema.scenario import ClusterScenario, GpuClusterScenario, Scenario
+from twin.schema.distributions import Distribution
+from twin.schema.scenario import ArrivalProcess, ClusterScenario, GpuClusterScenario, Scenario
+from twin.sim import kinds
 from twin.sim.catalog import BUILTIN, builtin_names
 
 SCENARIO_ADAPTER: TypeAdapter[Scenario] = TypeAdapter(Scenario)
@@ -105,22 +107,22 @@ def describe(exc: ValidationError, *, quote: bool = True) -> str:
     return "; ".join(lines)
 
 
+def _union_tags(*unions: Any) -> frozenset[str]:
+    """The tags of discriminated unions (each member's discriminator value)."""
+    tags = set()
+    for union in unions:
+        members, field = get_args(union)
+        for member in get_args(members):
+            tags.add(str(member.model_fields[field.discriminator].default))
+    return frozenset(tags)
+
+
+UNION_TAGS = _union_tags(Scenario, Distribution, ArrivalProcess)
+"""Where a validation error's location names the union member it tried (not a field)."""
+
+
 def _is_union_tag(part: object) -> bool:
-    return part in ("cluster", "gpucluster") or (
-        isinstance(part, str)
-        and part
-        in {
-            "constant",
-            "exponential",
-            "lognormal",
-            "uniform",
-            "choice",
-            "poisson",
-            "onoff",
-            "mmpp",
-            "diurnal",
-        }
-    )
+    return part in UNION_TAGS
 
 
 def load(name_or_path: str, overrides: Sequence[str] = ()) -> Scenario:
@@ -138,16 +140,17 @@ def load_cluster(name_or_path: str) -> ClusterScenario:
 
 def as_cluster(scenario: Scenario) -> ClusterScenario:
     """`scenario` if it is a job-level one; else a ConfigError saying what it is."""
-    if not isinstance(scenario, ClusterScenario):
+    cluster = kinds.negotiable(scenario)
+    if cluster is None:
         raise ConfigError(
             f"negotiation sessions need a cluster scenario; {scenario.name!r} is a "
             f"{scenario.kind} task (use the OpenEnv control plane at /ws for it)"
         )
-    return scenario
+    return cluster
 
 
 def load_task(task: str) -> GpuClusterScenario:
     """A classic GPUClusterEnv task (`easy`, `medium`, `hard`) as its built-in scenario."""
-    scenario = load(f"gpucluster-{task}")
-    assert isinstance(scenario, GpuClusterScenario), "gpucluster-* are step-model scenarios"
+    scenario = kinds.step_task(load(f"gpucluster-{task}"))
+    assert scenario is not None, "gpucluster-* are step-model scenarios"
     return scenario

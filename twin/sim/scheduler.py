@@ -9,12 +9,16 @@ checkpoint or fails for good.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Protocol
 
 import simpy
 
+from twin.schema import records
+from twin.schema.scenario import ClusterScenario
 from twin.sim.cycles import Cycles
-from twin.sim.encode import DEGENERATE, PlanOption
+from twin.sim.decisions import Decisions
+from twin.sim.encode import DEGENERATE, Evaluated, PlanOption
 from twin.sim.jobs import Job
 from twin.sim.placement import Placement
 from twin.sim.pools import Holding, Pool
@@ -22,20 +26,49 @@ from twin.sim.queues import JobQueue, KeyedQueue, make_queue
 from twin.sim.quotas import Quotas
 from twin.sim.sampling import Sampler
 from twin.sim.scaling import efficiency
+from twin.sim.state import ClusterState
 
-if TYPE_CHECKING:
-    from twin.sim.cluster import ClusterModel
+
+class Charges(Protocol):
+    """Billing, as the scheduler uses it."""
+
+    def charge_wait(self, job: Job, wait_s: float) -> None: ...
+
+    def earn(self, tenant: int, work_gpu_s: float) -> None: ...
+
+
+class Scores(Protocol):
+    """The plan scorer, as the scheduler uses it."""
+
+    def option(self, tenant: int, job: Job) -> PlanOption: ...
+
+    def verdict(self, tenant: int, job: Job, pool: int) -> Evaluated: ...
 
 
 class Scheduler:
     """Every tenant's queue and running jobs."""
 
-    def __init__(self, model: ClusterModel, placement: Placement) -> None:
-        cfg = model.cfg
-        self.model = model
-        self.env = model.env
-        self._emit = model.emit
+    def __init__(
+        self,
+        state: ClusterState,
+        cfg: ClusterScenario,
+        placement: Placement,
+        *,
+        billing: Charges,
+        scorer: Scores,
+        decisions: Decisions,
+        left: Callable[[], None],
+    ) -> None:
+        """`left` is told each time a job leaves the system for good."""
+        self.state = state
+        self.cfg = cfg
+        self.env = state.env
+        self._emit = state.emit
         self.placement = placement
+        self.billing = billing
+        self.scorer = scorer
+        self.decisions = decisions
+        self._left_system = left
         self.cycles = Cycles(self, cfg.scheduler) if cfg.scheduler.cycles else None
         self.quotas = Quotas(cfg.scheduler.quota_gpus) if cfg.scheduler.quota_gpus else None
         self.fit = placement.fit if self.quotas is None else self._fit_within_quota
@@ -49,7 +82,7 @@ class Scheduler:
         self.efficiency = efficiency(cfg.scaling)
         self._backfill = cfg.queue.backfill
         self._manual = cfg.queue.policy == "manual" or self.cycles is not None
-        divergence = model.streams.get("divergence")
+        divergence = state.streams.get("divergence")
         self._divergence = Sampler(divergence, lambda g, n: g.uniform(0.2, 0.9, n))
         self.jobs_in_system = 0
         self.running_jobs = 0
@@ -89,26 +122,33 @@ class Scheduler:
                   gpu_type, now, seq, work, work, nominal, now, option, workload)  # fmt: skip
         job.fails, job.cpu_milli, job.group = fails, cpu_milli, group
         self.placement.arrived(job)
-        model = self.model
-        name = model.tenant_names[tenant]
+        name = self.state.tenant_names[tenant]
         self._emit(
-            ("job_arrived", now, name, job.job_id, gpus, work_gpu_s, priority, gpu_type)
-        )  # fmt: skip
+            records.JobArrived(
+                "job_arrived", now, name, job.job_id, gpus, work_gpu_s, priority, gpu_type
+            )
+        )
         if option is not None and nominal <= 0:
             self._emit(
-                ("job_failed", now, name, job.job_id, f"infeasible_plan: {option.why_not()}")
+                records.JobFailed(
+                    "job_failed", now, name, job.job_id, f"infeasible_plan: {option.why_not()}"
+                )
             )
             return job
         if self._check_fits and not self.placement.ever_fits(job):
             # It would wait forever (and, at a FIFO head, block the queue behind it): no node
             # of its kind is large enough even when empty.
-            self._emit(("job_failed", now, name, job.job_id, "unschedulable: no node can hold it"))
+            self._emit(
+                records.JobFailed(
+                    "job_failed", now, name, job.job_id, "unschedulable: no node can hold it"
+                )
+            )
             return job
         self.jobs_in_system += 1
         self.enqueue(job)
         self.schedule(tenant)
-        if model.decisions.on_arrival:
-            model.decisions.want(tenant, "arrival")
+        if self.decisions.on_arrival:
+            self.decisions.want(tenant, "arrival")
         return job
 
     def enqueue(self, job: Job, *, requeue: bool = False) -> None:
@@ -130,7 +170,7 @@ class Scheduler:
         """GPUs became free or ready for `tenant`: start what now fits (or, with scheduling
         cycles, try the unschedulable jobs again)."""
         if self.cycles is not None:
-            self.cycles.released(sum(h.idle_milli for h in self.model.holdings[tenant]))
+            self.cycles.released(sum(h.idle_milli for h in self.state.holdings[tenant]))
         else:
             self.schedule(tenant)
 
@@ -162,7 +202,7 @@ class Scheduler:
         now = self.env.now
         shadow_s, spare_milli, reserved = self._shadow(head)
         q = self.queues[head.tenant]
-        for job in q.first(self.model.cfg.queue.backfill_depth)[1:]:
+        for job in q.first(self.cfg.queue.backfill_depth)[1:]:
             fit = self.fit(job)
             if fit is None:
                 continue
@@ -209,7 +249,7 @@ class Scheduler:
         pool = h.pool
         if job.option is not None and not job.placed:
             # The verdict of the allocation granted now: pool, GPU count, power cap in force.
-            scorer = self.model.scorer
+            scorer = self.scorer
             job.option = scorer.option(job.tenant, job)
             v = scorer.verdict(job.tenant, job, pool.index)
             job.quality, job.flags = v.score, tuple(r for r in v.reasons if r in DEGENERATE)
@@ -233,13 +273,17 @@ class Scheduler:
             fraction = self._divergence()
             self.env.timeout(run_s * fraction).callbacks.append(lambda _: self._diverged(job, ev))
         wait_s = now - job.queued_since_s
-        tenant = self.model.tenant_names[job.tenant]
-        self._emit(("job_started", now, tenant, job.job_id, pool.cfg.name, job.gpus, run_s, wait_s))
-        self.model.billing.charge_wait(job, wait_s)
+        tenant = self.state.tenant_names[job.tenant]
+        self._emit(
+            records.JobStarted(
+                "job_started", now, tenant, job.job_id, pool.cfg.name, job.gpus, run_s, wait_s
+            )
+        )
+        self.billing.charge_wait(job, wait_s)
 
     def start_placed(self, job: Job, pool: int, option: PlanOption) -> bool:
         """Start a queued job on `pool` with a placed plan, if its tenant has the GPUs idle."""
-        h = self.model.holdings[job.tenant][pool]
+        h = self.state.holdings[job.tenant][pool]
         if h.idle_milli < job.milli:
             return False
         job.option = option
@@ -250,7 +294,7 @@ class Scheduler:
         return True
 
     def _stop(self, job: Job) -> Holding:
-        h = self.model.holdings[job.tenant][job.pool]
+        h = self.state.holdings[job.tenant][job.pool]
         h.busy_milli -= job.milli
         del h.running[job]
         self.placement.release(job)
@@ -264,61 +308,83 @@ class Scheduler:
 
     def _finished(self, ev: simpy.Event) -> None:
         job: Job = ev._value
-        model = self.model
-        if job.run is not ev or model.ended:
+        state = self.state
+        if job.run is not ev or state.ended:
             return
         now = self.env.now
         h = self._stop(job)
         tenant = job.tenant
         if job.fails is not None:  # it ran as long as the trace says, then failed as it did
-            self._emit(("job_failed", now, model.tenant_names[tenant], job.job_id,
-                        f"trace: {job.fails}"))  # fmt: skip
+            self._emit(
+                records.JobFailed(
+                    "job_failed", now, state.tenant_names[tenant], job.job_id, f"trace: {job.fails}"
+                )
+            )
             self._left(tenant)
             return
         self._emit(
-            ("job_finished", now, model.tenant_names[tenant], job.job_id, h.pool.cfg.name,
-             job.gpus, now - job.start_s)
-        )  # fmt: skip
-        model.billing.earn(tenant, job.work_gpu_s)
+            records.JobFinished(
+                "job_finished",
+                now,
+                state.tenant_names[tenant],
+                job.job_id,
+                h.pool.cfg.name,
+                job.gpus,
+                now - job.start_s,
+            )
+        )
+        self.billing.earn(tenant, job.work_gpu_s)
         self._left(tenant)
 
     def _diverged(self, job: Job, run: simpy.Event) -> None:
         """An unstable run's loss blew up: the job fails for good (the same plan would again)."""
-        model = self.model
-        if job.run is not run or model.ended:
+        state = self.state
+        if job.run is not run or state.ended:
             return
         self._stop(job)
-        self._emit(("job_failed", self.env.now, model.tenant_names[job.tenant], job.job_id,
-                    "diverged"))  # fmt: skip
+        self._emit(
+            records.JobFailed(
+                "job_failed", self.env.now, state.tenant_names[job.tenant], job.job_id, "diverged"
+            )
+        )
         self._left(job.tenant)
 
     def _left(self, tenant: int) -> None:
         """A job left the system after a run: its GPUs go to the next in line."""
-        model = self.model
         self.jobs_in_system -= 1
         self.schedule(tenant)
-        if model.decisions.on_completion:
-            model.decisions.want(tenant, "completion")
-        model.check_drained()
+        if self.decisions.on_completion:
+            self.decisions.want(tenant, "completion")
+        self._left_system()
 
     def interrupt(self, job: Job, reason: str) -> None:
         """Stop a running job; it resumes from its last checkpoint or fails for good."""
         now = self.env.now
-        model = self.model
+        cfg = self.cfg
         h = self._stop(job)
         elapsed_s = now - job.start_s
-        ckpt_s = model.cfg.checkpoint_interval_s
+        ckpt_s = cfg.checkpoint_interval_s
         kept_s = math.floor(elapsed_s / ckpt_s) * ckpt_s if ckpt_s else 0.0
         job.remaining = max(job.remaining - kept_s * job.rate, 0.0)
         job.restarts += 1
-        tenant = model.tenant_names[job.tenant]
+        tenant = self.state.tenant_names[job.tenant]
         self._emit(
-            ("job_interrupted", now, tenant, job.job_id, h.pool.cfg.name, reason,
-             (elapsed_s - kept_s) * job.gpus, job.restarts)
-        )  # fmt: skip
-        if job.restarts > model.cfg.max_restarts:
-            self._emit(("job_failed", now, tenant, job.job_id, "too_many_restarts"))
+            records.JobInterrupted(
+                "job_interrupted",
+                now,
+                tenant,
+                job.job_id,
+                h.pool.cfg.name,
+                reason,
+                (elapsed_s - kept_s) * job.gpus,
+                job.restarts,
+            )
+        )
+        if job.restarts > cfg.max_restarts:
+            self._emit(
+                records.JobFailed("job_failed", now, tenant, job.job_id, "too_many_restarts")
+            )
             self.jobs_in_system -= 1
-            model.check_drained()
+            self._left_system()
         else:
             self.enqueue(job, requeue=True)

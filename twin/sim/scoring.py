@@ -11,13 +11,14 @@ cached by those inputs, so a repeated plan costs a dictionary lookup.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
 
+from twin.schema import records
+from twin.schema.scenario import ClusterScenario
 from twin.sim.encode import Candidate, Evaluated, PlanOption, evaluate_candidates, kernel_pools
 from twin.sim.jobs import Job
-
-if TYPE_CHECKING:
-    from twin.sim.cluster import ClusterModel
+from twin.sim.queues import JobQueue
+from twin.sim.state import ClusterState
 
 HEAD_JOBS = 8  # the queued jobs per tenant a round scores (the ones an observation shows)
 
@@ -25,10 +26,12 @@ HEAD_JOBS = 8  # the queued jobs per tenant a round scores (the ones an observat
 class PlanScorer:
     """Kernel verdicts on the plans a round decides, cached by their inputs."""
 
-    def __init__(self, model: ClusterModel) -> None:
-        self.model = model
+    def __init__(self, state: ClusterState, cfg: ClusterScenario, *, kernel_jobs: bool) -> None:
+        """`kernel_jobs`: whether any workload has kernel plans (else nothing is scored)."""
+        self.state = state
+        self.cfg = cfg
         self.cache: dict[Candidate, Evaluated] = {}
-        self.pools = kernel_pools(model.cfg) if model.options else []
+        self.pools = kernel_pools(cfg) if kernel_jobs else []
         self.kernel_s = 0.0  # wall seconds spent in kernel calls
         self.kernel_calls = 0
 
@@ -37,9 +40,7 @@ class PlanScorer:
         missing = list(dict.fromkeys(c for c in candidates if c not in self.cache))
         if missing:
             start = time.perf_counter()
-            self.cache.update(
-                zip(missing, evaluate_candidates(self.model.cfg, missing), strict=True)
-            )
+            self.cache.update(zip(missing, evaluate_candidates(self.cfg, missing), strict=True))
             self.kernel_s += time.perf_counter() - start
             self.kernel_calls += 1
         return [self.cache[c] for c in candidates]
@@ -47,27 +48,26 @@ class PlanScorer:
     def candidates(self, tenant: int, job: Job) -> list[Candidate]:
         """The job's plan on each pool it may run on (its GPU type, a known accelerator)."""
         gpu_type = job.gpu_type
-        pools = self.model.cfg.pools
+        pools = self.cfg.pools
         return [
             (tenant, job.workload, job.gpus, p)
             for p in self.pools
             if gpu_type is None or pools[p].gpu_type == gpu_type
         ]
 
-    def score_round(self, tenants: list[int]) -> None:
+    def score_round(self, tenants: list[int], queues: Sequence[JobQueue]) -> None:
         """Score the queued kernel jobs of the tenants asked to decide now, and log it."""
         if not self.pools:
             return
-        model = self.model
         round_candidates: dict[Candidate, None] = {}
         for t in tenants:
-            for job in model.queues[t].first(HEAD_JOBS):
+            for job in queues[t].first(HEAD_JOBS):
                 if job.option is not None and not job.placed:
                     round_candidates.update(dict.fromkeys(self.candidates(t, job)))
         ordered = list(round_candidates)
-        now = model.env.now
-        for tenant, *payload in self.verdicts(ordered):
-            model.emit(("plan_evaluated", now, tenant, *payload))
+        now, emit = self.state.env.now, self.state.emit
+        for v in self.verdicts(ordered):
+            emit(records.PlanEvaluated("plan_evaluated", now, *v))
 
     def verdict(self, tenant: int, job: Job, pool: int) -> Evaluated:
         """The verdict on the job's own plan on `pool` (cached)."""
@@ -76,7 +76,7 @@ class PlanScorer:
 
     def option(self, tenant: int, job: Job) -> PlanOption:
         """The job's rates on every pool under the power caps in force now."""
-        n_pools = len(self.model.pools)
+        n_pools = len(self.state.pools)
         rates, stable = [0.0] * n_pools, [False] * n_pools
         reasons: list[tuple[str, ...]] = [("unknown_accelerator",)] * n_pools
         for c, v in zip(cands := self.candidates(tenant, job), self.verdicts(cands), strict=True):

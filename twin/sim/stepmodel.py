@@ -13,8 +13,10 @@ from collections.abc import Iterable, Mapping
 
 import simpy
 
+from twin.schema import records
 from twin.schema.actions import GpuClusterAction, GpuClusterObservation
 from twin.schema.scenario import GpuClusterScenario
+from twin.schema.vocabulary import EndReason
 from twin.sim.jobrecord import JobRecord
 from twin.sim.model import RoundInputs, TenantOutcome, World
 from twin.sim.sampling import Sampler
@@ -62,11 +64,11 @@ class StepModel:
         self.incoming_jobs = 0
         self.last_reward = 0.0
         self.total_reward = 0.0
-        self.ended: str | None = None
+        self.ended: EndReason | None = None
         self.pending: dict[int, list[str]] = {0: ["step"]}
         self._next_step = self._step_due
         if cfg.initial_gpus:
-            self._emit(("gpus_ready", env.now, TENANT, POOL, cfg.initial_gpus))
+            self._emit(records.GpusReady("gpus_ready", env.now, TENANT, POOL, cfg.initial_gpus))
 
     def observe(self, tenant: int = 0, reasons: list[str] | None = None) -> GpuClusterObservation:
         return GpuClusterObservation(
@@ -105,9 +107,11 @@ class StepModel:
         now = self.env.now
         active = max(0, self.active_gpus + gpus_to_provision)
         if active > self.active_gpus:
-            emit(("gpus_ready", now, TENANT, POOL, active - self.active_gpus))
+            emit(records.GpusReady("gpus_ready", now, TENANT, POOL, active - self.active_gpus))
         elif active < self.active_gpus:
-            emit(("gpus_released", now, TENANT, POOL, self.active_gpus - active))
+            emit(
+                records.GpusReleased("gpus_released", now, TENANT, POOL, self.active_gpus - active)
+            )
         self.active_gpus = active
         incoming = int(self._arrivals())
         queue = self.queue_size + incoming
@@ -122,12 +126,21 @@ class StepModel:
         self.time_step += 1
         self.last_reward = reward
         self.total_reward += reward
-        emit(("jobs_arrived", now, TENANT, incoming))
-        emit(("jobs_processed", now, TENANT, processed))
-        emit(("budget_charged", now, TENANT, POOL, active * cfg.step_s, cost))
-        emit(("sla_penalty", now, TENANT, None, queue * cfg.step_s, sla))
+        emit(records.JobsArrived("jobs_arrived", now, TENANT, incoming))
+        emit(records.JobsProcessed("jobs_processed", now, TENANT, processed))
+        emit(records.BudgetCharged("budget_charged", now, TENANT, POOL, active * cfg.step_s, cost))
+        emit(records.SlaPenalty("sla_penalty", now, TENANT, None, queue * cfg.step_s, sla))
         emit(
-            ("step_completed", now, TENANT, self.time_step, active, queue, reward, self.budget_usd)
+            records.StepCompleted(
+                "step_completed",
+                now,
+                TENANT,
+                self.time_step,
+                active,
+                queue,
+                reward,
+                self.budget_usd,
+            )
         )
         self.env.timeout(cfg.step_s).callbacks.append(self._next_step)
 
@@ -139,12 +152,15 @@ class StepModel:
         else:
             self.pending[0] = ["step"]
 
-    def end(self, reason: str) -> None:
+    def figures(self) -> dict[str, float | int | str]:
+        return {}
+
+    def end(self, reason: EndReason) -> None:
         if self.ended:
             return
         self.ended = reason
         self.pending.clear()
-        self._emit(("episode_ended", self.env.now, None, reason))
+        self._emit(records.EpisodeEnded("episode_ended", self.env.now, None, reason))
 
     @property
     def score(self) -> float:

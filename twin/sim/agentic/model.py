@@ -11,57 +11,19 @@ unit-seconds each resource was held and busy.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import simpy
 
 from twin.errors import ActionError
-from twin.schema.agentic import ActionKind, AgenticAction, AgenticRlScenario, AgenticView
+from twin.schema import records
+from twin.schema.agentic import AgenticAction, AgenticRlScenario, AgenticView
+from twin.schema.vocabulary import EndReason
+from twin.sim.agentic.actions import RESOURCES, TENANT, Action, Usage
+from twin.sim.agentic.policies import orchestrator
 from twin.sim.jobrecord import JobRecord
 from twin.sim.model import RoundInputs, TenantOutcome, World
 from twin.sim.sampling import sampler
-
-TENANT = "rl"
-RESOURCES = ("cpu", "gpu", "api")
-
-
-@dataclass(slots=True)
-class Action:
-    """One action in flight: what it is, when it was submitted, and its completion event."""
-
-    action_id: str
-    trajectory: str
-    kind: ActionKind
-    work_s: float
-    submitted_s: float
-    done: simpy.Event
-    units: int = 0
-    started_s: float = 0.0
-    ends_s: float = 0.0
-
-
-@dataclass(slots=True)
-class Usage:
-    """Units of one resource held (allocated) and busy over time, integrated as they change."""
-
-    capacity: float
-    held: float = 0.0
-    busy: float = 0.0
-    held_unit_s: float = 0.0
-    busy_unit_s: float = 0.0
-    peak_busy: float = 0.0
-    since_s: float = 0.0
-
-    def change(self, now: float, held: float = 0.0, busy: float = 0.0) -> None:
-        dt = now - self.since_s
-        self.held_unit_s += self.held * dt
-        self.busy_unit_s += self.busy * dt
-        self.since_s = now
-        self.held += held
-        self.busy += busy
-        self.peak_busy = max(self.peak_busy, self.busy)
 
 
 class AgenticModel:
@@ -70,13 +32,11 @@ class AgenticModel:
     def __init__(
         self, world: World, cfg: AgenticRlScenario, sources: Iterable[Iterable[JobRecord]] = ()
     ) -> None:
-        from twin.sim.agentic.policies import orchestrator
-
         self.env, self.cfg = world.env, cfg
         self.emit = world.log.append
         self.tenant_names = [TENANT]
         self.pending: dict[int, list[str]] = {}
-        self.ended: str | None = None
+        self.ended: EndReason | None = None
         self.step = 0
         streams = world.streams
         self.turns = sampler(cfg.turns, streams.get("agentic/turns"))
@@ -112,7 +72,11 @@ class AgenticModel:
             yield env.all_of(rollouts)
             rollout_s = env.now - start
             yield env.timeout(cfg.train_s)
-            self.emit(("rl_step_finished", env.now, TENANT, step, env.now - start, rollout_s))
+            self.emit(
+                records.RlStepFinished(
+                    "rl_step_finished", env.now, TENANT, step, env.now - start, rollout_s
+                )
+            )
         self.end("max_steps")
 
     def _ticks(self) -> Any:
@@ -139,12 +103,25 @@ class AgenticModel:
             self._seq += 1
             action = Action(f"a{self._seq}", name, kind, self.work_s[kind.name](), env.now,
                             env.event())  # fmt: skip
-            self.emit(("action_submitted", env.now, TENANT, action.action_id, name, kind.name,
-                       kind.resource))  # fmt: skip
+            self.emit(
+                records.ActionSubmitted(
+                    "action_submitted",
+                    env.now,
+                    TENANT,
+                    action.action_id,
+                    name,
+                    kind.name,
+                    kind.resource,
+                )
+            )
             orch.submit(action)
             yield action.done
         orch.trajectory_ended(name)
-        self.emit(("trajectory_finished", env.now, TENANT, name, step, env.now - start, turns))
+        self.emit(
+            records.TrajectoryFinished(
+                "trajectory_finished", env.now, TENANT, name, step, env.now - start, turns
+            )
+        )
 
     # -- the Model protocol -----------------------------------------------------------------
 
@@ -185,7 +162,10 @@ class AgenticModel:
         reward, self._act_settled_s = -self._act_settled_s / 3600, 0.0
         return reward
 
-    def end(self, reason: str) -> None:
+    def figures(self) -> dict[str, float | int | str]:
+        return {}
+
+    def end(self, reason: EndReason) -> None:
         """Close the books: every resource's held and busy unit-seconds."""
         if self.ended:
             return
@@ -195,6 +175,15 @@ class AgenticModel:
         for resource, use in self.usage.items():
             use.change(now)
             if use.capacity:
-                self.emit(("resources_used", now, None, resource, use.held_unit_s,
-                           use.busy_unit_s, use.capacity))  # fmt: skip
-        self.emit(("episode_ended", now, None, reason))
+                self.emit(
+                    records.ResourcesUsed(
+                        "resources_used",
+                        now,
+                        None,
+                        resource,
+                        use.held_unit_s,
+                        use.busy_unit_s,
+                        use.capacity,
+                    )
+                )
+        self.emit(records.EpisodeEnded("episode_ended", now, None, reason))

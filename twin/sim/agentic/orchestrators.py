@@ -17,19 +17,31 @@ without its units; the quota and the pools are never exceeded.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import simpy
 
+from twin.schema import records
+from twin.schema.agentic import AgenticRlScenario
 from twin.schema.distributions import mean
+from twin.schema.records import AnyRecord
+from twin.sim.agentic.actions import TENANT, Action, Usage
 from twin.sim.agentic.elastic import Demand, run_s
 from twin.sim.agentic.gpus import Chunk
-from twin.sim.agentic.model import TENANT, Action
 
-if TYPE_CHECKING:
-    from twin.sim.agentic.model import AgenticModel
+
+class Host(Protocol):
+    """The agentic model, as its orchestrator uses it."""
+
+    env: simpy.Environment
+    cfg: AgenticRlScenario
+    emit: Callable[[AnyRecord], None]
+    usage: dict[str, Usage]
+    sandbox_start_s: Callable[[], float]
+
+    def completed(self, act_s: float) -> None: ...
 
 
 @dataclass(slots=True)
@@ -58,7 +70,7 @@ class Orchestrator:
     """What every policy shares: queues, the API quota, dedicated or shared GPU services, and
     running an action on units and giving them back."""
 
-    def __init__(self, model: AgenticModel) -> None:
+    def __init__(self, model: Host) -> None:
         self.model, self.env, self.cfg = model, model.env, model.cfg
         self.emit = model.emit
         self.usage = model.usage
@@ -122,7 +134,11 @@ class Orchestrator:
         now = env.now
         a.units, a.started_s = units, now
         a.ends_s = now + self.cfg.overhead_s + duration_s
-        self.emit(("action_started", now, TENANT, a.action_id, units, now - a.submitted_s))
+        self.emit(
+            records.ActionStarted(
+                "action_started", now, TENANT, a.action_id, units, now - a.submitted_s
+            )
+        )
         use = self.usage[resource]
         use.change(now, held=held, busy=busy)
         self.in_flight[resource] += 1
@@ -132,8 +148,11 @@ class Orchestrator:
             use.change(t, held=-held, busy=-busy)
             self.in_flight[resource] -= 1
             self.model.completed(t - a.submitted_s)
-            self.emit(("action_finished", t, TENANT, a.action_id, t - a.submitted_s,
-                       duration_s))  # fmt: skip
+            self.emit(
+                records.ActionFinished(
+                    "action_finished", t, TENANT, a.action_id, t - a.submitted_s, duration_s
+                )
+            )
             a.done.succeed()
             then(a)
 
@@ -187,7 +206,7 @@ class Orchestrator:
 class Static(Orchestrator):
     """A sandbox per trajectory for its lifetime; dedicated GPU services."""
 
-    def __init__(self, model: AgenticModel) -> None:
+    def __init__(self, model: Host) -> None:
         super().__init__(model)
         cores = self.cfg.sandbox_cores
         self.sandboxes = simpy.Resource(self.env, capacity=max(self.cfg.cpu_cores // cores, 1))
@@ -219,7 +238,7 @@ class Static(Orchestrator):
 class Isolation(Orchestrator):
     """A fixed core partition per CPU action kind, fixed parallelism; dedicated GPU services."""
 
-    def __init__(self, model: AgenticModel) -> None:
+    def __init__(self, model: Host) -> None:
         super().__init__(model)
         cfg = self.cfg
         kinds = [a for a in cfg.actions if a.resource == "cpu"]

@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from twin.sim.agentic.orchestrators import Isolation, Orchestrator, Static
+from twin.sim.agentic.orchestrators import Host, Isolation, Orchestrator, Static
 from twin.sim.agentic.tangram import Elastic
-
-if TYPE_CHECKING:
-    from twin.sim.agentic.model import AgenticModel
 
 ORCHESTRATORS: dict[str, type[Orchestrator]] = {
     "static": Static,
@@ -18,5 +13,5 @@ ORCHESTRATORS: dict[str, type[Orchestrator]] = {
 }
 
 
-def orchestrator(model: AgenticModel) -> Orchestrator:
+def orchestrator(model: Host) -> Orchestrator:
     return ORCHESTRATORS[model.cfg.orchestration](model)

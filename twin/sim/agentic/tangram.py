@@ -11,19 +11,17 @@ that waits for its service to load counts the load in its completion time.
 from __future__ import annotations
 
 from itertools import islice
-from typing import TYPE_CHECKING
+from typing import Literal
 
+from twin.schema import records
+from twin.sim.agentic.actions import Action
 from twin.sim.agentic.elastic import Demand, allocate, run_s
 from twin.sim.agentic.gpus import Nodes
-from twin.sim.agentic.model import Action
-from twin.sim.agentic.orchestrators import Copy, Orchestrator
-
-if TYPE_CHECKING:
-    from twin.sim.agentic.model import AgenticModel
+from twin.sim.agentic.orchestrators import Copy, Host, Orchestrator
 
 
 class Elastic(Orchestrator):
-    def __init__(self, model: AgenticModel) -> None:
+    def __init__(self, model: Host) -> None:
         super().__init__(model)
         self.nodes = Nodes(self.cfg.gpu_nodes)
         self.running: dict[str, Action] = {}
@@ -99,8 +97,18 @@ class Elastic(Orchestrator):
                     ready_s=now + spec.load_s, last_used_s=now)  # fmt: skip
         self.gpu.copies[service].append(copy)
         self.usage["gpu"].change(now, held=spec.gpus)
-        self.emit(("service_loaded", now, None, service, spec.gpus, chunk.node, chunk.offset,
-                   spec.load_s))  # fmt: skip
+        self.emit(
+            records.ServiceLoaded(
+                "service_loaded",
+                now,
+                None,
+                service,
+                spec.gpus,
+                chunk.node,
+                chunk.offset,
+                spec.load_s,
+            )
+        )
 
         def loaded(_: object) -> None:
             copy.ready = True
@@ -129,14 +137,23 @@ class Elastic(Orchestrator):
             self._evict(copy, "idle")
             self.dispatch_gpu()
 
-    def _evict(self, copy: Copy, reason: str) -> None:
+    def _evict(self, copy: Copy, reason: Literal["idle", "lru"]) -> None:
         assert copy.chunk is not None
         assert not copy.in_flight
         self.gpu.copies[copy.service].remove(copy)
         self.nodes.free(copy.chunk)
         self.usage["gpu"].change(self.env.now, held=-copy.gpus)
-        self.emit(("service_evicted", self.env.now, None, copy.service, copy.chunk.node,
-                   copy.chunk.offset, reason))  # fmt: skip
+        self.emit(
+            records.ServiceEvicted(
+                "service_evicted",
+                self.env.now,
+                None,
+                copy.service,
+                copy.chunk.node,
+                copy.chunk.offset,
+                reason,
+            )
+        )
 
     def close(self) -> None:
         """Loaded copies count as held until the end."""

@@ -10,24 +10,22 @@ plans (all-FP8, all-FP32), gets the floor score too. Every tenant's credit is lo
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from twin.schema import records
 from twin.sim.encode import round_credit
 from twin.sim.model import TenantOutcome
-
-if TYPE_CHECKING:
-    from twin.sim.cluster import ClusterModel
+from twin.sim.queues import Waiting
+from twin.sim.state import ClusterState
 
 FLOOR_SCORE = 0.01
 
 
-def credit_round(model: ClusterModel, out: dict[str, TenantOutcome]) -> None:
+def credit_round(state: ClusterState, waiting: Waiting, out: dict[str, TenantOutcome]) -> None:
     """Score every tenant's allocation after the round and credit it (tenant order)."""
     held, useful, demand, flags = [], [], [], []
-    for t in range(len(model.tenant_names)):
-        holdings = model.holdings[t]
+    for t in range(len(state.tenant_names)):
+        holdings = state.holdings[t]
         running = [job for h in holdings for job in h.running]
-        queued_gpus = model.queued_milli[t] / 1000
+        queued_gpus = waiting.queued_milli[t] / 1000
         held.append(float(sum(h.ready + h.pending_gpus for h in holdings)))
         useful.append(sum(job.quality * job.gpus for job in running))
         demand.append(max(held[-1], sum(job.gpus for job in running) + queued_gpus))
@@ -35,10 +33,10 @@ def credit_round(model: ClusterModel, out: dict[str, TenantOutcome]) -> None:
         if held[-1] == 0 and queued_gpus > 0:
             why.append("degenerate_zero_gpus")
         flags.append(why)
-    capacity = float(sum(pool.cfg.max_gpus for pool in model.pools))
+    capacity = float(sum(pool.cfg.max_gpus for pool in state.pools))
     credit = round_credit(held, useful, demand, capacity)
-    now = model.env.now
-    for t, name in enumerate(model.tenant_names):
+    now = state.env.now
+    for t, name in enumerate(state.tenant_names):
         reasons = flags[t] + (["degenerate_hoarding"] if credit.hoarding[t] else [])
         score = FLOOR_SCORE if reasons else credit.score[t]
         o = out[name]
@@ -47,5 +45,17 @@ def credit_round(model: ClusterModel, out: dict[str, TenantOutcome]) -> None:
             score,
             tuple(reasons),
         )
-        model.emit(("round_credited", now, name, held[t], demand[t], credit.useful_gpus[t],
-                    score, o.difference_reward, reasons, o.reward))  # fmt: skip
+        state.emit(
+            records.RoundCredited(
+                "round_credited",
+                now,
+                name,
+                held[t],
+                demand[t],
+                credit.useful_gpus[t],
+                score,
+                o.difference_reward,
+                reasons,
+                o.reward,
+            )
+        )
