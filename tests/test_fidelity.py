@@ -371,7 +371,7 @@ def test_fgd_growth_equals_recomputing_fragmentation(
     import numpy as np
 
     from twin.schema.scheduling import NodeGroup
-    from twin.sim.node_placement import fragmentation_growth
+    from twin.sim.fgd import fragmentation_growth
     from twin.sim.nodes import PoolNodes, TaskClass, fragmentation_milli
 
     pn = PoolNodes([NodeGroup(pool="a", count=len(rows), gpus=4)])

@@ -11,7 +11,9 @@ import tempfile
 from pathlib import Path
 
 from twin.bench.harness import Result
+from twin.eventlog.formats import EXPORTERS
 from twin.replay.reader import count_lines
+from twin.schema.vocabulary import EVENTS_FILE, REPORT_FILE
 
 TARGET_RSS_MIB = 1024  # an export streams: its memory is bounded, whatever the log's length
 
@@ -25,7 +27,7 @@ if what == "replay":
     replay(Path(sys.argv[3]), ReplayOptions(), out_dir=run)
 elif what == "report":
     from twin.eventlog.report import write_report
-    write_report(run, run / "report.html")
+    write_report(run, run / sys.argv[3])
 else:
     from twin.eventlog.export import export
     export(run, [what])
@@ -56,17 +58,17 @@ def bench_export(quick: bool) -> Result:
         trace, run = Path(tmp) / "trace.csv", Path(tmp) / "run"
         generate_itp(trace, jobs, seed=8)
         made = _child(run, "replay", str(trace))
-        log = run / "events.jsonl"
+        log = run / EVENTS_FILE
         events = count_lines(log) or 0
         r.lines.append(
             f"export: a {jobs:,}-job replay's log ({events:,} events, {_size_mib(log):,.0f} MiB), "
             f"fresh process each; the replay itself took {made['cpu_s']:.1f} s CPU"
         )
         r.figures.update(jobs=jobs, events=events, replay_cpu_s=round(made["cpu_s"], 2))
-        outputs = {"parquet": run / "parquet", "perfetto": run / "timeline.perfetto.json",
-                   "report": run / "report.html"}  # fmt: skip
+        outputs = {f: EXPORTERS[f].output(run) for f in ("parquet", "perfetto")}
+        outputs["report"] = run / REPORT_FILE
         for what, output in outputs.items():
-            fig = _child(run, what)
+            fig = _child(run, what, REPORT_FILE)
             rate = events / fig["cpu_s"]
             r.lines.append(
                 f"  {what:>8}: {fig['cpu_s']:6.1f} s CPU ({fig['wall_s']:.1f} s wall) = "

@@ -8,18 +8,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from twin.errors import ConfigError
+from twin.eventlog.formats import EXPORTERS, formats_help, parse_formats
 from twin.schema.vocabulary import EVENTS_FILE, REPORT_FILE
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-FORMATS_HELP = "parquet, csv and/or perfetto, comma-separated"
-
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ex = sub.add_parser("export", help="export a run's event log: Parquet, CSV, Perfetto timeline")
     ex.add_argument("run_dir", metavar="RUN_DIR", help=f"a run's directory (or its {EVENTS_FILE})")
-    ex.add_argument("--format", default="parquet", help=FORMATS_HELP)
+    ex.add_argument("--format", default="parquet", help=formats_help())
     ex.add_argument("--out", help="write here instead of beside the log")
     ex.set_defaults(func=export_command)
 
@@ -31,7 +30,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 def add_output_options(parser: argparse.ArgumentParser) -> None:
     """`--export` and `--report` for a command that writes a run directory with `--out`."""
-    parser.add_argument("--export", metavar="FORMATS", help=f"also export: {FORMATS_HELP}")
+    parser.add_argument("--export", metavar="FORMATS", help=f"also export: {formats_help()}")
     parser.add_argument(
         "--report", action="store_true", help=f"also write {REPORT_FILE} (needs --out)"
     )
@@ -39,8 +38,6 @@ def add_output_options(parser: argparse.ArgumentParser) -> None:
 
 def check_output_options(args: argparse.Namespace) -> None:
     """Refuse the options before the run starts rather than after it."""
-    from twin.eventlog.formats import parse_formats
-
     if (args.export or args.report) and not args.out:
         raise ConfigError("--export and --report write into the run directory: give --out")
     if args.export:
@@ -74,12 +71,12 @@ def require_analysis() -> None:
 def _export(run_dir: Path, spec: str, out: Path | None, console: Console) -> None:
     require_analysis()
     from twin.eventlog.export import export
-    from twin.eventlog.formats import parse_formats
 
-    written = export(run_dir, parse_formats(spec), out)
-    folders = sorted({str(p.parent) for p in written if p.suffix in {".parquet", ".csv"}})
-    timeline = [str(p) for p in written if p.suffix == ".json"]
-    console.print(f"exported {len(written)} files: " + ", ".join(folders + timeline))
+    formats = parse_formats(spec)
+    written = export(run_dir, formats, out)
+    target = out or (run_dir if run_dir.is_dir() else run_dir.parent)
+    where = ", ".join(str(EXPORTERS[f].output(target)) for f in formats)
+    console.print(f"exported {len(written)} files: {where}")
 
 
 def _report(run_dir: Path, out: Path | None, console: Console) -> None:

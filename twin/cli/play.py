@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from twin.cli.analyse import add_output_options, check_output_options, write_outputs
 from twin.errors import ConfigError
-from twin.schema.vocabulary import AGENTS_FILE, EVENTS_FILE, MECHANISMS, SUMMARY_FILE
+from twin.schema.vocabulary import (
+    AGENTS_FILE,
+    DEFAULT_MECHANISM,
+    EVENTS_FILE,
+    MECHANISMS,
+    SUMMARY_FILE,
+)
 
 if TYPE_CHECKING:
     from agents.policy import Policy
@@ -34,7 +40,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "tenants follow their default policies",
     )
     pl.add_argument("--seed", type=int, default=0)
-    pl.add_argument("--mechanism", choices=MECHANISMS, default="proportional")
+    pl.add_argument("--mechanism", choices=MECHANISMS, default=DEFAULT_MECHANISM)
     pl.add_argument(
         "--round-timeout-ms",
         type=int,

@@ -14,6 +14,7 @@ from twin.cli.trace_args import add_trace_options, add_window_options, trace_opt
 from twin.schema.vocabulary import (
     CALIBRATION_FILE,
     EVENTS_FILE,
+    PLACED_ONLY,
     PLACEMENTS,
     QUEUE_POLICIES,
     REPLAY_FILE,
@@ -31,7 +32,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     add_trace_options(rp)
     rp.add_argument(
         "--policy",
-        choices=[p for p in QUEUE_POLICIES if p != "manual"],  # a replay has no agent to place
+        choices=[
+            p for p in QUEUE_POLICIES if p not in PLACED_ONLY
+        ],  # a replay has no agent to place
         default="fifo",
         help="queue order",
     )

@@ -1,4 +1,5 @@
-"""Export a run's event log for analysis, in one streaming pass over `events.jsonl`.
+"""Export a run's event log for analysis, in one streaming pass over `events.jsonl`, through
+the writers of the formats asked for (`formats.py` names them):
 
 - `parquet` / `csv`: one table per event kind (`<kind>.parquet`), plus `jobs` (one row per job)
   and `rounds` (one row per tenant per decision round), under `<run>/parquet` or `<run>/csv`;
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any, Literal, Protocol
+from typing import Any, Protocol
 
 import orjson
 import pyarrow as pa
@@ -20,11 +21,11 @@ import pyarrow.parquet as pq
 
 from twin.errors import EventLogError
 from twin.eventlog.columns import JSON, Columns, event_schema, required_fields
+from twin.eventlog.formats import EXPORTERS
 from twin.eventlog.jobs import JOBS_SCHEMA, JobTable
-from twin.eventlog.perfetto import PerfettoWriter
 from twin.eventlog.rounds import ROUNDS_SCHEMA, RoundTable
 from twin.schema.events import EVENT_DEFAULTS, EVENT_FIELDS
-from twin.schema.vocabulary import EVENTS_FILE, TIMELINE_FILE, ExportFormat
+from twin.schema.vocabulary import EVENTS_FILE
 
 BATCH_ROWS = 16_384
 
@@ -88,7 +89,10 @@ class Tables:
     """Tables in one format, written in batches: one per event kind as events stream past, and
     the jobs and rounds tables as their rows are folded (once, for every format)."""
 
-    def __init__(self, out_dir: Path, fmt: Literal["parquet", "csv"]) -> None:
+    derived_tables = True
+
+    def __init__(self, out_dir: Path, fmt: str) -> None:
+        """Tables as `parquet` (nested columns) or `csv` (lists as JSON text)."""
         self.out_dir = out_dir
         self.suffix = f".{fmt}"
         self._nested = fmt == "parquet"
@@ -125,6 +129,10 @@ class Tables:
     def path(self, table: str) -> Path:
         return self.out_dir / f"{table}{self.suffix}"
 
+    def abandon(self) -> None:
+        for sink in self._sinks.values():
+            sink.close()
+
     def close(self) -> list[Path]:
         """Write what is left; the files written: every table, empty where nothing happened,
         so queries over many runs find the same tables."""
@@ -149,20 +157,13 @@ def _flat(schema: pa.Schema) -> pa.Schema:
     )
 
 
-def export(
-    run_dir: Path, formats: Sequence[ExportFormat], out_dir: Path | None = None
-) -> list[Path]:
+def export(run_dir: Path, formats: Sequence[str], out_dir: Path | None = None) -> list[Path]:
     """Write the requested exports of `run_dir/events.jsonl` (beside it, or in `out_dir`);
     the paths written."""
     log_path = run_dir / EVENTS_FILE if run_dir.is_dir() else run_dir
     target = out_dir or log_path.parent
-    tables = [Tables(target / fmt, fmt) for fmt in formats if fmt != "perfetto"]
-    timeline: PerfettoWriter | None = None
-    stream: IO[bytes] | None = None
-    if "perfetto" in formats:
-        target.mkdir(parents=True, exist_ok=True)
-        stream = (target / TIMELINE_FILE).open("wb")
-        timeline = PerfettoWriter(stream)
+    writers = [EXPORTERS[fmt].open(target) for fmt in formats]
+    tables = [w for w in writers if w.derived_tables]
 
     def to_tables(table: str) -> Callable[[dict[str, Any]], None]:
         def add(row: dict[str, Any]) -> None:
@@ -171,22 +172,17 @@ def export(
 
         return add
 
-    jobs, rounds = JobTable(to_tables("jobs")), RoundTable(to_tables("rounds"))
+    derived = (JobTable(to_tables("jobs")), RoundTable(to_tables("rounds"))) if tables else ()
     try:
         for event in read_events(log_path):
-            if tables:
-                for t in tables:
-                    t.take(event)
-                jobs.take(event)
-                rounds.take(event)
-            if timeline is not None:
-                timeline.take(event)
-        jobs.close()
-        written = [p for t in tables for p in t.close()]
-        if timeline is not None:
-            timeline.close()
-            written.append(target / TIMELINE_FILE)
-    finally:
-        if stream is not None:
-            stream.close()
-    return written
+            for w in writers:
+                w.take(event)
+            for d in derived:
+                d.take(event)
+    except BaseException:
+        for w in writers:
+            w.abandon()
+        raise
+    if derived:
+        derived[0].close()
+    return [p for w in writers for p in w.close()]

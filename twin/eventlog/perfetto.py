@@ -12,6 +12,7 @@ virtual time), so memory holds only the jobs running at once.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import IO, Any
 
 import orjson
@@ -91,3 +92,31 @@ class PerfettoWriter(Occupancy):
     def close(self) -> None:
         super().close()
         self._stream.write(b"\n]}\n")
+
+
+class Timeline:
+    """The `perfetto` export: the timeline written to its own file."""
+
+    derived_tables = False
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._stream = path.open("wb")
+        self._writer = PerfettoWriter(self._stream)
+
+    def take(self, event: dict[str, Any]) -> None:
+        self._writer.take(event)
+
+    def add(self, table: str, row: dict[str, Any]) -> None:
+        raise AssertionError("a timeline takes no tables")
+
+    def abandon(self) -> None:
+        self._stream.close()
+
+    def close(self) -> list[Path]:
+        try:
+            self._writer.close()
+        finally:
+            self._stream.close()
+        return [self.path]

@@ -39,7 +39,7 @@ def records(
     reader = JOB_READERS.get(fmt)
     if reader is None:
         raise TraceError(f"unknown trace format {fmt!r}; allowed: {', '.join(JOB_FORMATS)}")
-    return reader(path, log, options)
+    return reader.read(path, log, options)
 
 
 def inventory(path: Path, fmt: str | None, log: ReadLog) -> Inventory:

@@ -27,7 +27,7 @@ from twin.rl.table import Table
 from twin.rl.whole_action import WholeAction
 from twin.schema.actions import ProvisionAction, TenantObservation
 from twin.schema.scenario import ClusterScenario
-from twin.schema.vocabulary import Mechanism
+from twin.schema.vocabulary import DEFAULT_MECHANISM, Mechanism
 from twin.sim import scenarios
 from twin.sim.driver import Driver
 
@@ -88,7 +88,7 @@ class ClusterEnv(gym.Env[Any, Any]):
 
     def __init__(self, scenario: str | ClusterScenario = "default", tenant: str | None = None,
                  *, max_delta: int = 4, flat: bool = False, opponents: str = "scenario",
-                 mechanism: Mechanism = "proportional") -> None:  # fmt: skip
+                 mechanism: Mechanism = DEFAULT_MECHANISM) -> None:  # fmt: skip
         self.scenario = load_scenario(scenario)
         names = [t.name for t in self.scenario.tenants]
         self.tenant = tenant or names[0]

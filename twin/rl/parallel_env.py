@@ -24,7 +24,7 @@ from pettingzoo import ParallelEnv
 from twin.rl.cluster_env import flat, load_scenario, state_space, whole_action
 from twin.schema.actions import ProvisionAction, TenantObservation
 from twin.schema.scenario import ClusterScenario
-from twin.schema.vocabulary import Mechanism
+from twin.schema.vocabulary import DEFAULT_MECHANISM, Mechanism
 from twin.sim.driver import AGENT, Driver
 from twin.sim.model import Offer
 
@@ -35,7 +35,7 @@ class ClusterParallelEnv(ParallelEnv[str, dict[str, np.ndarray], dict[str, Any]]
     metadata: dict[str, Any] = {"name": "twin_cluster_v2", "render_modes": []}  # noqa: RUF012
 
     def __init__(self, scenario: str | ClusterScenario = "market", max_delta: int = 4,
-                 mechanism: Mechanism = "proportional") -> None:  # fmt: skip
+                 mechanism: Mechanism = DEFAULT_MECHANISM) -> None:  # fmt: skip
         self.scenario = load_scenario(scenario)
         self.max_delta, self.mechanism = max_delta, mechanism
         self.whole = whole_action(self.scenario, max_delta)

@@ -16,7 +16,7 @@ from typing import Any
 
 from twin.rl.opponents import Opponent
 from twin.schema.actions import ProvisionAction
-from twin.schema.vocabulary import Mechanism
+from twin.schema.vocabulary import DEFAULT_MECHANISM, Mechanism
 from twin.schema.wire import OfferView
 from twin.sim.driver import AGENT, DecisionBatch, Driver
 from twin.sim.model import Offer, TenantOutcome
@@ -33,7 +33,7 @@ class Table:
 
     def __init__(self, driver: Driver[Any, ProvisionAction], ego: str,
                  opponents: Mapping[str, Opponent],
-                 mechanism: Mechanism = "proportional") -> None:  # fmt: skip
+                 mechanism: Mechanism = DEFAULT_MECHANISM) -> None:  # fmt: skip
         self.driver, self.ego = driver, ego
         self.opponents, self.mechanism = opponents, mechanism
         self.made: list[Offer] = []  # the opponents' offers of the open round

@@ -19,7 +19,7 @@ from twin.errors import ActionError, SessionEndedError
 from twin.rl.opponents import opponents as _opponents
 from twin.rl.table import Table, offer_view
 from twin.schema.actions import REASON_CHARS, Bundle, Placement, ProvisionAction, TenantObservation
-from twin.schema.vocabulary import MECHANISMS
+from twin.schema.vocabulary import DEFAULT_MECHANISM, MECHANISMS
 from twin.sim import scenarios
 from twin.sim.driver import Driver
 from twin.sim.model import Offer
@@ -46,7 +46,7 @@ class ClusterTenantEnv:
         self._answers: dict[str, tuple[bool, str]] = {}  # given this turn, by offer id
 
     def reset(self, scenario: str = "market", tenant: str | None = None, seed: int = 0,
-              opponents: str = "negotiator", mechanism: str = "proportional",
+              opponents: str = "negotiator", mechanism: str = DEFAULT_MECHANISM,
               **columns: Any) -> str:  # fmt: skip
         """Start an episode; the tenant's first view, as JSON text for the prompt."""
         if mechanism not in MECHANISMS:

@@ -25,7 +25,7 @@ from twin.schema.agentic import AgenticRlScenario
 from twin.schema.base import Frozen
 from twin.schema.distributions import Choice, Constant, Distribution, upper_bound
 from twin.schema.scheduling import NodeConfig, SchedulerConfig
-from twin.schema.vocabulary import LayerGroup, Mode, Optimizer, Precision, QueuePolicy
+from twin.schema.vocabulary import PLACED_ONLY, LayerGroup, Mode, Optimizer, Precision, QueuePolicy
 
 Name = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$", max_length=64)]
 
@@ -282,7 +282,7 @@ class ClusterScenario(Frozen):
                 )
         if self.nodes is not None:
             _check_nodes(self.nodes, pools)
-            if self.queue.policy == "manual":
+            if self.queue.policy in PLACED_ONLY:
                 raise ValueError("a node-level cluster places jobs itself: queue policy 'manual' "
                                  "needs counter pools (no nodes)")  # fmt: skip
         return self

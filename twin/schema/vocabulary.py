@@ -13,10 +13,13 @@ QueuePolicy = Literal["fifo", "priority", "sjf", "manual"]
 QUEUE_POLICIES: tuple[QueuePolicy, ...] = get_args(QueuePolicy)
 """Queue order: first come first served, highest priority, shortest job first, or jobs start
 only when a placement names them (manual)."""
+PLACED_ONLY: frozenset[QueuePolicy] = frozenset({"manual"})
+"""The queue policies under which a job starts only when an agent's placement names it."""
 
 Mechanism = Literal["proportional", "priority", "auction"]
 MECHANISMS: tuple[Mechanism, ...] = get_args(Mechanism)
 """How a round shares a pool that cannot serve every request."""
+DEFAULT_MECHANISM: Mechanism = "proportional"
 
 Clock = Literal["lockstep", "realtime"]
 CLOCKS: tuple[Clock, ...] = get_args(Clock)

@@ -15,7 +15,7 @@ from pydantic import Field, NonNegativeFloat, NonNegativeInt, TypeAdapter
 from twin.schema.actions import REASON_CHARS, Bundle, Placement, TenantObservation
 from twin.schema.base import Frozen
 from twin.schema.codes import ErrorCode
-from twin.schema.vocabulary import Mechanism
+from twin.schema.vocabulary import DEFAULT_MECHANISM, Mechanism
 
 SCHEMA_VERSION = "1.0"
 
@@ -130,7 +130,7 @@ class DecisionRequested(Frozen):
     t_s: float
     deadline_ms: int = Field(description="Wall-clock milliseconds left to answer.")
     mechanism: Mechanism = Field(
-        "proportional",
+        DEFAULT_MECHANISM,
         description="How scarce GPUs are shared this round (bids count in 'auction').",
     )
     view: TenantObservation

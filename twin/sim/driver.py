@@ -23,7 +23,7 @@ from twin.schema.actions import (
 )
 from twin.schema.base import Frozen
 from twin.schema.scenario import Scenario
-from twin.schema.vocabulary import EndReason, Mechanism
+from twin.schema.vocabulary import DEFAULT_MECHANISM, EndReason, Mechanism
 from twin.sim.jobrecord import JobRecord
 from twin.sim.kinds import Kind, kind_of
 from twin.sim.model import Model, Offer, RoundInputs, TenantOutcome, World
@@ -184,7 +184,7 @@ class Driver(Generic[Obs, Act]):
         offers: Sequence[Offer] = (),
         answers: Mapping[str, bool] | None = None,
         answer_reasons: Mapping[str, str] | None = None,
-        mechanism: Mechanism = "proportional",
+        mechanism: Mechanism = DEFAULT_MECHANISM,
         announce_defaults: bool = True,
     ) -> Mapping[str, TenantOutcome]:
         """Commit the open round: `actions` from agents, and for every other tenant asked, the
@@ -219,7 +219,7 @@ class Driver(Generic[Obs, Act]):
         offers: Sequence[Offer] = (),
         answers: Mapping[str, bool] | None = None,
         answer_reasons: Mapping[str, str] | None = None,
-        mechanism: Mechanism = "proportional",
+        mechanism: Mechanism = DEFAULT_MECHANISM,
         defaulted: Sequence[str] = (),
     ) -> Mapping[str, TenantOutcome]:
         """Commit one round of recorded decisions at the current instant and record it.

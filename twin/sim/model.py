@@ -15,7 +15,7 @@ import simpy
 
 from twin.eventlog.log import EventLog
 from twin.schema.actions import Bundle
-from twin.schema.vocabulary import EndReason, Mechanism
+from twin.schema.vocabulary import DEFAULT_MECHANISM, EndReason, Mechanism
 from twin.sim.rng import Streams
 
 A = TypeVar("A")
@@ -89,7 +89,7 @@ class RoundInputs(NamedTuple, Generic[A]):
     actions: Sequence[tuple[str, A]]
     offers: Sequence[Offer] = ()
     accepted: frozenset[str] = frozenset()
-    mechanism: Mechanism = "proportional"
+    mechanism: Mechanism = DEFAULT_MECHANISM
 
 
 class Model(Protocol[O_co, A]):

@@ -1,11 +1,5 @@
-"""Placement on a node-level cluster: which node (and which GPUs) a job lands on.
-
-Policies: `first_fit` (lowest-numbered node that fits), `best_fit` (the node left with the
-least free GPU, i.e. bin packing), `spread` (the node left with the most), and `fgd`: the node
-whose expected fragmentation, weighed by the workload's task mix so far, grows least (after
-Weng et al., "Beware of Fragmentation", ATC '23). A share of a GPU goes on the tightest GPU
-that fits on its node, except under `spread` (the roomiest).
-"""
+"""Placement on a node-level cluster: which node (and which GPUs) a job lands on, by the
+scenario's placement policy (`placement_policies.py` tells the policies apart)."""
 
 from __future__ import annotations
 
@@ -15,12 +9,10 @@ import simpy
 from twin.schema.scheduling import NodeConfig
 from twin.schema.vocabulary import Placement as PolicyName
 from twin.sim.jobs import Job
-from twin.sim.nodes import WHOLE, Claim, FragmentationMeter, PoolNodes, TaskClass, Workload
+from twin.sim.nodes import WHOLE, Claim, FragmentationMeter, PoolNodes, Workload
 from twin.sim.placement import CounterPlacement
+from twin.sim.placement_policies import POLICIES, GrowthTables
 from twin.sim.pools import Holding
-
-_FAR = np.iinfo(np.int64).max
-_BY_WHOLE = frozenset({"best_fit", "spread"})  # choose by free GPUs: PoolNodes keeps them sorted
 
 
 def shape(job: Job) -> tuple[int, int]:
@@ -50,26 +42,19 @@ class NodePlacement:
             if groups:
                 self.pools[index] = PoolNodes(groups)
         self.policy: PolicyName = cfg.placement
+        self._rule = POLICIES[cfg.placement]
         self.workload = Workload()
         self.meter = FragmentationMeter()
         self.on_node: dict[tuple[int, int], dict[Job, None]] = {}  # kept for preemption only
         self._preemption = preemption
         self._env = env
-        self._tight = cfg.placement != "spread"  # shares go on the tightest GPU that fits
         self._sample_at_s = 0.0
-        self._tables: dict[tuple[int, int, int], np.ndarray] = {}  # fgd: growth by shape
-        self._tables_read = -1  # the workload mix the tables were made from
+        self._tables = GrowthTables(self.workload)
         # Per tenant: (holding, its pool's nodes) in preference order, pools without nodes out.
         self._by_tenant = [
             [(h, pn) for h in hs if (pn := self.pools[h.pool.index]) is not None]
             for hs in self.counters.by_preference
         ]
-        self._choose = {
-            "first_fit": self._first_fit,
-            "best_fit": self._best_fit,
-            "spread": self._spread,
-            "fgd": self._fgd,
-        }[cfg.placement]
 
     # -- the placement interface ----------------------------------------------------------
 
@@ -180,56 +165,26 @@ class NodePlacement:
     # -- policies ------------------------------------------------------------------------------
 
     def _single(self, p: int, pn: PoolNodes, whole: int, share: int, cpu: int) -> Claim | None:
-        if whole and not (share or cpu or pn.shares) and self.policy in _BY_WHOLE:
-            chosen = pn.whole_only_choice(whole, most_free=self.policy == "spread")
+        rule = self._rule
+        if whole and not (share or cpu or pn.shares) and rule.by_free_gpus is not None:
+            chosen = pn.whole_only_choice(whole, most_free=rule.by_free_gpus == "most")
             if chosen is None:
                 return None
             node = chosen
         else:
             ok = pn.feasible(whole, share, cpu)
-            node = self._choose(pn, ok, whole, share)
+            node = rule.choose(pn, ok, whole, share, self._tables)
             if not ok[node]:
                 return None
-        slots = pn.slots_for(node, whole, share, tight=self._tight)
+        slots = pn.slots_for(node, whole, share, tight=rule.tight_shares)
         return Claim(p, (node,), (slots,), share or WHOLE, cpu)
-
-    @staticmethod
-    def _key(pn: PoolNodes, whole: int, share: int) -> np.ndarray:
-        """What `best_fit` minimises and `spread` maximises: free GPU, or CPU for CPU-only jobs."""
-        return pn.free_sum if whole or share else pn.cpu
-
-    def _first_fit(self, pn: PoolNodes, ok: np.ndarray, whole: int, share: int) -> int:
-        return int(ok.argmax())
-
-    def _best_fit(self, pn: PoolNodes, ok: np.ndarray, whole: int, share: int) -> int:
-        return int(np.where(ok, self._key(pn, whole, share), _FAR).argmin())
-
-    def _spread(self, pn: PoolNodes, ok: np.ndarray, whole: int, share: int) -> int:
-        return int(np.where(ok, self._key(pn, whole, share), -1).argmax())
-
-    def _fgd(self, pn: PoolNodes, ok: np.ndarray, whole: int, share: int) -> int:
-        if not (whole or share):
-            return int(ok.argmax())
-        growth = growth_at(pn, share, self._growth_table(pn.width, whole, share))
-        return int(np.where(ok, growth, np.inf).argmin())
-
-    def _growth_table(self, width: int, whole: int, share: int) -> np.ndarray:
-        """`growth_table` for the job's shape, kept until the workload's mix is read again."""
-        mix = self.workload.weights()
-        if self._tables_read != self.workload.changes:
-            self._tables.clear()
-            self._tables_read = self.workload.changes
-        table = self._tables.get((width, whole, share))
-        if table is None:
-            table = self._tables[(width, whole, share)] = growth_table(width, whole, share, mix)
-        return table
 
     def _gang(self, p: int, pn: PoolNodes, whole: int, cpu: int) -> Claim | None:
         """Whole GPUs over several nodes: most free whole GPUs first (the fewest nodes), or in
-        node order under `first_fit`; CPU is not asked of a gang's nodes."""
+        node order where the policy says; CPU is not asked of a gang's nodes."""
         if int(pn.whole.sum()) < whole:
             return None
-        if self.policy == "first_fit":
+        if self._rule.gangs_in_node_order:
             order = np.flatnonzero(pn.whole)
         else:  # empty nodes in node order lead the stable sort: often they are enough
             order = np.flatnonzero(pn.whole == pn.width)
@@ -253,78 +208,6 @@ class NodePlacement:
         now = self._env.now
         self._sample_at_s = now + self.meter.SAMPLE_S
         self.meter.sample(now, [pn for pn in self.pools if pn is not None], self.workload)
-
-
-def fragmentation_growth(
-    pn: PoolNodes, whole: int, share: int, mix: list[tuple[TaskClass, float]]
-) -> np.ndarray:
-    """Per node, how much its expected fragmentation (as `fragmentation_milli` measures it)
-    would grow if it took the job: only the GPUs the job takes change, so the growth follows
-    from their free milli alone. A share goes on the node's tightest GPU that fits."""
-    return growth_at(pn, share, growth_table(pn.width, whole, share, mix))
-
-
-def growth_table(
-    width: int, whole: int, share: int, mix: list[tuple[TaskClass, float]]
-) -> np.ndarray:
-    """`share_growth_table` for a share of a GPU, else `whole_growth_table`."""
-    if share:
-        return share_growth_table(width, share, mix)
-    return whole_growth_table(width, whole, mix)
-
-
-def growth_at(pn: PoolNodes, share: int, table: np.ndarray) -> np.ndarray:
-    """Each node's entry of a `growth_table` for a job asking `share` milli (0: whole GPUs)."""
-    at: np.ndarray = table[tightest_fit(pn, share), pn.whole] if share else table[pn.whole]
-    return at
-
-
-def tightest_fit(pn: PoolNodes, share: int) -> np.ndarray:
-    """Per node, the free milli of its tightest GPU that holds `share` (WHOLE + 1: none)."""
-    rows = pn.free
-    took: np.ndarray = np.where(rows >= share, rows, WHOLE + 1).min(axis=1)
-    return took
-
-
-def share_growth_table(width: int, share: int, mix: list[tuple[TaskClass, float]]) -> np.ndarray:
-    """`fragmentation_growth` of a share of `share` milli on a node whose tightest GPU that
-    fits has t free milli and which has k free whole GPUs, at [t, k] for t = 0..WHOLE + 1 and
-    k = 0..width (nothing else about the node changes the growth)."""
-    took = np.arange(WHOLE + 2)[:, None]
-    free = np.arange(width + 1)[None, :]
-    left = took - share
-    whole_after = free - (took == WHOLE)
-    growth = np.zeros((WHOLE + 2, width + 1))
-    for cls, p in mix:
-        if cls.share_milli:
-            s = cls.share_milli
-            usable_change = np.where(left >= s, left, 0) - np.where(took >= s, took, 0)
-        else:
-            usable_change = _whole_usable_change(free, whole_after, cls, width)
-        growth += p * (-share - usable_change)
-    return growth
-
-
-def whole_growth_table(width: int, whole: int, mix: list[tuple[TaskClass, float]]) -> np.ndarray:
-    """`fragmentation_growth` of a job of `whole` GPUs on a node with k free whole GPUs, for
-    k = 0..width (its shares of a GPU are not touched, so nothing else matters)."""
-    free = np.arange(width + 1)
-    growth = np.zeros(width + 1)
-    for cls, p in mix:
-        if not cls.share_milli:  # whole free GPUs taken were usable by share classes: no change
-            usable_change = _whole_usable_change(free, free - whole, cls, width)
-            growth += p * (-WHOLE * whole - usable_change)
-    return growth
-
-
-def _whole_usable_change(
-    before: np.ndarray, after: np.ndarray, cls: TaskClass, width: int
-) -> np.ndarray:
-    """The change in free milli-GPU a whole-GPU class can use, free whole GPUs going from
-    `before` to `after` (a class wider than a node is a gang: any whole free GPU serves it)."""
-    need = min(max(cls.whole_gpus, 1), width)
-    kept = np.where(after >= need, after, 0) - np.where(before >= need, before, 0)
-    return kept * WHOLE
 
 
 def _evict_until_fit(

@@ -16,6 +16,7 @@ import simpy
 
 from twin.schema import records
 from twin.schema.scenario import ClusterScenario
+from twin.schema.vocabulary import PLACED_ONLY
 from twin.sim.cycles import Cycles
 from twin.sim.decisions import Decisions
 from twin.sim.encode import DEGENERATE, Evaluated, PlanOption
@@ -81,7 +82,7 @@ class Scheduler:
         self.queued_milli = [0] * len(cfg.tenants)
         self.efficiency = efficiency(cfg.scaling)
         self._backfill = cfg.queue.backfill
-        self._manual = cfg.queue.policy == "manual" or self.cycles is not None
+        self._manual = cfg.queue.policy in PLACED_ONLY or self.cycles is not None
         divergence = state.streams.get("divergence")
         self._divergence = Sampler(divergence, lambda g, n: g.uniform(0.2, 0.9, n))
         self.jobs_in_system = 0
