@@ -3,7 +3,7 @@ apart. The sim's model-kind registry points at these, and a test keeps the two i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from twin.eventlog.agentic import AgenticMetrics
@@ -34,7 +34,7 @@ class ClusterSummary:
         return summary
 
 
-SUMMARIES: Mapping[str, Callable[[Tenants, JobTally], KindSummary]] = {
+SUMMARIES: dict[str, Callable[[Tenants, JobTally], KindSummary]] = {
     ClusterSummary.kind: lambda tenants, jobs: ClusterSummary(),
     StepSummary.kind: lambda tenants, jobs: StepSummary(tenants=tenants, jobs=jobs),
     AgenticMetrics.kind: lambda tenants, jobs: AgenticMetrics(tenants=tenants),

@@ -12,7 +12,9 @@ from typing import Any, Generic, TypeVar
 from twin.errors import ConfigError
 from twin.eventlog import compare_figures
 from twin.eventlog.compare_figures import Figure
-from twin.eventlog.kind_summaries import SUMMARIES
+from twin.eventlog.job_tally import JobTally
+from twin.eventlog.kind_summaries import SUMMARIES, KindSummary
+from twin.eventlog.tenant_totals import Tenants
 from twin.schema import actions
 from twin.schema.agentic import ORCHESTRATIONS, AgenticAction, AgenticRlScenario, AgenticView
 from twin.schema.base import Frozen
@@ -136,8 +138,14 @@ AGENTIC: Kind[AgenticView, AgenticAction] = Kind(
     horizon_s=lambda s: None,  # it runs its steps, however long they take
     figures=compare_figures.AGENTIC,
 )  # fmt: skip
-KINDS: Mapping[str, Kind[Any, Any]] = {k.name: k for k in (CLUSTER, GPUCLUSTER, AGENTIC)}
+KINDS: dict[str, Kind[Any, Any]] = {k.name: k for k in (CLUSTER, GPUCLUSTER, AGENTIC)}
 """Every model kind by the scenario kind it runs (each has its summary in `SUMMARIES`)."""
+
+
+def register(kind: Kind[Any, Any], summary: Callable[[Tenants, JobTally], KindSummary]) -> None:
+    """Add a model kind, and what its summary adds, under the scenario kind it runs."""
+    KINDS[kind.name] = kind
+    SUMMARIES[kind.name] = summary
 
 
 def kind_of(scenario: Scenario) -> Kind[Any, Any]:

@@ -10,13 +10,12 @@ fragmentation, weighed by the workload's task mix so far, grows least (after Wen
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
-from twin.schema.vocabulary import Placement
 from twin.sim.fgd import growth_at, growth_table
 from twin.sim.nodes import PoolNodes, Workload
 
@@ -84,9 +83,10 @@ def fgd(pn: PoolNodes, ok: np.ndarray, whole: int, share: int, tables: GrowthTab
     return int(np.where(ok, growth, np.inf).argmin())
 
 
-POLICIES: Mapping[Placement, PlacementPolicy] = {
+POLICIES: dict[str, PlacementPolicy] = {
     "first_fit": PlacementPolicy(first_fit, gangs_in_node_order=True),
     "best_fit": PlacementPolicy(best_fit, by_free_gpus="least"),
     "spread": PlacementPolicy(spread, by_free_gpus="most", tight_shares=False),
     "fgd": PlacementPolicy(fgd),
 }
+"""Every placement policy by name (the `Placement` vocabulary, and any registered since)."""
