@@ -15,6 +15,7 @@ from tests.conftest import TRACES
 from twin.cli.main import main
 from twin.replay.calibrate import OVERLOAD_P99, Point, calibrate, fit_score, split_time_s
 from twin.replay.run import ReplayOptions, replay
+from twin.replay.trace import Trace
 from twin.schema.scenario import ClusterScenario
 from twin.schema.scheduling import ReplayParams, SchedulerConfig
 from twin.schema.vocabulary import CALIBRATION_FILE, EVENTS_FILE, PLACEMENTS, WHAT_IF_FILE
@@ -300,11 +301,12 @@ def test_a_pool_whose_delay_tail_dwarfs_the_observed_one_scores_as_overloaded() 
     assert delay.ks_distance < 0.25
     p99 = delay.quantiles.index(0.99)
     assert delay.simulated[p99] > OVERLOAD_P99 * delay.observed[p99]  # type: ignore[operator]
-    assert fit_score(OPENB, options, backlogged) == 1.0
+    opened = Trace(OPENB, options.reading)  # read once, handed to each replay
+    assert fit_score(opened, options, backlogged) == 1.0
     plausible = replace(mechanism, capacity_share=0.01).params(ReplayParams())
     _, report = replay(OPENB, replace(options, params=plausible))
     assert report.queueing_delay is not None
-    assert fit_score(OPENB, options, plausible) == report.queueing_delay.ks_distance < 1
+    assert fit_score(opened, options, plausible) == report.queueing_delay.ks_distance < 1
 
 
 def test_a_what_if_over_placements_is_one_command(tmp_path: Path) -> None:

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from twin.errors import ConfigError, TraceError
 from twin.eventlog.log import read_jsonl
-from twin.replay import cluster as cluster_module
 from twin.replay import tenant_delays as tracegroups
+from twin.replay import trace as trace_module
 from twin.replay.detect import detect
 from twin.replay.formats.flat import parse_map
 from twin.replay.load import TraceOptions, inventory, job_format, records
@@ -234,7 +234,7 @@ class TestBadInput:
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keep_jobs: int
     ) -> None:
         # A trace within KEEP_JOBS is replayed from the sizing pass; a longer one is read again.
-        monkeypatch.setattr(cluster_module, "KEEP_JOBS", keep_jobs)
+        monkeypatch.setattr(trace_module, "KEEP_JOBS", keep_jobs)
         summary, report = replay(self.corrupt(tmp_path), ReplayOptions(skip_bad=True))
         assert (report.jobs_read, report.jobs_replayed, report.bad_lines) == (2, 2, 2)
         assert report.cluster_source == (

@@ -42,18 +42,20 @@ def placements(text: str | None) -> list[Placement]:
 def what_if(
     trace: Path, options: ReplayOptions, policies: list[Placement], out: Path | None
 ) -> int:
-    """Replay the trace once per placement policy and print (and write) them side by side."""
+    """Replay the trace with each placement policy and print (and write) them side by side."""
     from rich.console import Console
     from rich.table import Table
 
     from twin.replay.run import replay
+    from twin.replay.trace import Trace
 
     if options.cluster is None:
         raise ConfigError("a placement what-if needs a node inventory (--cluster)")
     rows = []
+    opened = Trace(trace, options.reading)  # read once, handed to every policy's replay
     for policy in policies:
         params = options.params.model_copy(update={"placement": policy})
-        summary, report = replay(trace, replace(options, params=params))
+        summary, report = replay(trace, replace(options, params=params), trace=opened)
         figures = report.placement or {}
         held = sum(p.held_gpu_h for p in summary.pools)
         busy = sum(p.busy_gpu_h for p in summary.pools)

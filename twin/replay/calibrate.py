@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from itertools import repeat
 from pathlib import Path
@@ -24,11 +24,11 @@ from pathlib import Path
 import numpy as np
 
 from twin.errors import TraceError
-from twin.replay import load, validate
+from twin.replay import validate
 from twin.replay.cluster import build
-from twin.replay.reader import ReadLog
-from twin.replay.run import ReplayOptions, replay
+from twin.replay.run import Replay, ReplayOptions, replay
 from twin.replay.tenant_delays import ReplayMetrics
+from twin.replay.trace import Reading, Trace
 from twin.schema.scheduling import ReplayParams, SchedulerConfig
 from twin.schema.summary import Calibration, CalibrationStep
 from twin.schema.vocabulary import PLACEMENTS, Placement
@@ -118,23 +118,15 @@ def calibrate(
     workers: int = 1,
 ) -> Calibration:
     """Fit `base.params` to `trace` (see the module doc); `hear` is told of each improvement.
-    With `workers` > 1, an axis's replays run in that many processes (same result)."""
-    with ProcessPoolExecutor(workers) if workers > 1 else nullcontext() as pool:
-        return _calibrate(trace, base, hear, pool, workers)
-
-
-def _calibrate(
-    trace: Path,
-    base: ReplayOptions,
-    hear: Callable[[str], None],
-    pool: ProcessPoolExecutor | None,
-    workers: int,
-) -> Calibration:
+    With `workers` > 1, an axis's replays run in that many processes (same result). The trace
+    is read once for the fit window and once for the whole (each worker reads the fit window
+    once), and its jobs are handed to every replay."""
     sized = base.cluster is None and base.gpus is None
     if sized:
         peak = base.params.model_copy(update={"demand_quantile": SIZED_DEMAND_Q})
         base = replace(base, params=peak)
-    submits, gpus = _first_pass(trace, base, size=sized)
+    whole = Trace(trace, base.reading)
+    submits, gpus = _first_pass(whole, base, size=sized)
     if not submits:
         raise TraceError(
             f"{trace}: records no start times, so there is no observed delay to calibrate to"
@@ -145,26 +137,14 @@ def _calibrate(
         base = replace(base, gpus=gpus)
     window = base.window  # split_s counts from its start, as the replay's times do
     fit_options = replace(base, window=replace(window, end_s=window.start_s + split_s))
-    shares = SHARES if base.cluster is not None else SIZED_SHARES
-    search = _Search(
-        lambda p: p.params(base.params), trace, fit_options, pool=pool, workers=workers, hear=hear
-    )
-    axes = _axes(shares, placements=base.cluster is not None and base.params.placement is None)
-    for n in range(PASSES):
-        if n:  # a finer look around the share found
-            near = (round(search.best.capacity_share * f, 6) for f in REFINE)
-            axes[0] = (("capacity_share",), [(v,) for v in near if 0 < v <= 1])
-        improved = False
-        for names, grid in axes:
-            if search.best.cycle_s == 0 and CYCLE_ONLY & set(names):
-                continue  # without cycles these do not act
-            improved |= search.axis(names, grid)
-        if not improved:
-            break
+    with _pool(workers, trace, fit_options) as pool:
+        search = _Search(lambda p: p.params(base.params), Trace(trace, fit_options.reading),
+                         fit_options, pool=pool, workers=workers, hear=hear)  # fmt: skip
+        _descend(search, base)
     best, best_ks, steps = search.best, search.best_ks, search.steps
     params = best.params(base.params)
     metrics = ReplayMetrics()
-    _, report = replay(trace, replace(base, params=params), metrics=metrics)
+    _, report = replay(trace, replace(base, params=params), metrics=metrics, trace=whole)
 
     def later(at: float) -> bool:
         return at >= split_s
@@ -192,6 +172,45 @@ def _calibrate(
 Axis = tuple[tuple[str, ...], list[tuple[object, ...]]]
 
 
+def _descend(search: _Search, base: ReplayOptions) -> None:
+    """Coordinate descent over the axes, a few passes, until a pass improves nothing."""
+    shares = SHARES if base.cluster is not None else SIZED_SHARES
+    axes = _axes(shares, placements=base.cluster is not None and base.params.placement is None)
+    for n in range(PASSES):
+        if n:  # a finer look around the share found
+            near = (round(search.best.capacity_share * f, 6) for f in REFINE)
+            axes[0] = (("capacity_share",), [(v,) for v in near if 0 < v <= 1])
+        improved = False
+        for names, grid in axes:
+            if search.best.cycle_s == 0 and CYCLE_ONLY & set(names):
+                continue  # without cycles these do not act
+            improved |= search.axis(names, grid)
+        if not improved:
+            break
+
+
+_FIT: Trace | None = None  # a worker process's fit window, read once
+
+
+def _pool(
+    workers: int, path: Path, options: ReplayOptions
+) -> AbstractContextManager[ProcessPoolExecutor | None]:
+    """A process pool whose workers each read the fit window once (None: replay in process)."""
+    if workers <= 1:
+        return nullcontext()
+    return ProcessPoolExecutor(workers, initializer=_open_fit, initargs=(path, options.reading))
+
+
+def _open_fit(path: Path, reading: Reading) -> None:
+    global _FIT  # noqa: PLW0603 (a worker's own trace, set once by the pool's initializer)
+    _FIT = Trace(path, reading)
+
+
+def _fit_in_worker(options: ReplayOptions, params: ReplayParams) -> float:
+    assert _FIT is not None, "the pool's initializer opens the fit window"
+    return fit_score(_FIT, options, params)
+
+
 class _Search:
     """Coordinate descent's state: the best point so far, its KS, the steps that improved it,
     and every point's KS (replays of an axis's points may run in a process pool)."""
@@ -199,7 +218,7 @@ class _Search:
     def __init__(
         self,
         params: Callable[[Point], ReplayParams],
-        trace: Path,
+        trace: Trace,
         options: ReplayOptions,
         *,
         pool: ProcessPoolExecutor | None,
@@ -218,8 +237,7 @@ class _Search:
         todo = [p for p in dict.fromkeys(points) if p not in self.cache]
         params = [self._params(p) for p in todo]
         if self._pool is not None and len(todo) > 1:
-            args = (repeat(self._trace), repeat(self._options), params)
-            done = list(self._pool.map(fit_score, *args))
+            done = list(self._pool.map(_fit_in_worker, repeat(self._options), params))
         else:
             done = [fit_score(self._trace, self._options, p) for p in params]
         self.cache.update(zip(todo, done, strict=True))
@@ -260,11 +278,11 @@ def _axes(shares: tuple[float, ...], *, placements: bool) -> list[Axis]:
     return axes
 
 
-def fit_score(trace: Path, options: ReplayOptions, params: ReplayParams) -> float:
+def fit_score(trace: Trace, options: ReplayOptions, params: ReplayParams) -> float:
     """The KS of queueing delay of one replay (of the fit window) with `params`; 1 if its tail
     says the pool is overloaded (see OVERLOAD_P99)."""
     metrics = ReplayMetrics()
-    replay(trace, replace(options, params=params), metrics=metrics)
+    Replay(trace, replace(options, params=params)).run(metrics=metrics)
     seen = _part(metrics, observed=True, keep=_always)
     simulated = _part(metrics, observed=False, keep=_always)
     if _overloaded(seen, simulated):
@@ -283,15 +301,14 @@ def _always(_: float) -> bool:
     return True
 
 
-def _first_pass(trace: Path, base: ReplayOptions, *, size: bool) -> tuple[list[float], int | None]:
+def _first_pass(trace: Trace, base: ReplayOptions, *, size: bool) -> tuple[list[float], int | None]:
     """One read of the trace: the submit times of jobs it saw start, and (if `size`) the GPUs
     of the pool a replay would size from it."""
-    fmt = load.job_format(trace, base.fmt, base.trace)
-    log = ReadLog(skip_bad=base.skip_bad)
+    records, _ = trace.jobs()
     submits: list[float] = []
 
     def noted() -> Iterator[JobRecord]:
-        for rec in base.window.clip(load.records(trace, fmt, log, base.trace), log):
+        for rec in records:
             if rec.observed_start_s is not None:
                 submits.append(rec.submit_s)
             yield rec

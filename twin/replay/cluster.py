@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 import re
 from array import array
-from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,19 +23,16 @@ from twin.sim.encode import catalog_gpu, gpu_price_usd_h
 from twin.sim.jobrecord import JobRecord
 
 DEFAULT_PRICE_USD_PER_GPU_H = 2.0
-KEEP_JOBS = 1 << 17  # a sizing pass keeps this many records for the replay (~30 MB), not more
 DEFAULT_PLACEMENT: Placement = "best_fit"
 
 
 @dataclass
 class Cluster:
-    """Pools (and their nodes, from an inventory), what they came from, and the records a
-    sizing pass kept (None: read the trace again)."""
+    """Pools (and their nodes, from an inventory), and what they came from."""
 
     pools: list[PoolConfig]
     nodes: NodeConfig | None
     source: str
-    kept: deque[JobRecord] | None = None
 
 
 def slug(text: str) -> str:
@@ -103,16 +99,10 @@ def _pool(name: str, gpus: int) -> PoolConfig:
 
 
 def _sized(records: Iterator[JobRecord], share: float, q: float) -> Cluster:
-    """One pool sized from the trace's demand (every job running from its arrival); keeps up
-    to KEEP_JOBS records so that the replay need not read the file twice."""
+    """One pool sized from the trace's demand (every job running from its arrival)."""
     widest = 0.0
     times, deltas = array("d"), array("d")  # 16 bytes a change, not a tuple's 100
-    kept: deque[JobRecord] | None = deque()
     for rec in records:
-        if kept is not None:
-            kept.append(rec)
-            if len(kept) > KEEP_JOBS:
-                kept = None
         times.extend((rec.submit_s, rec.submit_s + rec.service_s))
         deltas.extend((rec.gpus, -rec.gpus))
         widest = max(widest, rec.gpus)
@@ -122,7 +112,7 @@ def _sized(records: Iterator[JobRecord], share: float, q: float) -> Cluster:
           f"below this {q * 100:g}% of the time)" if share == 1 else \
           f"{size} GPUs ({share:.3g} of the {math.ceil(demand)} that the trace's demand stays " \
           f"at or below {q * 100:g}% of the time)"  # fmt: skip
-    return Cluster([_pool("gpu", size)], None, why, kept)
+    return Cluster([_pool("gpu", size)], None, why)
 
 
 def demand_quantile(times: Sequence[float], deltas: Sequence[float], q: float) -> float:

@@ -1,22 +1,29 @@
-"""Replay a trace on a cluster: build the scenario, stream the jobs in, compare with the trace."""
+"""Replay a trace on a cluster, as one pipeline: read (`Trace`: the format, the window, the jobs
+kept for later passes), size the cluster and build the scenario (`Replay`, once from the
+options), then run: stream the jobs in and compare the delays with the trace's. A calibration
+or a what-if builds the `Trace` once and hands it to each `Replay`.
+"""
 
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from twin.errors import TraceError
 from twin.replay import load, validate
-from twin.replay.cluster import build, slug
+from twin.replay.cluster import Cluster, build, slug
 from twin.replay.reader import ReadLog
 from twin.replay.tenant_delays import ReplayMetrics
+from twin.replay.trace import Reading, Trace
 from twin.replay.window import BEFORE, WHOLE, Window
 from twin.schema.scenario import ClusterScenario
 from twin.schema.scheduling import ReplayParams
 from twin.schema.summary import DelayComparison, ReplayReport, Summary
 from twin.schema.vocabulary import REPLAY_FILE, QueuePolicy
+from twin.sim.driver import Driver
 from twin.sim.jobrecord import JobRecord
 from twin.sim.runner import run_episode
 
@@ -38,6 +45,11 @@ class ReplayOptions:
     window: Window = WHOLE
     params: ReplayParams = DEFAULT_PARAMS
 
+    @property
+    def reading(self) -> Reading:
+        """How these options read the trace (what a `Trace` is opened with)."""
+        return Reading(self.fmt, self.trace, self.window, self.skip_bad)
+
 
 DEFAULT = ReplayOptions()
 
@@ -49,41 +61,82 @@ def replay(
     out_dir: Path | None = None,
     progress: Callable[[int], None] | None = None,
     metrics: ReplayMetrics | None = None,
+    trace: Trace | None = None,
 ) -> tuple[Summary, ReplayReport]:
-    """Play the trace's jobs on a fixed cluster; `progress(n)` hears every few thousand jobs."""
-    fmt = load.job_format(path, options.fmt, options.trace)
-    log = ReadLog(skip_bad=options.skip_bad)
-    inventory = None if options.cluster is None else (options.cluster, options.cluster_format)
-    cluster = build(_read(path, fmt, options, log), inventory, options.gpus, options.params)
-    pools, source, kept = cluster.pools, cluster.source, cluster.kept
-    if kept is None:
-        log = ReadLog(skip_bad=options.skip_bad)  # read (again) from the start
-    scenario = ClusterScenario.model_validate(
-        {
-            "name": "replay-" + slug(path.stem),
-            "description": f"{path.name} ({fmt}) on {source}",
-            "pools": pools,
-            "tenants": [
-                {
-                    "name": TENANT,
-                    "policy": "static",
-                    "initial_gpus": {p.name: p.max_gpus for p in pools},
-                }
-            ],
-            "queue": {"policy": options.policy, "backfill": options.backfill},
-            "decisions": {"interval_s": None, "triggers": []},
-            "nodes": cluster.nodes,
-            "scheduler": options.params.scheduler,
-        }
-    )
-    widest = max(p.max_gpus for p in pools)
-    types = {p.gpu_type for p in pools}
-    counts = Counter[str]()
-    metrics = metrics or ReplayMetrics()
-    groups = metrics.groups
+    """Play the trace's jobs on a fixed cluster; `progress(n)` hears every few thousand jobs.
+    `trace`: the trace at `path` already opened with `options.reading` (its kept jobs reused)."""
+    plan = Replay(trace or Trace(path, options.reading), options)
+    return plan.run(out_dir=out_dir, progress=progress, metrics=metrics)
 
-    def jobs() -> Iterator[JobRecord]:
-        for rec in _drain(kept) if kept is not None else _read(path, fmt, options, log):
+
+class Replay:
+    """A trace on the cluster the options give, sized once; `run` plays it."""
+
+    def __init__(self, trace: Trace, options: ReplayOptions) -> None:
+        if trace.reading != options.reading:
+            raise ValueError("the trace was opened with other reading options")
+        self.trace, self.options = trace, options
+        inventory = None if options.cluster is None else (options.cluster, options.cluster_format)
+        self.cluster: Cluster = build(trace.jobs()[0], inventory, options.gpus, options.params)
+        self.scenario = self._scenario()
+
+    def _scenario(self) -> ClusterScenario:
+        pools, options, path = self.cluster.pools, self.options, self.trace.path
+        return ClusterScenario.model_validate(
+            {
+                "name": "replay-" + slug(path.stem),
+                "description": f"{path.name} ({self.trace.fmt}) on {self.cluster.source}",
+                "pools": pools,
+                "tenants": [{"name": TENANT, "policy": "static",
+                             "initial_gpus": {p.name: p.max_gpus for p in pools}}],
+                "queue": {"policy": options.policy, "backfill": options.backfill},
+                "decisions": {"interval_s": None, "triggers": []},
+                "nodes": self.cluster.nodes,
+                "scheduler": options.params.scheduler,
+            }
+        )  # fmt: skip
+
+    def run(
+        self,
+        *,
+        out_dir: Path | None = None,
+        progress: Callable[[int], None] | None = None,
+        metrics: ReplayMetrics | None = None,
+    ) -> tuple[Summary, ReplayReport]:
+        """Play the trace; its summary and the replay's report (written under `out_dir`)."""
+        metrics = metrics or ReplayMetrics()
+        records, log = self.trace.jobs()
+        counts = Counter[str]()
+        source = self._source(records, log, counts, metrics, progress)
+        summary, driver = run_episode(
+            self.scenario, seed=self.options.seed, out_dir=out_dir, sources=[source],
+            metrics=metrics,
+        )  # fmt: skip
+        if counts["replayed"] == 0:
+            raise TraceError(
+                f"{self.trace.path}: no jobs to replay ({counts['read']} read, {log.bad_lines} "
+                f"bad lines, skipped: {dict(log.skipped) or 'none'})"
+            )
+        report = self._report(log, counts, metrics, driver)
+        if out_dir is not None:
+            (out_dir / REPLAY_FILE).write_text(report.model_dump_json(indent=2) + "\n")
+        return summary, report
+
+    def _source(
+        self,
+        records: Iterator[JobRecord],
+        log: ReadLog,
+        counts: Counter[str],
+        metrics: ReplayMetrics,
+        progress: Callable[[int], None] | None,
+    ) -> Iterator[JobRecord]:
+        """The jobs the replay plays, each noted in `metrics` (its trace tenant and observed
+        delay); those it cannot play are skipped to `log`, with the reason."""
+        pools = self.cluster.pools
+        widest = max(p.max_gpus for p in pools)
+        types = {p.gpu_type for p in pools}
+        groups = metrics.groups
+        for rec in records:
             counts["read"] += 1
             if progress is not None and counts["read"] % 4096 == 0:
                 progress(counts["read"])
@@ -107,55 +160,40 @@ def replay(
             else:
                 yield rec
 
-    summary, driver = run_episode(
-        scenario, seed=options.seed, out_dir=out_dir, sources=[jobs()], metrics=metrics
-    )
-    if counts["replayed"] == 0:
-        raise TraceError(
-            f"{path}: no jobs to replay ({counts['read']} read, {log.bad_lines} bad lines, "
-            f"skipped: {dict(log.skipped) or 'none'})"
+    def _report(
+        self, log: ReadLog, counts: Counter[str], metrics: ReplayMetrics, driver: Driver[Any, Any]
+    ) -> ReplayReport:
+        options = self.options
+        observed, groups = metrics.observed_delays_s, metrics.groups
+        tenants = groups.report(metrics.started_delays_s, metrics.first_start_group, observed)
+        return ReplayReport(
+            trace=str(self.trace.path),
+            format=self.trace.fmt,
+            jobs_read=counts["read"] + log.skipped.get(BEFORE, 0),
+            jobs_replayed=counts["replayed"],
+            bad_lines=log.bad_lines,
+            first_bad_line=log.first_bad,
+            skipped=dict(sorted(log.skipped.items())),
+            cluster={p.name: p.max_gpus for p in self.cluster.pools},
+            cluster_source=self.cluster.source,
+            window=None if options.window.whole else options.window.describe(),
+            queueing_delay=_comparison(metrics) if len(observed) else None,
+            tenants=tenants,
+            params=None if options.params == DEFAULT_PARAMS else options.params,
+            placement=driver.model.figures() or None,
         )
-    comparison = None
-    simulated = metrics.started_delays_s
-    observed = metrics.observed_delays_s
-    if len(observed):
-        compared = metrics.observed_started_delays_s
-        comparison = DelayComparison(
-            observed_jobs=len(observed),
-            observed=validate.quantiles(observed),
-            simulated=validate.quantiles(compared),
-            quantiles=list(validate.QUANTILES),
-            ks_distance=validate.ks_distance(observed, compared),
-            cdf_levels=list(validate.CDF_LEVELS),
-            observed_cdf_s=validate.cdf_curve(observed),
-            simulated_cdf_s=validate.cdf_curve(compared),
-        )
-    report = ReplayReport(
-        trace=str(path),
-        format=fmt,
-        jobs_read=counts["read"] + log.skipped.get(BEFORE, 0),
-        jobs_replayed=counts["replayed"],
-        bad_lines=log.bad_lines,
-        first_bad_line=log.first_bad,
-        skipped=dict(sorted(log.skipped.items())),
-        cluster={p.name: p.max_gpus for p in pools},
-        cluster_source=source,
-        window=None if options.window.whole else options.window.describe(),
-        queueing_delay=comparison,
-        tenants=groups.report(simulated, metrics.first_start_group, observed),
-        params=None if options.params == DEFAULT_PARAMS else options.params,
-        placement=driver.model.figures() or None,
+
+
+def _comparison(metrics: ReplayMetrics) -> DelayComparison:
+    """The simulated delays of the jobs the trace saw start, against the trace's."""
+    observed, compared = metrics.observed_delays_s, metrics.observed_started_delays_s
+    return DelayComparison(
+        observed_jobs=len(observed),
+        observed=validate.quantiles(observed),
+        simulated=validate.quantiles(compared),
+        quantiles=list(validate.QUANTILES),
+        ks_distance=validate.ks_distance(observed, compared),
+        cdf_levels=list(validate.CDF_LEVELS),
+        observed_cdf_s=validate.cdf_curve(observed),
+        simulated_cdf_s=validate.cdf_curve(compared),
     )
-    if out_dir is not None:
-        (out_dir / REPLAY_FILE).write_text(report.model_dump_json(indent=2) + "\n")
-    return summary, report
-
-
-def _read(path: Path, fmt: str, options: ReplayOptions, log: ReadLog) -> Iterator[JobRecord]:
-    return options.window.clip(load.records(path, fmt, log, options.trace), log)
-
-
-def _drain(kept: deque[JobRecord]) -> Iterator[JobRecord]:
-    """The kept records, each let go once the replay has it."""
-    while kept:
-        yield kept.popleft()
