@@ -22,6 +22,7 @@ from twin.sim.jobs import Admission, Job
 from twin.sim.ledger import Ledger
 from twin.sim.market.mediator import Mediator
 from twin.sim.model import RoundInputs
+from twin.sim.observe import observe, observe_flat
 from twin.sim.placement import CounterPlacement
 from twin.sim.pools import Holding
 from twin.sim.provisioning import Provisioning
@@ -225,3 +226,18 @@ def test_holdings_start_empty_and_ledgers_unspent() -> None:
     state, _ = state_of(tiny())
     h: Holding = state.holdings[0][0]
     assert (h.ready, h.billed, state.ledgers[0].spent_usd, state.ended) == (0, 0, 0.0, None)
+
+
+def test_an_observation_reads_the_state_and_the_waiting_jobs_alone() -> None:
+    state, _ = state_of(tiny())
+    state.holdings[0][0].ready = 2
+
+    class Waiting:
+        def __init__(self) -> None:
+            self.queues: list[JobQueue] = [make_queue("fifo")]
+            self.queued_milli = [0]
+
+    view = observe(state, Waiting(), Calls(), 0, ["tick"])  # type: ignore[arg-type]
+    assert (view.tenant, view.reasons, view.queue_length) == ("t", ["tick"], 0)
+    assert [(p.name, p.ready) for p in view.pools] == [("gpu", 2)]
+    assert observe_flat(state, Waiting(), 0)[:4] == (0.0, float("inf"), 0.0, 0)

@@ -43,7 +43,7 @@ class Exporter:
 
 def _tables(fmt: str) -> Callable[[Path], Writer]:
     def open_(target: Path) -> Writer:
-        from twin.eventlog.export import Tables
+        from twin.eventlog.tables import Tables
 
         return Tables(target / fmt, fmt)
 
