@@ -12,12 +12,13 @@ from twin.eventlog.log import FLUSH_EVERY, EventLog
 from twin.schema.actions import ProvisionAction
 from twin.schema.scenario import ClusterScenario
 from twin.sim.driver import Driver
-from twin.sim.jobs import Admission
 
 
 def admit(driver: Driver, job_id: str, gpus: float, work_gpu_s: float, priority: float = 0) -> None:
     """Put a job in tenant 0's queue now."""
-    driver.model.scheduler.admit(Admission(0, job_id, gpus, work_gpu_s, priority, None))
+    driver.model.scheduler.admit(
+        0, job_id, gpus=gpus, work=work_gpu_s, priority=priority, gpu_type=None
+    )
 
 
 def workload(**fields: Any) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from twin.sim.decisions import Decisions, decision_ticks
 from twin.sim.encode import PlanOption
 from twin.sim.failures import node_failures
 from twin.sim.jobrecord import JobRecord
-from twin.sim.jobs import Admission, Job
+from twin.sim.jobs import Job
 from twin.sim.ledger import Ledger
 from twin.sim.market.mediator import Mediator
 from twin.sim.model import RoundInputs
@@ -119,7 +119,7 @@ class TestScheduler:
         state.holdings[0][0].ready = 2
         left: list[int] = []
         scheduler, billing = self.scheduler(state, left)
-        scheduler.admit(Admission(0, "j", gpus=2, work=600.0, priority=0, gpu_type=None))
+        scheduler.admit(0, "j", gpus=2, work=600.0, priority=0, gpu_type=None)
         state.env.run()
         assert kinds(log) == ["job_arrived", "job_started", "job_finished"]
         assert [name for name, _ in billing.calls] == ["charge_wait", "earn"]
@@ -129,7 +129,7 @@ class TestScheduler:
     def test_a_job_waits_in_its_queue_while_its_tenant_holds_no_gpus(self) -> None:
         state, log = state_of(tiny())
         scheduler, _ = self.scheduler(state, [])
-        scheduler.admit(Admission(0, "j", gpus=1, work=60.0, priority=0, gpu_type=None))
+        scheduler.admit(0, "j", gpus=1, work=60.0, priority=0, gpu_type=None)
         assert kinds(log) == ["job_arrived"]
         assert len(scheduler.queues[0]) == 1
         assert scheduler.queued_milli == [1000]
@@ -145,8 +145,8 @@ class TestArrivalsAndFailures:
         class Admit:
             efficiency = staticmethod(lambda gpus: 1.0)
 
-            def admit(self, a: Admission) -> Job:
-                admitted.append((state.env.now, a.job_id))
+            def admit(self, tenant: int, job_id: str | None, **_: Any) -> Job:
+                admitted.append((state.env.now, job_id))
                 return None  # type: ignore[return-value]  # the process ignores it
 
         closed: list[int] = []

@@ -22,7 +22,7 @@ from twin.schema.scenario import (
 )
 from twin.sim.encode import Key, PlanOption
 from twin.sim.jobrecord import JobRecord
-from twin.sim.jobs import Admission, Job
+from twin.sim.jobs import Job
 from twin.sim.sampling import Sampler, sampler
 from twin.sim.state import ClusterState
 
@@ -35,7 +35,21 @@ class Admits(Protocol):
     @property
     def efficiency(self) -> Callable[[float], float]: ...
 
-    def admit(self, a: Admission) -> Job: ...
+    def admit(
+        self,
+        tenant: int,
+        job_id: str | None,
+        *,
+        gpus: float,
+        work: float,
+        priority: float,
+        gpu_type: str | None,
+        option: PlanOption | None = None,
+        workload: int = -1,
+        fails: str | None = None,
+        cpu_milli: int = 0,
+        group: str = "",
+    ) -> Job: ...
 
 
 def _exp(rng: np.random.Generator) -> Sampler:
@@ -119,7 +133,8 @@ def job_arrivals(
             work, option = draw_size() * gpus, None
         else:
             work, option = draw_size(), options[(tenant, index, gpus)]
-        admit(Admission(tenant, None, gpus, work, draw_priority(), w.gpu_type, option, index))
+        admit(tenant, None, gpus=gpus, work=work, priority=draw_priority(), gpu_type=w.gpu_type,
+              option=option, workload=index)  # fmt: skip
     closed()
 
 
@@ -144,6 +159,7 @@ def record_arrivals(
         tenant = tenant_index.get(rec.tenant, 0)
         work = rec.service_s * rec.gpus * eff(rec.gpus) if rec.gpus > 0 else rec.service_s
         fails = rec.status if rec.status in ENDS_FAILED else None
-        admit(Admission(tenant, rec.job_id, rec.gpus, work, rec.priority, rec.gpu_type,
-                        fails=fails, cpu_milli=rec.cpu_milli, group=rec.tenant))  # fmt: skip
+        admit(tenant, rec.job_id, gpus=rec.gpus, work=work, priority=rec.priority,
+              gpu_type=rec.gpu_type, fails=fails, cpu_milli=rec.cpu_milli,
+              group=rec.tenant)  # fmt: skip
     closed()

@@ -3,25 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NamedTuple
-
-
-class Admission(NamedTuple):
-    """A job as it enters the system: whose it is, its size (`work`: reference-GPU-seconds, or
-    tokens for a kernel job with its plan `option`), its priority, where it may run, and (from a
-    trace) how it ended there, its CPU request and its trace tenant."""
-
-    tenant: int
-    job_id: str | None
-    gpus: float
-    work: float
-    priority: float
-    gpu_type: str | None
-    option: Any = None  # twin.sim.encode.PlanOption for kernel jobs
-    workload: int = -1
-    fails: str | None = None
-    cpu_milli: int = 0
-    group: str = ""
+from typing import Any
 
 
 @dataclass(slots=True, eq=False)

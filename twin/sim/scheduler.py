@@ -20,7 +20,7 @@ from twin.schema.vocabulary import PLACED_ONLY
 from twin.sim.cycles import Cycles
 from twin.sim.decisions import Decisions
 from twin.sim.encode import DEGENERATE, Evaluated, PlanOption
-from twin.sim.jobs import Admission, Job
+from twin.sim.jobs import Job
 from twin.sim.placement import Placement
 from twin.sim.pools import Holding, Pool
 from twin.sim.queues import JobQueue, KeyedQueue, make_queue
@@ -92,9 +92,25 @@ class Scheduler:
 
     # -- admission ------------------------------------------------------------------------
 
-    def admit(self, a: Admission) -> Job:
-        """A job enters its tenant's queue; a kernel job whose plan runs nowhere is rejected."""
-        tenant, job_id, gpus, work, priority, gpu_type, option, workload, fails, cpu, group = a
+    def admit(
+        self,
+        tenant: int,
+        job_id: str | None,
+        *,
+        gpus: float,
+        work: float,
+        priority: float,
+        gpu_type: str | None,
+        option: PlanOption | None = None,
+        workload: int = -1,
+        fails: str | None = None,
+        cpu_milli: int = 0,
+        group: str = "",
+    ) -> Job:
+        """A job enters its tenant's queue; a kernel job whose plan runs nowhere is rejected.
+
+        `work` is reference-GPU-seconds, or tokens for a kernel job (`option` set).
+        """
         now = self.env.now
         self._seq += 1
         seq = self._seq
@@ -105,7 +121,7 @@ class Scheduler:
             work_gpu_s = gpus * work / nominal if nominal > 0 else 0.0
         job = Job(job_id or f"j{seq}", tenant, gpus, round(gpus * 1000), work_gpu_s, priority,
                   gpu_type, now, seq, work, work, nominal, now, option, workload)  # fmt: skip
-        job.fails, job.cpu_milli, job.group = fails, cpu, group
+        job.fails, job.cpu_milli, job.group = fails, cpu_milli, group
         self.placement.arrived(job)
         name = self.state.tenant_names[tenant]
         self._emit(
