@@ -65,7 +65,8 @@ def replay(
 ) -> tuple[Summary, ReplayReport]:
     """Play the trace's jobs on a fixed cluster; `progress(n)` hears every few thousand jobs.
     `trace`: the trace at `path` already opened with `options.reading` (its kept jobs reused)."""
-    plan = Replay(trace or Trace(path, options.reading), options)
+    sized = options.cluster is None and options.gpus is None  # sizing reads it first: keep it
+    plan = Replay(trace or Trace(path, options.reading, keep="once" if sized else "none"), options)
     return plan.run(out_dir=out_dir, progress=progress, metrics=metrics)
 
 
