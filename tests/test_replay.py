@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import tempfile
 from array import array
 from collections.abc import Iterator
 from contextlib import suppress
@@ -230,18 +231,38 @@ class TestBadInput:
         assert (report.jobs_read, report.jobs_replayed, report.bad_lines) == (2, 2, 2)
 
     @pytest.mark.parametrize("keep_jobs", [1, 1 << 17])
-    def test_sizing_reads_once_or_twice_with_the_same_report(
+    def test_sizing_reads_once_with_the_same_report_kept_or_spilled(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keep_jobs: int
     ) -> None:
-        # A trace within KEEP_JOBS is replayed from the sizing pass; a longer one is read again.
+        # Jobs past KEEP_JOBS are spilled to a private file, not parsed again; it is deleted.
         monkeypatch.setattr(trace_module, "KEEP_JOBS", keep_jobs)
+        monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+        reads = []
+        real = trace_module.load.records
+        monkeypatch.setattr(trace_module.load, "records", lambda *a: reads.append(1) or real(*a))
         summary, report = replay(self.corrupt(tmp_path), ReplayOptions(skip_bad=True))
+        assert reads == [1]
         assert (report.jobs_read, report.jobs_replayed, report.bad_lines) == (2, 2, 2)
         assert report.cluster_source == (
             "3 GPUs (the trace's demand, every job running from its arrival, stays at or below "
             "this 99% of the time)"  # a and d overlap for 92% of the span
         )
         assert summary.jobs.finished == 2
+        assert list(tmp_path.glob("*.spill")) == []
+
+    def test_a_trace_kept_for_every_pass_hands_each_the_same_jobs_parsed_once(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setattr(trace_module, "KEEP_JOBS", 1)  # one in memory, the rest spilled
+        reads = []
+        real = trace_module.load.records
+        monkeypatch.setattr(trace_module.load, "records", lambda *a: reads.append(1) or real(*a))
+        trace = trace_module.Trace(self.corrupt(tmp_path), trace_module.Reading(skip_bad=True))
+        passes = [list(trace.jobs()[0]) for _ in range(3)]
+        assert passes[0] == passes[1] == passes[2]
+        assert len(passes[0]) == 2
+        assert reads == [1]
+        assert trace.jobs()[1].bad_lines == 2  # each pass is told what the reading skipped
 
     def test_an_unknown_format_says_what_it_saw(self, tmp_path: Path) -> None:
         path = tmp_path / "x.csv"
