@@ -241,3 +241,14 @@ def test_an_observation_reads_the_state_and_the_waiting_jobs_alone() -> None:
     assert (view.tenant, view.reasons, view.queue_length) == ("t", ["tick"], 0)
     assert [(p.name, p.ready) for p in view.pools] == [("gpu", 2)]
     assert observe_flat(state, Waiting(), 0)[:4] == (0.0, float("inf"), 0.0, 0)
+
+
+def test_a_long_run_collects_rarely_and_puts_the_collector_back() -> None:
+    import gc
+
+    from twin.sim.collector import YOUNG, collecting_rarely
+
+    before = gc.get_threshold()
+    with collecting_rarely():
+        assert gc.get_threshold()[0] == YOUNG
+    assert gc.get_threshold() == before

@@ -12,6 +12,7 @@ from twin.eventlog.metrics import Metrics
 from twin.schema.scenario import Scenario
 from twin.schema.summary import Summary
 from twin.schema.vocabulary import EVENTS_FILE, SUMMARY_FILE
+from twin.sim.collector import collecting_rarely
 from twin.sim.driver import PAUSED, Driver
 from twin.sim.jobrecord import JobRecord
 from twin.sim.kinds import kind_of
@@ -38,6 +39,7 @@ def run_episode(
         scenario = kind.with_policy(scenario, policy)
     policies = kind.default_policies(scenario, seed, policy)
     with ExitStack() as stack:
+        stack.enter_context(collecting_rarely())
         session = f"{scenario.name}-s{seed}"
         log = EventLog(session, keep=keep_log)
         metrics = metrics or Metrics()
