@@ -45,6 +45,14 @@ CATALOG_NAMES = {
 }
 
 
+def warm_kernel() -> float:
+    """Compile the kernel for the shipped tables ahead of first use (or load its cache); the
+    seconds it took. A process that forks workers calls it first, so they start warm."""
+    from twin.kernel import jit
+
+    return jit.warm()
+
+
 def catalog_gpu(model: str) -> str:
     """The kernel catalog's name for a GPU model as a trace names it (else the name, lowered)."""
     return CATALOG_NAMES.get(model, model.lower())

@@ -54,6 +54,15 @@ def run_one(run: Run, logs: str | None) -> Row:
     return row
 
 
+def warm() -> None:
+    """Import what a run needs and compile the kernel here, before the pool starts its workers:
+    where workers are forked (Linux), each starts with it all, not with a second of start-up."""
+    from twin.sim import runner, scenarios  # noqa: F401 (imported for the workers to inherit)
+    from twin.sim.encode import warm_kernel
+
+    warm_kernel()
+
+
 def done_keys(out: Path) -> set[str]:
     """Keys of the runs whose results are already written."""
     return {p.stem for p in (out / RUNS_DIR).glob("*.json")}
@@ -69,7 +78,8 @@ def save(out: Path, row: Row) -> None:
 
 
 def local(runs: list[Run], logs: str | None, workers: int) -> Iterator[Row]:
-    """Rows as the runs finish, on a pool of `workers` processes."""
+    """Rows as the runs finish, on a pool of `workers` processes (started warm: see `warm`)."""
+    warm()
     with ProcessPoolExecutor(max_workers=workers) as pool:
         pending: set[Future[Row]] = {pool.submit(run_one, r, logs) for r in runs}
         while pending:
