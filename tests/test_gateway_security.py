@@ -26,6 +26,7 @@ from tests.test_gateway import (
     new_session,
     next_of,
 )
+from twin.gateway.access import TOO_MANY_HANDSHAKES, Handshakes
 from twin.gateway.app import create_app
 from twin.gateway.config import GatewayConfig
 
@@ -453,3 +454,24 @@ async def test_a_session_run_again_under_its_name_keeps_the_earlier_log(
     earlier = (tmp_path / "main.1.jsonl").read_bytes()
     assert earlier.endswith(b'"reason":"horizon"}\n')
     assert earlier == (tmp_path / "main.jsonl").read_bytes()  # the same seed, the same log
+
+
+async def test_past_the_handshake_cap_only_sockets_silent_past_the_grace_are_closed() -> None:
+    class Socket:
+        closed_with: int | None = None
+
+        async def close(self, code: int = 1000, message: bytes = b"") -> bool:
+            self.closed_with = code
+            return True
+
+    burst = Handshakes(per_client=2, grace_s=60.0)
+    sockets = [Socket() for _ in range(4)]
+    for ws in sockets:
+        burst.enter("1.2.3.4", ws)  # type: ignore[arg-type]
+    await asyncio.sleep(0)
+    assert [ws.closed_with for ws in sockets] == [None] * 4  # agents saying hello together
+    flood = Handshakes(per_client=2, grace_s=0.0)
+    for ws in sockets:
+        flood.enter("1.2.3.4", ws)  # type: ignore[arg-type]
+    await asyncio.sleep(0)
+    assert [ws.closed_with for ws in sockets] == [TOO_MANY_HANDSHAKES] * 2 + [None] * 2

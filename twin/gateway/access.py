@@ -69,20 +69,28 @@ def identity_of(request: web.Request, admin_token: str | None) -> str:
 
 
 class Handshakes:
-    """Sockets that have not yet said who they are, per address: at most `per_client` at once;
-    one more closes the oldest, so a flood of silent sockets cannot keep a real client out."""
+    """Sockets that have not yet said who they are, per address: past `per_client` at once, one
+    more closes the oldest that has been silent for `grace_s`, so a flood of silent sockets
+    cannot keep a real client out, while a burst of real agents saying hello together (each
+    silent for milliseconds) is not cut. (Connections per address stay capped apart.)"""
 
-    def __init__(self, per_client: int) -> None:
+    def __init__(self, per_client: int, grace_s: float = 0.5) -> None:
         self.per_client = per_client
-        self.pending: dict[str, OrderedDict[int, web.WebSocketResponse]] = {}
+        self.grace_s = grace_s
+        self.pending: dict[str, OrderedDict[int, tuple[float, web.WebSocketResponse]]] = {}
         self._closing: set[asyncio.Task[bool]] = set()
 
     def enter(self, client: str, ws: web.WebSocketResponse) -> None:
+        loop = asyncio.get_running_loop()
+        now = loop.time()
         waiting = self.pending.setdefault(client, OrderedDict())
-        waiting[id(ws)] = ws
+        waiting[id(ws)] = (now, ws)
         while len(waiting) > self.per_client:
-            _, oldest = waiting.popitem(last=False)
-            task = asyncio.get_running_loop().create_task(
+            opened_at, _ = next(iter(waiting.values()))
+            if now - opened_at < self.grace_s:
+                break  # the oldest is still saying hello
+            _, (_, oldest) = waiting.popitem(last=False)
+            task = loop.create_task(
                 oldest.close(code=TOO_MANY_HANDSHAKES, message=b"too many silent sockets")
             )
             self._closing.add(task)

@@ -38,6 +38,11 @@ class GatewayConfig(Frozen):
         description="Sockets one address may hold open before saying who it is; one more "
         "closes the oldest.",
     )
+    handshake_grace_s: PositiveFloat = Field(
+        0.5,
+        description="How long a socket may stay silent and still count as saying hello: past "
+        "`max_handshakes_per_client`, only sockets silent this long are closed.",
+    )
     env_workers: PositiveInt = Field(
         2, description="Threads that run environment calls, apart from the server's own."
     )

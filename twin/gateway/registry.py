@@ -32,7 +32,7 @@ class SessionRegistry:
         self.sessions: dict[str, Session] = {}
         self.access = ScenarioAccess(Path(config.scenario_dir) if config.scenario_dir else None)
         self.limits = ClientLimits(config.max_connections_per_client)
-        self.handshakes = Handshakes(config.max_handshakes_per_client)
+        self.handshakes = Handshakes(config.max_handshakes_per_client, config.handshake_grace_s)
 
     def live(self) -> int:
         return sum(1 for s in self.sessions.values() if s.ended is None)
