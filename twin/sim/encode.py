@@ -8,6 +8,7 @@ where the plan cannot run there, and whether the plan is numerically stable.
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -112,8 +113,32 @@ def _gpu_counts(w_gpus: Constant | Choice) -> list[float]:
     return [w_gpus.value] if isinstance(w_gpus, Constant) else sorted(set(w_gpus.values))
 
 
+_BY_SCENARIO: dict[int, tuple[weakref.ref[ClusterScenario], dict[str, Any]]] = {}
+
+
+def for_scenario(cfg: ClusterScenario) -> dict[str, Any]:
+    """What this module has worked out for `cfg` (a frozen scenario): kept while `cfg` lives,
+    so every episode on it (an RL env's resets) shares the plan options and verdicts."""
+    key = id(cfg)
+    hit = _BY_SCENARIO.get(key)
+    if hit is not None and hit[0]() is cfg:
+        return hit[1]
+    memo: dict[str, Any] = {}
+    _BY_SCENARIO[key] = (weakref.ref(cfg, lambda _: _BY_SCENARIO.pop(key, None)), memo)
+    return memo
+
+
 def plan_options(cfg: ClusterScenario) -> tuple[dict[Key, PlanOption], list[Evaluated]]:
-    """Evaluate every plan the scenario's kernel workloads can produce, in one kernel call."""
+    """Every plan the scenario's kernel workloads can produce, evaluated in one kernel call
+    (once per scenario: the result is shared, and read only)."""
+    memo = for_scenario(cfg)
+    if "options" not in memo:
+        memo["options"] = _plan_options(cfg)
+    options: tuple[dict[Key, PlanOption], list[Evaluated]] = memo["options"]
+    return options
+
+
+def _plan_options(cfg: ClusterScenario) -> tuple[dict[Key, PlanOption], list[Evaluated]]:
     if not any(w.kernel is not None for t in cfg.tenants for w in t.workloads):
         return {}, []  # no kernel workloads: no tables to build
     tables = default_tables()

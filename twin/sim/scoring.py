@@ -15,7 +15,14 @@ from collections.abc import Sequence
 
 from twin.schema import records
 from twin.schema.scenario import ClusterScenario
-from twin.sim.encode import Candidate, Evaluated, PlanOption, evaluate_candidates, kernel_pools
+from twin.sim.encode import (
+    Candidate,
+    Evaluated,
+    PlanOption,
+    evaluate_candidates,
+    for_scenario,
+    kernel_pools,
+)
 from twin.sim.jobs import Job
 from twin.sim.queues import JobQueue
 from twin.sim.state import ClusterState
@@ -30,7 +37,7 @@ class PlanScorer:
         """`kernel_jobs`: whether any workload has kernel plans (else nothing is scored)."""
         self.state = state
         self.cfg = cfg
-        self.cache: dict[Candidate, Evaluated] = {}
+        self.cache: dict[Candidate, Evaluated] = for_scenario(cfg).setdefault("verdicts", {})
         self.pools = kernel_pools(cfg) if kernel_jobs else []
         self.kernel_s = 0.0  # wall seconds spent in kernel calls
         self.kernel_calls = 0
