@@ -5,16 +5,19 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import simpy
 
 from tests.conftest import tiny
 from twin.eventlog.log import Record
 from twin.schema import records
-from twin.schema.actions import ProvisionAction
+from twin.schema.actions import ProvisionAction, TenantObservation
 from twin.schema.scenario import ClusterScenario, DecisionConfig
+from twin.sim import scenarios
 from twin.sim.arrivals import record_arrivals
 from twin.sim.billing import Billing
 from twin.sim.decisions import Decisions, decision_ticks
+from twin.sim.driver import Driver
 from twin.sim.encode import PlanOption
 from twin.sim.failures import node_failures
 from twin.sim.jobrecord import JobRecord
@@ -252,3 +255,18 @@ def test_a_long_run_collects_rarely_and_puts_the_collector_back() -> None:
     with collecting_rarely():
         assert gc.get_threshold()[0] == YOUNG
     assert gc.get_threshold() == before
+
+
+@pytest.mark.parametrize("name", ["market", "default"])
+def test_an_observation_validates_again_to_itself_and_its_json(name: str) -> None:
+    driver = Driver(scenarios.load_cluster(name), seed=3)
+    seen = 0
+    while seen < 40 and (batch := driver.advance()) is not None:
+        for tenant in batch.reasons:
+            view = driver.observe(tenant)
+            again = TenantObservation.model_validate(view.model_dump())
+            assert again == view
+            assert again.model_dump_json() == view.model_dump_json()
+            seen += 1
+        driver.act({}, driver.default_policies())
+    assert seen >= 10
