@@ -531,3 +531,28 @@ def test_a_bursty_trace_is_sized_from_its_demand_not_its_mean(tmp_path: Path) ->
     path.write_text("job_id,submission_time,duration,num_gpu\n" + rows)
     _, report = replay(path, ReplayOptions())
     assert report.cluster == {"gpu": 40}
+
+
+def test_spilled_jobs_come_back_whole_with_their_extras_read_only() -> None:
+    from types import MappingProxyType
+
+    from twin.replay.spill import Spill
+    from twin.sim.jobrecord import NO_EXTRAS, JobRecord
+
+    jobs = [
+        JobRecord("a", 1.0, 60.0, 2.0, "vc1", "v100", 1.0, "completed", 5.0, 65.0),
+        JobRecord(
+            "b", 2.0, 30.0, 0.5, "vc2", extras=MappingProxyType({"qos": "LS"}), cpu_milli=4000
+        ),
+    ]
+    spill = Spill()
+    for job in jobs:
+        spill.add(job)
+    spill.close()
+    for _ in range(2):  # read back as often as asked
+        back = list(spill.read())
+        assert back == jobs
+        assert back[0].extras is NO_EXTRAS
+        assert isinstance(back[1].extras, MappingProxyType)
+    spill.free()
+    assert not Path(spill.path).exists()
