@@ -80,7 +80,8 @@ def export(run_dir: Path, formats: Sequence[str], out_dir: Path | None = None) -
 
         return add
 
-    derived = (JobTable(to_tables("jobs")), RoundTable(to_tables("rounds"))) if tables else ()
+    jobs = JobTable(to_tables("jobs"))
+    derived = (jobs, RoundTable(to_tables("rounds"))) if tables else ()
     try:
         for event in read_events(log_path):
             for w in writers:
@@ -92,5 +93,5 @@ def export(run_dir: Path, formats: Sequence[str], out_dir: Path | None = None) -
             w.abandon()
         raise
     if derived:
-        derived[0].close()
+        jobs.close()
     return [p for w in writers for p in w.close()]

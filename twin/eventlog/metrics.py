@@ -158,15 +158,6 @@ def _handlers(tallies: tuple[object, ...]) -> dict[str, Handler]:
 
 
 def _chain(handlers: list[Handler]) -> Handler:
-    if len(handlers) == 2:  # the common case, without a loop per record
-        first, second = handlers
-
-        def both(rec: Any) -> None:
-            first(rec)
-            second(rec)
-
-        return both
-
     def each(rec: Any) -> None:
         for handler in handlers:
             handler(rec)

@@ -74,7 +74,7 @@ class Handshakes:
     cannot keep a real client out, while a burst of real agents saying hello together (each
     silent for milliseconds) is not cut. (Connections per address stay capped apart.)"""
 
-    def __init__(self, per_client: int, grace_s: float = 0.5) -> None:
+    def __init__(self, per_client: int, grace_s: float) -> None:
         self.per_client = per_client
         self.grace_s = grace_s
         self.pending: dict[str, OrderedDict[int, tuple[float, web.WebSocketResponse]]] = {}

@@ -38,12 +38,10 @@ class Spill:
         self._pickler = pickle.Pickler(self._file, protocol=pickle.HIGHEST_PROTOCOL)
         self._pickler.dispatch_table = {**copyreg.dispatch_table, MappingProxyType: _proxy}
         self._batch: list[tuple[Any, ...]] = []
-        self.count = 0
         self._free = weakref.finalize(self, _unlink, self.path)
 
     def add(self, rec: JobRecord) -> None:
         self._batch.append(tuple(rec))
-        self.count += 1
         if len(self._batch) >= BATCH:
             self._flush()
 

@@ -115,14 +115,13 @@ class ReplayMetrics(Metrics):
             self.first_start_observed.append(job not in self.unobserved)
 
     def _on_job_finished(self, rec: records.JobFinished) -> None:
-        job = rec.job_id
-        self.groups.ended(job, True)
-        self._started.discard(job)
-        self.unobserved.discard(job)
+        self._ended(rec.job_id, finished=True)
 
     def _on_job_failed(self, rec: records.JobFailed) -> None:
-        job = rec.job_id
-        self.groups.ended(job, False)
+        self._ended(rec.job_id, finished=False)
+
+    def _ended(self, job: str, *, finished: bool) -> None:
+        self.groups.ended(job, finished)
         self._started.discard(job)
         self.unobserved.discard(job)
 
