@@ -11,6 +11,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from agents.pacing import Pacer, Unpaced
 from agents.policy import Policy
 from twin.schema.actions import Bundle
 from twin.schema.wire import (
@@ -104,6 +105,7 @@ class AgentClient:
         self._heard = -1  # the last round whose commit it heard
         self._welcomed = False  # on this connection
         self._attempt = 0  # reconnects since then
+        self._pacer: Pacer | Unpaced = Unpaced()  # the connection's frame budget
 
     async def run(self) -> AgentStats:
         """Play the session to its end; the agent's statistics."""
@@ -150,6 +152,8 @@ class AgentClient:
     async def _handle(self, ws: aiohttp.ClientWebSocketResponse, message: Any) -> None:
         if isinstance(message, Welcomed):
             self.welcome, self._welcomed = message, True
+            rate, burst = message.frames_per_s, message.frame_burst
+            self._pacer = Pacer(rate, burst or 1) if rate else Unpaced()
             self._alive_s, self._attempt = asyncio.get_running_loop().time(), 0
         elif isinstance(message, DecisionRequested):
             self._request = message
@@ -187,7 +191,7 @@ class AgentClient:
         """Answer an offer made to this tenant; asked again, give the same answer."""
         said = self._answered.get(offer.offer_id)
         if said is not None:
-            await ws.send_str(said)
+            await self._send(ws, said)
             return
         answer = await self.policy.answer(offer, self._request)
         frame = AcceptOffer if answer.accept else RejectOffer
@@ -197,7 +201,7 @@ class AgentClient:
         said = frame(round=round_, seq=next(self._seq), offer_id=offer.offer_id,
                      reason=answer.reason).model_dump_json()  # fmt: skip
         self._answered[offer.offer_id] = said
-        await ws.send_str(said)
+        await self._send(ws, said)
         self.stats.offers_answered += 1
 
     def _settle(self, message: RoundCommitted) -> None:
@@ -224,7 +228,7 @@ class AgentClient:
         rnd = request.round
         if self._played[0] == rnd:  # asked again after a cut: the same turn, frame for frame
             for said in self._played[1]:
-                await ws.send_str(said)
+                await self._send(ws, said)
             return
         turn = await self.policy.decide(request)
         frames: list[str] = []
@@ -256,7 +260,12 @@ class AgentClient:
         # Offers made to this tenant can still be answered after its turn ends.
         frames.append(EndTurn(round=rnd, seq=next(self._seq)).model_dump_json())
         for said in frames:
-            await ws.send_str(said)
+            await self._send(ws, said)
+
+    async def _send(self, ws: aiohttp.ClientWebSocketResponse, frame: str) -> None:
+        """One frame, within the connection's budget."""
+        await self._pacer.wait()
+        await ws.send_str(frame)
 
 
 def run_sync(client: AgentClient) -> AgentStats:

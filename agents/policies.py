@@ -20,7 +20,7 @@ def _cheapest(view: TenantObservation) -> list[PoolView]:
     """Pools the head of the queue can use, best value first: the kernel's best plan score
     there where the queued jobs carry verdicts, else the best price per unit of speed."""
     usable = {name for job in view.head for name in job.pools} or {p.name for p in view.pools}
-    return [p for p in view.ranked_pools("value") if p.name in usable]
+    return [p for p in view.ranked_pools("value") if p.name in usable and not p.shared]
 
 
 class Baseline(Quiet):
@@ -52,7 +52,7 @@ class Greedy(Quiet):
         view = request.view
         need = _unmet(view)
         usable = {name for job in view.head for name in job.pools}
-        pools = [p for p in view.ranked_pools("speed") if p.name in usable]
+        pools = [p for p in view.ranked_pools("speed") if p.name in usable and not p.shared]
         return Turn(provision={pools[0].name: need}) if need > 0 and pools else Turn()
 
 
@@ -82,7 +82,7 @@ class FairShare(Quiet):
 
 
 class RandomPolicy(Quiet):
-    """A uniform move in [-2, 2] in a random pool; seeded."""
+    """A uniform move in [-2, 2] in a random pool (not a shared one); seeded."""
 
     name = "random"
 
@@ -90,7 +90,9 @@ class RandomPolicy(Quiet):
         self.rng = random.Random(seed)
 
     async def decide(self, request: DecisionRequested) -> Turn:
-        pool = self.rng.choice(request.view.pools)
+        pool = self.rng.choice([p for p in request.view.pools if not p.shared] or [None])
+        if pool is None:
+            return Turn()
         return Turn(provision={pool.name: self.rng.randint(-2, 2)})
 
 

@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="twin", description=__doc__)
     parser.add_argument("--version", action="version", version=f"twin {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    from twin.cli import analyse, compare, kernel, play, replay, serve, sweep
+    from twin.cli import analyse, compare, kernel, play, replay, serve, sweep, trace_scenario
 
     run = sub.add_parser("run", help="play a scenario to its end and summarise it")
     run.add_argument("--scenario", default="default", help="built-in name or YAML/JSON file")
@@ -109,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_parser(sub)
     kernel.add_parser(sub)
     replay.add_parsers(sub)
+    trace_scenario.add_parser(sub)
     serve.add_parser(sub)
     play.add_parser(sub)
 

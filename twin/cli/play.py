@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from agents.policy import Policy
     from twin.schema.summary import Summary
 
+OWN_FRAMES_PER_S = 1_000_000
+"""The frame budget of the agents `twin play` runs against its own gateway."""
 AGENT_POLICIES = ("baseline", "greedy", "fair_share", "random", "negotiator", "llm")
 FALLBACKS = AGENT_POLICIES[:-1]  # the built-in ones
 ROUND_TIMEOUT_MS, LLM_ROUND_TIMEOUT_MS = 30_000, 120_000
@@ -124,8 +126,9 @@ async def _play(
         LLM_ROUND_TIMEOUT_MS if "llm" in agents.values() else ROUND_TIMEOUT_MS
     )
     cap_ms = max(timeout_ms, GatewayConfig().max_round_timeout_ms)
-    app = create_app(GatewayConfig(round_timeout_ms=timeout_ms,
-                                   max_round_timeout_ms=cap_ms))  # fmt: skip
+    # Its own agents on loopback: no frame budget to pace them by (they pace to what it says).
+    app = create_app(GatewayConfig(round_timeout_ms=timeout_ms, max_round_timeout_ms=cap_ms,
+                                   rate_per_s=OWN_FRAMES_PER_S, burst=OWN_FRAMES_PER_S))  # fmt: skip
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -192,8 +195,12 @@ def _write_agents(path: Path, agents: dict[str, str], policies: dict[str, Any],
     report: dict[str, Any] = {"wall_s": wall_s, "agents": {}}
     for (tenant, name), s in zip(agents.items(), stats, strict=True):
         llm = getattr(policies[tenant], "stats", None)
-        entry = {"policy": name, **dataclasses.asdict(s), "reward_heard_usd": s.reward,
-                 "reward_usd": returns[tenant]}  # fmt: skip
+        entry = {
+            "policy": name,
+            **dataclasses.asdict(s),
+            "reward_heard_usd": s.reward,
+            "reward_usd": returns.get(tenant, 0.0),
+        }  # fmt: skip  (no record: nothing earned)
         if llm is not None:
             entry["llm"] = {**llm.summary(), "asks_per_s": llm.asks / wall_s if wall_s else None}
         report["agents"][tenant] = entry

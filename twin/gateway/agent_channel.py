@@ -97,6 +97,8 @@ async def _connect(request: web.Request, ws: web.WebSocketResponse) -> None:
             pools=[p.name for p in session.scenario.pools],
             mechanism=session.request.mechanism,
             round=session.open_round_for(hello.tenant),
+            frames_per_s=config.rate_per_s,
+            frame_burst=config.burst,
         )
     )
     await session.resend(link, hello.heard_round)

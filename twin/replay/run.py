@@ -7,7 +7,7 @@ or a what-if builds the `Trace` once and hands it to each `Replay`.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from twin.replay.reader import ReadLog
 from twin.replay.tenant_delays import ReplayMetrics
 from twin.replay.trace import Reading, Trace
 from twin.replay.window import BEFORE, WHOLE, Window
-from twin.schema.scenario import ClusterScenario
+from twin.schema.scenario import ClusterScenario, PoolConfig
 from twin.schema.scheduling import ReplayParams
 from twin.schema.summary import DelayComparison, ReplayReport, Summary
 from twin.schema.vocabulary import REPLAY_FILE, QueuePolicy
@@ -133,19 +133,13 @@ class Replay:
     ) -> Iterator[JobRecord]:
         """The jobs the replay plays, each noted in `metrics` (its trace tenant and observed
         delay); those it cannot play are skipped to `log`, with the reason."""
-        pools = self.cluster.pools
-        widest = max(p.max_gpus for p in pools)
-        types = {p.gpu_type for p in pools}
+        playable = Playable(self.cluster.pools, log)
         groups = metrics.groups
         for rec in records:
             counts["read"] += 1
             if progress is not None and counts["read"] % 4096 == 0:
                 progress(counts["read"])
-            if rec.status == "pending":
-                log.skip("never started in the trace (status pending)")
-                continue
-            if rec.gpus > widest:
-                log.skip("wider than the largest pool")
+            if not playable(rec):
                 continue
             code = groups.submitted(rec.job_id, rec.tenant)
             if rec.observed_start_s is None:
@@ -155,11 +149,7 @@ class Replay:
                 metrics.observed_delay_s.append(rec.observed_start_s - rec.submit_s)
                 groups.observed.append(code)
             counts["replayed"] += 1
-            if rec.gpu_type is not None and rec.gpu_type not in types:
-                log.skip("gpu_type constraint dropped (not in the cluster)")
-                yield rec._replace(gpu_type=None)
-            else:
-                yield rec
+            yield playable.constrained(rec)
 
     def _report(
         self, log: ReadLog, counts: Counter[str], metrics: ReplayMetrics, driver: Driver[Any, Any]
@@ -183,6 +173,34 @@ class Replay:
             params=None if options.params == DEFAULT_PARAMS else options.params,
             placement=driver.model.figures() or None,
         )
+
+
+class Playable:
+    """Which of a trace's jobs a cluster of `pools` plays, and how: a job that never started in
+    the trace, or is wider than the largest pool, is skipped to `log` with the reason; a GPU
+    kind the cluster lacks is dropped from the job (and counted)."""
+
+    __slots__ = ("_log", "_types", "_widest")
+
+    def __init__(self, pools: Sequence[PoolConfig], log: ReadLog) -> None:
+        self._widest = max(p.max_gpus for p in pools)
+        self._types = {p.gpu_type for p in pools}
+        self._log = log
+
+    def __call__(self, rec: JobRecord) -> bool:
+        if rec.status == "pending":
+            self._log.skip("never started in the trace (status pending)")
+            return False
+        if rec.gpus > self._widest:
+            self._log.skip("wider than the largest pool")
+            return False
+        return True
+
+    def constrained(self, rec: JobRecord) -> JobRecord:
+        if rec.gpu_type is not None and rec.gpu_type not in self._types:
+            self._log.skip("gpu_type constraint dropped (not in the cluster)")
+            return rec._replace(gpu_type=None)
+        return rec
 
 
 def _comparison(metrics: ReplayMetrics) -> DelayComparison:

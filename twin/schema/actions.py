@@ -18,6 +18,10 @@ def _empty(text: str) -> bool:
     return not text
 
 
+def _false(value: bool) -> bool:
+    return not value
+
+
 class Placement(Frozen):
     """Start a queued kernel job now on a pool, with this plan (scored by the kernel)."""
 
@@ -68,6 +72,12 @@ class PoolView(Frozen):
     pending: NonNegativeInt
     down: NonNegativeInt = Field(description="GPUs of the pool (all tenants) under repair.")
     free_capacity: NonNegativeInt = Field(description="GPUs the pool can still provision.")
+    shared: bool = Field(
+        False,
+        exclude_if=_false,
+        description="The cluster's own GPUs, shared by every tenant's jobs through one queue: "
+        "ready and busy count this tenant's jobs there; never provisioned, released or traded.",
+    )
 
     @property
     def idle_gpus(self) -> int:

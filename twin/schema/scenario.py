@@ -25,9 +25,14 @@ from twin.schema.agentic import AgenticRlScenario
 from twin.schema.base import Frozen
 from twin.schema.distributions import Choice, Constant, Distribution, upper_bound
 from twin.schema.scheduling import NodeConfig, SchedulerConfig
+from twin.schema.trace_workload import TraceWorkload
 from twin.schema.vocabulary import PLACED_ONLY, LayerGroup, Mode, Optimizer, Precision, QueuePolicy
 
 Name = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$", max_length=64)]
+
+
+def _false(value: bool) -> bool:
+    return not value
 
 
 class PoolConfig(Frozen):
@@ -48,6 +53,13 @@ class PoolConfig(Frozen):
         None, description="Mean time between failures of one GPU, in hours; None: no failures."
     )
     repair_s: Distribution = Constant(value=3600.0)
+    shared: bool = Field(
+        False,
+        exclude_if=_false,
+        description="On-premises GPUs every tenant's jobs share through one queue (a real "
+        "cluster's nodes): ready from the start, never provisioned, released or traded, billed "
+        "to nobody.",
+    )
     power_cap_w: NonNegativeFloat = Field(
         0.0,
         description="Per-GPU power cap in force on the pool's GPUs, in watts; 0: each GPU's TDP. "
@@ -233,6 +245,9 @@ class ClusterScenario(Frozen):
         None, description="Nodes behind the pools (each pool's GPUs exactly); None: counters."
     )
     scheduler: SchedulerConfig = SchedulerConfig()
+    trace: TraceWorkload | None = Field(
+        None, description="Jobs from a trace file besides the tenants' own workloads."
+    )
 
     @model_serializer(mode="wrap")
     def _without_unused_parts(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -243,6 +258,8 @@ class ClusterScenario(Frozen):
             data.pop("nodes", None)
         if self.scheduler == SchedulerConfig():
             data.pop("scheduler", None)
+        if self.trace is None:
+            data.pop("trace", None)
         return data
 
     @model_validator(mode="after")
@@ -252,6 +269,10 @@ class ClusterScenario(Frozen):
             raise ValueError("pool names must be unique")
         if len({t.name for t in self.tenants}) != len(self.tenants):
             raise ValueError("tenant names must be unique")
+        for p in self.pools:
+            if p.shared and p.mtbf_gpu_h is not None:
+                raise ValueError(f"pool {p.name!r}: a shared pool has no mtbf_gpu_h (its "
+                                 "nodes' failures are the trace's)")  # fmt: skip
         initial = dict.fromkeys(pools, 0)
         gpu_types = {p.gpu_type for p in self.pools}
         for tenant in self.tenants:
@@ -260,6 +281,11 @@ class ClusterScenario(Frozen):
                     raise ValueError(
                         f"tenant {tenant.name!r}: initial_gpus names pool {pool!r}; "
                         f"pools are {sorted(pools)}"
+                    )
+                if pools[pool].shared and n:
+                    raise ValueError(
+                        f"tenant {tenant.name!r}: initial_gpus names shared pool {pool!r}; "
+                        "a shared pool's GPUs are every tenant's, held by none"
                     )
                 initial[pool] += n
             for w in tenant.workloads:
@@ -280,6 +306,11 @@ class ClusterScenario(Frozen):
                     f"pool {pool!r}: tenants start with {n} GPUs but max_gpus is "
                     f"{pools[pool].max_gpus}"
                 )
+        if self.trace is not None and self.trace.other not in {t.name for t in self.tenants}:
+            raise ValueError(
+                f"trace.other names tenant {self.trace.other!r}, which is not one of the "
+                f"tenants {sorted(t.name for t in self.tenants)}"
+            )
         if self.nodes is not None:
             _check_nodes(self.nodes, pools)
             if self.queue.policy in PLACED_ONLY:
@@ -289,12 +320,13 @@ class ClusterScenario(Frozen):
 
 
 def _check_nodes(nodes: NodeConfig, pools: dict[str, PoolConfig]) -> None:
-    """Node groups name real pools and add up to each pool's GPUs."""
-    held = dict.fromkeys(pools, 0)
+    """Node groups name real pools and add up to each pool's GPUs (a pool without node groups
+    is counted GPUs: a cloud pool beside the nodes, say)."""
+    held: dict[str, int] = {}
     for i, g in enumerate(nodes.groups):
         if g.pool not in pools:
             raise ValueError(f"nodes.groups[{i}]: pool {g.pool!r} is not one of {sorted(pools)}")
-        held[g.pool] += g.count * g.gpus
+        held[g.pool] = held.get(g.pool, 0) + g.count * g.gpus
     for name, gpus in held.items():
         if gpus != pools[name].max_gpus:
             raise ValueError(

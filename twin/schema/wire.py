@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, get_args
 
-from pydantic import Field, NonNegativeFloat, NonNegativeInt, TypeAdapter
+from pydantic import (
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    TypeAdapter,
+)
 
 from twin.schema.actions import REASON_CHARS, Bundle, Placement, TenantObservation
 from twin.schema.base import Frozen
@@ -122,6 +129,12 @@ class Welcomed(Frozen):
     pools: list[str]
     mechanism: Mechanism
     round: int | None = Field(description="The open round, if one is waiting for this tenant.")
+    frames_per_s: PositiveFloat | None = Field(
+        None,
+        description="Frames this connection may send per second on average (and `frame_burst` "
+        "at once); a frame beyond them is refused as RATE_LIMITED, so pace to stay within.",
+    )
+    frame_burst: PositiveInt | None = None
 
 
 class DecisionRequested(Frozen):

@@ -91,6 +91,10 @@ class ClusterModel:
 
     def _start(self, sources: Iterable[Iterable[JobRecord]]) -> None:
         env, state, cfg = self.env, self.state, self.cfg
+        for pool in self.pools:
+            if pool.cfg.shared:  # the cluster's own GPUs, every tenant's and none's
+                self.emit(records.GpusReady("gpus_ready", env.now, None, pool.cfg.name,
+                                            pool.cfg.max_gpus))  # fmt: skip
         for t, tenant in enumerate(cfg.tenants):
             for pool_name, n in sorted(tenant.initial_gpus.items()):
                 if n:

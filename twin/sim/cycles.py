@@ -42,6 +42,8 @@ class Host(Protocol):
 
     def room_freed(self, tenant: int) -> None: ...
 
+    def room_freed_everywhere(self) -> None: ...
+
 
 class Cycles:
     """When each queued job is next tried, and what happens when it is."""
@@ -143,8 +145,7 @@ class Cycles:
         s = self._scheduler
         if s.state.ended:
             return
-        for tenant in range(len(s.queues)):
-            s.room_freed(tenant)
+        s.room_freed_everywhere()
         if self._parked and not self._flushing:
             self._flushing = True
             self._env.timeout(self._cfg.retry_s).callbacks.append(self._flush)

@@ -19,6 +19,7 @@ from twin.schema import actions
 from twin.schema.agentic import ORCHESTRATIONS, AgenticAction, AgenticRlScenario, AgenticView
 from twin.schema.base import Frozen
 from twin.schema.scenario import ClusterScenario, GpuClusterScenario, Scenario
+from twin.sim import job_sources
 from twin.sim.cluster import ClusterModel
 from twin.sim.jobrecord import JobRecord
 from twin.sim.model import Model, World
@@ -69,7 +70,8 @@ class Kind(Generic[Obs, Act]):
 def _cluster(
     world: World, scenario: ClusterScenario, sources: Iterable[Iterable[JobRecord]]
 ) -> Model[actions.TenantObservation, actions.ProvisionAction]:
-    return ClusterModel(world, scenario, sources)
+    given = list(sources)
+    return ClusterModel(world, scenario, given or job_sources.open_sources(scenario))
 
 
 def _step(

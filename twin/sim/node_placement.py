@@ -50,10 +50,10 @@ class NodePlacement:
         self._env = env
         self._sample_at_s = 0.0
         self._tables = GrowthTables(self.workload)
-        # Per tenant: (holding, its pool's nodes) in preference order, pools without nodes out.
+        # Per tenant: (holding, its pool's nodes) in preference order; None: counted GPUs (a
+        # pool without node groups, a cloud pool beside the nodes, say).
         self._by_tenant = [
-            [(h, pn) for h in hs if (pn := self.pools[h.pool.index]) is not None]
-            for hs in self.counters.by_preference
+            [(h, self.pools[h.pool.index]) for h in hs] for hs in self.counters.by_preference
         ]
 
     # -- the placement interface ----------------------------------------------------------
@@ -71,6 +71,9 @@ class NodePlacement:
                 continue
             if option is not None and option.rates[h.pool.index] <= 0:
                 continue
+            if pn is None:
+                job.claim = None
+                return h
             claim = (
                 self._gang(h.pool.index, pn, whole, cpu)
                 if whole > pn.width
@@ -83,7 +86,7 @@ class NodePlacement:
         self.meter.blocked_by_fragmentation += any(
             int(nodes.free_sum.sum()) >= job.milli
             for h, nodes in self._by_tenant[job.tenant]
-            if gpu_type is None or h.pool.cfg.gpu_type == gpu_type
+            if nodes is not None and (gpu_type is None or h.pool.cfg.gpu_type == gpu_type)
         )
         return None
 
@@ -91,6 +94,8 @@ class NodePlacement:
         return self.counters.candidates(job)
 
     def claim(self, job: Job) -> None:
+        if job.claim is None:  # counted GPUs
+            return
         pool, nodes, slots, milli, cpu = job.claim
         change = self.pools[pool].change
         for node, on_node in zip(nodes, slots):  # noqa: B905 (a claim's tuples pair up)
@@ -147,7 +152,10 @@ class NodePlacement:
         for h, pn in self._by_tenant[job.tenant]:
             if job.gpu_type is not None and h.pool.cfg.gpu_type != job.gpu_type:
                 continue
-            if whole > pn.width:
+            if pn is None:
+                if h.pool.cfg.max_gpus * 1000 >= job.milli:
+                    return True
+            elif whole > pn.width:
                 if pn.capacity_gpus >= whole:
                     return True
             elif pn.cpu_room[max(whole, 1 if share else 0)] >= job.cpu_milli:

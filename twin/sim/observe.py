@@ -9,6 +9,7 @@ from twin.schema.actions import PlanVerdict, PoolView, QueuedJob, TenantObservat
 from twin.schema.distributions import mean
 from twin.sim.encode import Candidate, Evaluated
 from twin.sim.jobs import Job
+from twin.sim.pools import Holding, own_busy_milli, own_jobs
 from twin.sim.queues import Waiting
 from twin.sim.scoring import HEAD_JOBS
 from twin.sim.state import ClusterState
@@ -39,7 +40,7 @@ def observe(
         sla_usd_per_job_h=ledger.sla_usd_per_job_s * 3600,
         queue_length=len(q),
         queued_gpus=waiting.queued_milli[tenant] / 1000,
-        running_jobs=sum(len(h.running) for h in state.holdings[tenant]),
+        running_jobs=_running(state.holdings[tenant], tenant),
         head=[
             QueuedJob(
                 job_id=j.job_id,
@@ -57,21 +58,35 @@ def observe(
             )
             for j in q.first(HEAD_JOBS)
         ],
-        pools=[
-            PoolView(
-                name=h.pool.cfg.name,
-                gpu_type=h.pool.cfg.gpu_type,
-                price_usd_per_gpu_h=h.pool.cfg.price_usd_per_gpu_h,
-                speed=h.pool.cfg.speed,
-                mean_provision_delay_s=mean(h.pool.cfg.provision_delay_s),
-                ready=h.ready,
-                busy_gpus=h.busy_milli / 1000,
-                pending=h.pending_gpus,
-                down=h.pool.down,
-                free_capacity=max(h.pool.free, 0),
-            )
-            for h in state.holdings[tenant]
-        ],
+        pools=[_pool_view(h, tenant) for h in state.holdings[tenant]],
+    )
+
+
+def _running(holdings: list[Holding], tenant: int) -> int:
+    return sum(len(own_jobs(h, tenant)) if h.pool.cfg.shared else len(h.running) for h in holdings)
+
+
+def _pool_view(h: Holding, tenant: int) -> PoolView:
+    """A pool as `tenant` sees it: its holding there, or (a shared pool) the GPUs its own jobs
+    occupy, which it can neither add to, give back nor trade."""
+    cfg = h.pool.cfg
+    if cfg.shared:
+        busy_milli = own_busy_milli(h, tenant)
+        ready, busy, pending, free = -(-busy_milli // 1000), busy_milli / 1000, 0, 0
+    else:
+        ready, busy, pending, free = h.ready, h.busy_milli / 1000, h.pending_gpus, h.pool.free
+    return PoolView(
+        name=cfg.name,
+        gpu_type=cfg.gpu_type,
+        price_usd_per_gpu_h=cfg.price_usd_per_gpu_h,
+        speed=cfg.speed,
+        mean_provision_delay_s=mean(cfg.provision_delay_s),
+        ready=ready,
+        busy_gpus=busy,
+        pending=pending,
+        down=h.pool.down,
+        free_capacity=max(free, 0),
+        shared=cfg.shared,
     )
 
 
@@ -83,11 +98,15 @@ def observe_flat(state: ClusterState, waiting: Waiting, tenant: int) -> tuple[fl
     ledger = state.ledgers[tenant]
     spent = ledger.spent_at(now)
     left = math.inf if ledger.budget_usd is None else ledger.budget_usd - spent
+    holdings = state.holdings[tenant]
     head = (now, left, spent, len(waiting.queues[tenant]), waiting.queued_milli[tenant] / 1000,
-            sum(len(h.running) for h in state.holdings[tenant]))  # fmt: skip
+            _running(holdings, tenant))  # fmt: skip
+    views = (_pool_view(h, tenant) if h.pool.cfg.shared else None for h in holdings)
     pools = (
         (h.ready, h.busy_milli / 1000, h.pending_gpus, h.pool.down, max(h.pool.free, 0))
-        for h in state.holdings[tenant]
+        if v is None
+        else (v.ready, v.busy_gpus, 0, v.down, 0)
+        for h, v in zip(holdings, views, strict=True)
     )
     return head + tuple(x for pool in pools for x in pool)
 

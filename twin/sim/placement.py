@@ -3,7 +3,8 @@
 Two kinds share one interface. Counter pools: a job fits on its tenant's holding in a pool when
 enough of the tenant's ready GPUs are idle, the pool has the GPU type it asks for, and its plan
 (if any) runs there. Node-level clusters (`twin.sim.node_placement`) add which node and which
-GPUs. Holdings are tried fastest pool first, then cheapest.
+GPUs. Holdings are tried shared pools first (the cluster's own nodes), then fastest pool first,
+then cheapest.
 """
 
 from __future__ import annotations
@@ -42,16 +43,18 @@ class Placement(Protocol):
         """Placement figures for a replay report (empty for counters)."""
 
 
+def _preference(h: Holding) -> tuple[bool, float, float]:
+    cfg = h.pool.cfg
+    return not cfg.shared, -cfg.speed, cfg.price_usd_per_gpu_h
+
+
 class CounterPlacement:
     """First fit over a tenant's holdings in preference order."""
 
     __slots__ = ("by_preference",)
 
     def __init__(self, holdings: list[list[Holding]]) -> None:
-        self.by_preference = [
-            sorted(hs, key=lambda h: (-h.pool.cfg.speed, h.pool.cfg.price_usd_per_gpu_h))
-            for hs in holdings
-        ]
+        self.by_preference = [sorted(hs, key=_preference) for hs in holdings]
 
     def arrived(self, job: Job) -> None:
         pass

@@ -62,3 +62,17 @@ class Holding:
     @property
     def pending_gpus(self) -> int:
         return sum(r.gpus for r in self.pending)
+
+
+def own_jobs(h: Holding, tenant: int) -> list[Job]:
+    """The jobs of `tenant` running on `h` (on a shared pool's holding, not everyone's)."""
+    if h.tenant == tenant:
+        return list(h.running)
+    return [job for job in h.running if job.tenant == tenant]
+
+
+def own_busy_milli(h: Holding, tenant: int) -> int:
+    """The GPUs (thousandths) `tenant`'s jobs occupy on `h`."""
+    if h.tenant == tenant:
+        return h.busy_milli
+    return sum(job.milli for job in h.running if job.tenant == tenant)

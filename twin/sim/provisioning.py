@@ -47,6 +47,9 @@ class Provisioning:
         state, now = self.state, self.env.now
         h, name = state.holdings[tenant][pool_index], state.tenant_names[tenant]
         pool = h.pool
+        if pool.cfg.shared:
+            self._refuse_shared(name, pool, gpus)
+            return
         if state.ledgers[tenant].exhausted:
             self._emit(
                 records.ActionClamped(
@@ -111,6 +114,9 @@ class Provisioning:
         state, now = self.state, self.env.now
         h, name = state.holdings[tenant][pool_index], state.tenant_names[tenant]
         pool, left = h.pool, gpus
+        if pool.cfg.shared:
+            self._refuse_shared(name, pool, -gpus)
+            return
         while left and h.pending:
             req = h.pending[-1]
             k = min(left, req.gpus)
@@ -136,6 +142,14 @@ class Provisioning:
                     "action_clamped", now, name, pool.cfg.name, -gpus, left - gpus, "gpus_busy"
                 )
             )
+
+    def _refuse_shared(self, tenant: str, pool: Pool, gpus: int) -> None:
+        """A shared pool's GPUs are the cluster's: nobody adds to or gives back any of them."""
+        self._emit(
+            records.ActionClamped(
+                "action_clamped", self.env.now, tenant, pool.cfg.name, gpus, 0, "shared_pool"
+            )
+        )
 
     def hand_over(self, giver: int, taker: int, pool: str, gpus: int) -> None:
         """Move idle GPUs of a pool from one tenant to another (billing moves with them)."""

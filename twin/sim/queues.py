@@ -94,9 +94,80 @@ def _live(entry: tuple[float, int, int, Job]) -> bool:
     return job.queued and job.version == entry[2]
 
 
-JobQueue = FifoQueue | KeyedQueue
+class ClusterQueue:
+    """One queue for every tenant's jobs (a cluster whose pools are shared): it schedules in its
+    own order, and counts each tenant's jobs for the tenant's view of it (`TenantLine`)."""
 
-QUEUES: Mapping[QueuePolicy, Callable[[], JobQueue]] = {
+    __slots__ = ("_q", "counts")
+
+    def __init__(self, inner: FifoQueue | KeyedQueue, tenants: int) -> None:
+        self._q = inner
+        self.counts = [0] * tenants
+
+    def __len__(self) -> int:
+        return len(self._q)
+
+    def push(self, job: Job, *, requeue: bool = False) -> None:
+        self._q.push(job, requeue=requeue)
+        self.counts[job.tenant] += 1
+
+    def head(self) -> Job | None:
+        return self._q.head()
+
+    def pop(self) -> Job:
+        job = self._q.pop()
+        self.counts[job.tenant] -= 1
+        return job
+
+    def remove(self, job: Job) -> None:
+        self._q.remove(job)
+        self.counts[job.tenant] -= 1
+
+    def first(self, n: int) -> list[Job]:
+        return self._q.first(n)
+
+    def first_of(self, tenant: int, n: int) -> list[Job]:
+        """The first `n` of one tenant's jobs, in the cluster's queue order."""
+        mine = (j for j in self._q.first(len(self._q)) if j.tenant == tenant)
+        return list(islice(mine, n))
+
+
+class TenantLine:
+    """A tenant's jobs in the cluster's one queue: what its policy sees and places from."""
+
+    __slots__ = ("_all", "_tenant")
+
+    def __init__(self, cluster: ClusterQueue, tenant: int) -> None:
+        self._all = cluster
+        self._tenant = tenant
+
+    def __len__(self) -> int:
+        return self._all.counts[self._tenant]
+
+    def push(self, job: Job, *, requeue: bool = False) -> None:
+        self._all.push(job, requeue=requeue)
+
+    def head(self) -> Job | None:
+        first = self._all.first_of(self._tenant, 1)
+        return first[0] if first else None
+
+    def pop(self) -> Job:
+        job = self.head()
+        if job is None:
+            raise IndexError("pop from an empty queue")
+        self._all.remove(job)
+        return job
+
+    def remove(self, job: Job) -> None:
+        self._all.remove(job)
+
+    def first(self, n: int) -> list[Job]:
+        return self._all.first_of(self._tenant, n)
+
+
+JobQueue = FifoQueue | KeyedQueue | ClusterQueue | TenantLine
+
+QUEUES: Mapping[QueuePolicy, Callable[[], FifoQueue | KeyedQueue]] = {
     "fifo": FifoQueue,
     "priority": lambda: KeyedQueue(lambda j: -j.priority),  # highest first
     "sjf": lambda: KeyedQueue(lambda j: j.remaining / j.nominal_rate),  # shortest run first
@@ -115,6 +186,6 @@ class Waiting(Protocol):
     def queued_milli(self) -> list[int]: ...
 
 
-def make_queue(policy: QueuePolicy) -> JobQueue:
+def make_queue(policy: QueuePolicy) -> FifoQueue | KeyedQueue:
     """A tenant's queue under `policy`."""
     return QUEUES[policy]()

@@ -23,7 +23,14 @@ from twin.sim.encode import DEGENERATE, Evaluated, PlanOption
 from twin.sim.jobs import Job
 from twin.sim.placement import Placement
 from twin.sim.pools import Holding, Pool
-from twin.sim.queues import JobQueue, KeyedQueue, make_queue
+from twin.sim.queues import (
+    ClusterQueue,
+    FifoQueue,
+    JobQueue,
+    KeyedQueue,
+    TenantLine,
+    make_queue,
+)
 from twin.sim.quotas import Quotas
 from twin.sim.sampling import Sampler
 from twin.sim.scaling import efficiency
@@ -75,10 +82,22 @@ class Scheduler:
         self.fit = placement.fit if self.quotas is None else self._fit_within_quota
         # Counter pools are checked when the scenario is validated; nodes and CPUs are not.
         self._check_fits = cfg.nodes is not None or self.cycles is not None
-        self.queues: list[JobQueue] = [
-            KeyedQueue(lambda j: -j.priority) if self.cycles else make_queue(cfg.queue.policy)
-            for _ in cfg.tenants
-        ]
+
+        def queue() -> FifoQueue | KeyedQueue:
+            if self.cycles:
+                return KeyedQueue(lambda j: -j.priority)
+            return make_queue(cfg.queue.policy)
+
+        self.shared = any(p.shared for p in cfg.pools)
+        self.queues: list[JobQueue]  # each tenant's jobs, as its policy sees them
+        self.lines: list[JobQueue]  # the queue each tenant's jobs are scheduled from
+        if self.shared:  # shared pools: one queue for the cluster, as a real scheduler has
+            cluster = ClusterQueue(queue(), len(cfg.tenants))
+            self.queues = [TenantLine(cluster, t) for t in range(len(cfg.tenants))]
+            self.lines = [cluster] * len(cfg.tenants)
+        else:
+            self.queues = [queue() for _ in cfg.tenants]
+            self.lines = self.queues
         self.queued_milli = [0] * len(cfg.tenants)
         self.efficiency = efficiency(cfg.scaling)
         self._backfill = cfg.queue.backfill
@@ -175,12 +194,24 @@ class Scheduler:
         else:
             self.schedule(tenant)
 
+    def room_freed_everywhere(self) -> None:
+        """Try every tenant's waiting jobs again (once for a cluster whose pools are shared)."""
+        if not self.shared:
+            for tenant in range(len(self.queues)):
+                self.room_freed(tenant)
+            return
+        if self.cycles is not None:
+            held = {id(h): h for hs in self.state.holdings for h in hs}
+            self.cycles.released(sum(h.idle_milli for h in held.values()))
+        else:
+            self.schedule(0)
+
     def schedule(self, tenant: int) -> None:
         """Start queued jobs of `tenant` in queue order while they fit; then backfill.
         (With a manual queue, jobs start only when placed.)"""
         if self._manual:
             return
-        q = self.queues[tenant]
+        q = self.lines[tenant]
         fit = self.fit
         while True:
             job = q.head()
@@ -202,7 +233,7 @@ class Scheduler:
         """
         now = self.env.now
         shadow_s, spare_milli, reserved = self._shadow(head)
-        q = self.queues[head.tenant]
+        q = self.lines[head.tenant]
         for job in q.first(self.cfg.queue.backfill_depth)[1:]:
             fit = self.fit(job)
             if fit is None:

@@ -42,10 +42,16 @@ class ClusterState:
     def build(
         cls, env: simpy.Environment, emit: Emit, streams: Streams, cfg: ClusterScenario
     ) -> ClusterState:
-        """Empty holdings of every pool for every tenant of `cfg`, and unspent ledgers."""
+        """Empty holdings of every pool for every tenant of `cfg`, and unspent ledgers. A shared
+        pool is one holding of all its GPUs, ready from the start, in every tenant's list (its
+        owner is `SHARED`); no ledger bills it."""
         pools = [_pool(i, cfg, streams) for i in range(len(cfg.pools))]
+        shared = {p.index: _shared(p) for p in pools if p.cfg.shared}
         holdings = [
-            [Holding(t, pool, pool.cfg.price_usd_per_gpu_h / 3600.0) for pool in pools]
+            [
+                shared.get(p.index) or Holding(t, p, p.cfg.price_usd_per_gpu_h / 3600.0)
+                for p in pools
+            ]
             for t in range(len(cfg.tenants))
         ]
         names = [t.name for t in cfg.tenants]
@@ -60,6 +66,15 @@ class ClusterState:
             holdings,
             [_ledger(t, cfg, holdings[t]) for t in range(len(cfg.tenants))],
         )
+
+
+SHARED = -1
+"""The owner of a shared pool's holding: every tenant and none."""
+
+
+def _shared(pool: Pool) -> Holding:
+    pool.in_use = pool.cfg.max_gpus
+    return Holding(SHARED, pool, 0.0, ready=pool.cfg.max_gpus)
 
 
 def _pool(index: int, cfg: ClusterScenario, streams: Streams) -> Pool:
@@ -81,5 +96,5 @@ def _ledger(tenant: int, cfg: ClusterScenario, holdings: list[Holding]) -> Ledge
         sorted(cfg.decisions.budget_thresholds, reverse=True),
         t.sla_usd_per_job_h / 3600.0,
         t.value_usd_per_gpu_h / 3600.0,
-        holdings,
+        [h for h in holdings if not h.pool.cfg.shared],
     )

@@ -1,6 +1,7 @@
 """Credit for a committed round: the kernel scores every tenant's allocation as it stands.
 
-A tenant's useful GPUs are its running jobs' GPUs, each weighted by its plan's kernel score (a
+A tenant holds its GPUs in each pool (in a shared pool: those its jobs occupy). Its useful GPUs
+are its running jobs' GPUs, each weighted by its plan's kernel score (a
 job without a model plan by its pool's speed relative to the fastest pool). Its demand is what
 its running and queued jobs need, or what it holds if more. The kernel's settlement floors a
 tenant that holds more than its fair share while another is short (hoarding) and gives each
@@ -13,6 +14,7 @@ from __future__ import annotations
 from twin.schema import records
 from twin.sim.encode import round_credit
 from twin.sim.model import TenantOutcome
+from twin.sim.pools import own_jobs
 from twin.sim.queues import Waiting
 from twin.sim.state import ClusterState
 
@@ -24,9 +26,12 @@ def credit_round(state: ClusterState, waiting: Waiting, out: dict[str, TenantOut
     held, useful, demand, flags = [], [], [], []
     for t in range(len(state.tenant_names)):
         holdings = state.holdings[t]
-        running = [job for h in holdings for job in h.running]
+        running = [job for h in holdings for job in own_jobs(h, t)]
         queued_gpus = waiting.queued_milli[t] / 1000
-        held.append(float(sum(h.ready + h.pending_gpus for h in holdings)))
+        held.append(
+            float(sum(h.ready + h.pending_gpus for h in holdings if not h.pool.cfg.shared))
+            + sum(job.gpus for h in holdings if h.pool.cfg.shared for job in own_jobs(h, t))
+        )
         useful.append(sum(job.quality * job.gpus for job in running))
         demand.append(max(held[-1], sum(job.gpus for job in running) + queued_gpus))
         why = sorted({flag for job in running for flag in job.flags})

@@ -70,6 +70,8 @@ def cannot_hand_over(state: ClusterState, tenant: int, bundle: Bundle) -> str:
         index = state.pool_index.get(pool)
         if index is None:
             return f"unknown pool {pool!r}"
+        if state.pools[index].cfg.shared:
+            return f"pool {pool!r} is shared: its GPUs are every tenant's, handed over by none"
         idle = state.holdings[tenant][index].idle_whole
         if idle < n:
             return f"{who} has {idle} idle {pool} GPUs, not {n}"

@@ -105,6 +105,11 @@ class Mediator:
         if not wants:
             return
         index = state.tenant_index
+        if state.pools[p].cfg.shared:
+            for tenant, n in wants.items():
+                out[tenant].granted[name] = 0
+                self.provisioning.provision(index[tenant], p, n)  # refused, with the reason
+            return
         requests = Requests(
             wants,
             {t: a.bids_usd_per_gpu.get(name, 0.0) for t, a in ordered if t in wants},

@@ -1,0 +1,93 @@
+"""A scenario's trace workload at run time: the jobs `twin replay` would play on the scenario's
+cluster, each handed to the tenant its row maps to (`TraceWorkload` says how).
+
+`job_sources` is the sim's job source opener for scenarios with a `trace` (an entry point in
+`pyproject.toml`; the sim finds it without importing this package).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from twin.errors import TraceError
+from twin.replay.formats.flat import parse_map
+from twin.replay.reader import ReadLog
+from twin.replay.registry import TraceOptions
+from twin.replay.run import Playable
+from twin.replay.trace import Reading, Trace
+from twin.replay.window import Window
+from twin.schema.scenario import ClusterScenario
+from twin.schema.trace_workload import TraceWorkload
+from twin.sim.jobrecord import JobRecord
+
+ROOT = Path(__file__).resolve().parents[2]
+"""The project's root: a relative trace path not found from the current directory is found
+from here (where `traces/` ships)."""
+
+
+def tenant_key(value: object) -> str:
+    """A row's tenant value as a tenant name: lower-cased, anything but letters, digits, `_`,
+    `.` and `-` made `-` (openb's `LS` is `ls`)."""
+    return re.sub(r"[^a-z0-9_.-]+", "-", str(value).lower()).strip("-")[:64] or "-"
+
+
+def trace_path(path: str) -> Path:
+    """Where a scenario's trace file is: as given (absolute, or from the current directory),
+    else from the project's root."""
+    given = Path(path)
+    if given.is_absolute() or given.exists():
+        return given
+    shipped = ROOT / given
+    if shipped.exists():
+        return shipped
+    raise TraceError(f"trace file {path!r} not found (from the current directory or {ROOT})")
+
+
+def reading(workload: TraceWorkload) -> Reading:
+    """How the workload's trace is read: as `twin replay` reads it with the same options."""
+    columns = parse_map(workload.columns) if workload.columns else None
+    end_s = math.inf if workload.end_h is None else workload.end_h * 3600.0
+    return Reading(
+        workload.format,
+        TraceOptions(columns=columns, include_cpu=workload.include_cpu),
+        Window(workload.start_h * 3600.0, end_s, workload.max_jobs),
+        workload.skip_bad,
+    )
+
+
+def open_trace(workload: TraceWorkload) -> Trace:
+    return Trace(trace_path(workload.path), reading(workload), keep="none")
+
+
+def job_sources(scenario: ClusterScenario) -> list[Iterable[JobRecord]]:
+    """The job sources a scenario's model takes: its trace's jobs (none without a trace)."""
+    if scenario.trace is None:
+        return []
+    records, log = open_trace(scenario.trace).jobs()
+    return [tenant_jobs(records, log, scenario)]
+
+
+def tenant_jobs(
+    records: Iterator[JobRecord], log: ReadLog, scenario: ClusterScenario
+) -> Iterator[JobRecord]:
+    """The jobs the scenario's cluster plays (skipped and constrained exactly as `twin replay`
+    on its shared pools does), each with the tenant its row maps to."""
+    workload = scenario.trace
+    assert workload is not None
+    shared = [p for p in scenario.pools if p.shared] or scenario.pools
+    playable = Playable(shared, log)
+    names = {t.name for t in scenario.tenants}
+    by, other = workload.tenant_by, workload.other
+    tenants: dict[object, str] = {}
+    for rec in records:
+        if not playable(rec):
+            continue
+        value = rec.tenant if by == "tenant" else rec.extras.get(by, "")
+        tenant = tenants.get(value)
+        if tenant is None:
+            key = tenant_key(value)
+            tenant = tenants[value] = key if key in names else other
+        yield playable.constrained(rec)._replace(tenant=tenant)
