@@ -127,8 +127,9 @@ async def _play(
     )
     cap_ms = max(timeout_ms, GatewayConfig().max_round_timeout_ms)
     # Its own agents on loopback: no frame budget to pace them by (they pace to what it says).
-    app = create_app(GatewayConfig(round_timeout_ms=timeout_ms, max_round_timeout_ms=cap_ms,
-                                   rate_per_s=OWN_FRAMES_PER_S, burst=OWN_FRAMES_PER_S))  # fmt: skip
+    own = GatewayConfig(round_timeout_ms=timeout_ms, max_round_timeout_ms=cap_ms,
+                        rate_per_s=OWN_FRAMES_PER_S, burst=OWN_FRAMES_PER_S)  # fmt: skip
+    app = create_app(own)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
