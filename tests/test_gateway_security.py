@@ -29,6 +29,7 @@ from tests.test_gateway import (
 from twin.gateway.access import TOO_MANY_HANDSHAKES, Handshakes
 from twin.gateway.app import create_app
 from twin.gateway.config import GatewayConfig
+from twin.sim import scenarios
 
 STRANGER = {"Authorization": "Bearer not-the-operator-token-at-all"}
 
@@ -130,6 +131,26 @@ async def test_errors_about_a_scenario_file_never_quote_its_content(
         detail = (await resp.json())["detail"]
         assert resp.status == 400
         assert secret not in detail, detail
+
+
+async def test_a_scenario_plays_only_the_traces_the_twin_ships(
+    aiohttp_client: MakeClient, scenario_dir: Path
+) -> None:
+    client = await serve(aiohttp_client, scenario_dir=str(scenario_dir))
+    shipped = scenarios.load_cluster("openb-tenants").model_dump(mode="json")
+    assert (await client.post("/v1/sessions", json={"scenario": "openb-tenants"})).status == 201
+    assert (await client.post("/v1/sessions", json={"scenario": shipped})).status == 201
+    answers = set()
+    for path in ["/etc/passwd", "../../../etc/passwd", "traces/../../etc/passwd",
+                 str(scenario_dir.parent / "outside.yaml"), "/no/such/trace.csv"]:  # fmt: skip
+        hostile = {**shipped, "trace": {**shipped["trace"], "path": path}}
+        resp = await client.post("/v1/sessions", json={"scenario": hostile})
+        body = await resp.json()
+        assert (resp.status, body["code"]) == (400, "VALIDATION_ERROR")
+        assert "root:" not in body["detail"]
+        answers.add(body["detail"])
+    assert len(answers) == 1  # whatever the path, the same refusal: nothing was opened
+    await alive(client)
 
 
 async def test_the_openenv_reset_cannot_open_files_either(aiohttp_client: MakeClient) -> None:

@@ -28,6 +28,7 @@ BENCHMARKS = {
     "startup": "twin.bench.startup:bench_startup",
     "export": "twin.bench.export:bench_export",
     "sweep": "twin.bench.sweep:bench_sweep",
+    "tenants": "twin.bench.tenants:bench_tenants",
 }
 """Each benchmark by name, as `module:function` (imported only when it runs)."""
 

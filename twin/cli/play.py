@@ -101,12 +101,10 @@ def play_command(args: argparse.Namespace) -> int:
     agents = parse_agents(args.agents, tenants)
     if "llm" in agents.values() and not (args.llm_base_url and args.llm_model):
         raise ConfigError("llm agents need --llm-base-url and --llm-model")
-    return asyncio.run(_play(args, scenario.model_dump(mode="json"), tenants, agents))
+    return asyncio.run(_play(args, tenants, agents))
 
 
-async def _play(
-    args: argparse.Namespace, scenario: dict[str, Any], tenants: list[str], agents: dict[str, str]
-) -> int:
+async def _play(args: argparse.Namespace, tenants: list[str], agents: dict[str, str]) -> int:
     import asyncio
     import time
 
@@ -127,8 +125,10 @@ async def _play(
     )
     cap_ms = max(timeout_ms, GatewayConfig().max_round_timeout_ms)
     # Its own agents on loopback: no frame budget to pace them by (they pace to what it says).
-    own = GatewayConfig(round_timeout_ms=timeout_ms, max_round_timeout_ms=cap_ms,
-                        rate_per_s=OWN_FRAMES_PER_S, burst=OWN_FRAMES_PER_S)  # fmt: skip
+    # The operator's scenario, as it named it (any file, any trace it plays).
+    own = GatewayConfig(scenario=args.scenario, round_timeout_ms=timeout_ms,
+                        max_round_timeout_ms=cap_ms, rate_per_s=OWN_FRAMES_PER_S,
+                        burst=OWN_FRAMES_PER_S)  # fmt: skip
     app = create_app(own)
     runner = web.AppRunner(app)
     await runner.setup()
@@ -136,7 +136,7 @@ async def _play(
     await site.start()
     host, port = runner.addresses[0][:2]
     session = app[REGISTRY].create(
-        SessionRequest(scenario=scenario, seed=args.seed, mechanism=args.mechanism,
+        SessionRequest(scenario=args.scenario, seed=args.seed, mechanism=args.mechanism,
                        agents=list(agents), round_timeout_ms=timeout_ms)
     )  # fmt: skip
     endpoint = (

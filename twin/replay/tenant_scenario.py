@@ -17,9 +17,10 @@ from typing import Any
 from twin.errors import ConfigError
 from twin.replay.run import Playable, Replay, ReplayOptions
 from twin.replay.trace import Trace
-from twin.replay.workload import ROOT, tenant_key, trace_path
+from twin.replay.workload import tenant_key
 from twin.schema.scenario import ClusterScenario
 from twin.schema.trace_workload import TraceWorkload
+from twin.sim.job_sources import ROOT, trace_path
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 
-from twin.errors import TraceError
 from twin.replay.formats.flat import parse_map
 from twin.replay.reader import ReadLog
 from twin.replay.registry import TraceOptions
@@ -21,29 +19,14 @@ from twin.replay.trace import Reading, Trace
 from twin.replay.window import Window
 from twin.schema.scenario import ClusterScenario
 from twin.schema.trace_workload import TraceWorkload
+from twin.sim.job_sources import trace_path
 from twin.sim.jobrecord import JobRecord
-
-ROOT = Path(__file__).resolve().parents[2]
-"""The project's root: a relative trace path not found from the current directory is found
-from here (where `traces/` ships)."""
 
 
 def tenant_key(value: object) -> str:
     """A row's tenant value as a tenant name: lower-cased, anything but letters, digits, `_`,
     `.` and `-` made `-` (openb's `LS` is `ls`)."""
     return re.sub(r"[^a-z0-9_.-]+", "-", str(value).lower()).strip("-")[:64] or "-"
-
-
-def trace_path(path: str) -> Path:
-    """Where a scenario's trace file is: as given (absolute, or from the current directory),
-    else from the project's root."""
-    given = Path(path)
-    if given.is_absolute() or given.exists():
-        return given
-    shipped = ROOT / given
-    if shipped.exists():
-        return shipped
-    raise TraceError(f"trace file {path!r} not found (from the current directory or {ROOT})")
 
 
 def reading(workload: TraceWorkload) -> Reading:

@@ -1,6 +1,7 @@
 """Where a network client's scenario may come from: a built-in name, an inline scenario object,
-or a file in the one directory the operator named. Nothing else on the file system is opened,
-and errors about a file never quote its content."""
+or a file in the one directory the operator named; a trace it plays must be one the twin ships
+or one in that directory. Nothing else on the file system is opened, and errors about a file
+never quote its content."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from typing import Any
 
 from twin.errors import ConfigError, ScenarioNotFoundError
 from twin.schema.scenario import ClusterScenario, Scenario
+from twin.sim import kinds
 from twin.sim.catalog import builtin_names
+from twin.sim.job_sources import SHIPPED_TRACES, within
 from twin.sim.scenarios import UNREADABLE, as_cluster, load_raw, override, parse_text, validate
 
 MAX_FILE_BYTES = 1 << 20
@@ -31,7 +34,22 @@ class ScenarioAccess:
         raw, where, quote = self._raw(spec)
         for assignment in overrides:
             override(raw, assignment)
-        return validate(raw, where, quote=quote)
+        scenario = validate(raw, where, quote=quote)
+        self._check_trace(scenario, where)
+        return scenario
+
+    def _check_trace(self, scenario: Scenario, where: str) -> None:
+        """A trace a scenario plays must be one the twin ships or one in the operator's
+        directory: nothing else on the file system is opened (or named back)."""
+        cluster = kinds.negotiable(scenario)
+        if cluster is None or cluster.trace is None:
+            return
+        roots = [SHIPPED_TRACES] + ([self.directory] if self.directory is not None else [])
+        if not within(cluster.trace.path, roots):
+            where_ok = " or in the scenario directory" if self.directory else ""
+            raise ConfigError(
+                f"{where}: trace.path is not a trace the twin ships (under traces/){where_ok}"
+            )
 
     def load_cluster(self, spec: ScenarioSpec) -> ClusterScenario:
         """A job-level scenario, the kind negotiation sessions run on."""

@@ -1,0 +1,255 @@
+"""Tenants on a real trace: a scenario whose tenants play a trace on its calibrated cluster is
+the replay of that trace, plus whatever the tenants do.
+
+The passive identity is the test that the replay half and the agent half are one model: with
+every tenant passive and no cloud pools, each job starts and finishes exactly when `twin replay`
+has it start and finish, with the same trace, window, params and seed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import TRACES, twin_command
+from twin.errors import ConfigError, TraceError
+from twin.eventlog.log import EventLog
+from twin.replay.formats.flat import parse_map
+from twin.replay.params import read_params
+from twin.replay.registry import TraceOptions
+from twin.replay.run import ReplayOptions, replay
+from twin.replay.tenant_scenario import Extras, TenantRule, build
+from twin.replay.workload import reading
+from twin.schema.actions import Bundle, ProvisionAction
+from twin.schema.scenario import ClusterScenario
+from twin.schema.trace_workload import TraceWorkload
+from twin.sim import catalog, scenarios
+from twin.sim.driver import Driver
+from twin.sim.model import Offer
+from twin.sim.runner import run_episode
+
+OPENB = TRACES / "alibaba-gpu-v2023-openb"
+DLRM = TRACES / "alibaba-gpu-v2025-dlrm"
+OPENB_PODS = OPENB / "openb_pod_list_default.csv"
+OPENB_NODES = OPENB / "openb_node_list_gpu_node.csv"
+DLRM_TRACE = DLRM / "disaggregated_DLRM_trace.csv"
+Times = dict[str, list[tuple[str, float]]]
+
+
+def job_times(events: Path) -> Times:
+    """Each job's starts, finishes and failures, in order, with their times."""
+    out: Times = {}
+    with events.open() as f:
+        for line in f:
+            e = json.loads(line)
+            if e["kind"] in ("job_started", "job_finished", "job_failed"):
+                out.setdefault(e["job_id"], []).append((e["kind"], e["t_s"]))
+    return out
+
+
+def tenant_scenario(workload: TraceWorkload, options: ReplayOptions, rule: TenantRule,
+                    **extras: Any) -> ClusterScenario:  # fmt: skip
+    read = reading(workload)
+    options = replace(options, fmt=read.fmt, trace=read.trace, window=read.window)
+    return build(workload, options, rule, Extras(name="tenants", **extras))
+
+
+def both(workload: TraceWorkload, options: ReplayOptions, rule: TenantRule, seed: int,
+         tmp: Path) -> tuple[Times, Times, ClusterScenario]:  # fmt: skip
+    """Job times of the replay and of the passive tenant scenario, and the scenario."""
+    scenario = tenant_scenario(workload, options, rule)
+    read = reading(workload)
+    options = replace(options, fmt=read.fmt, trace=read.trace, window=read.window, seed=seed)
+    replay(Path(workload.path), options, out_dir=tmp / "replay")
+    run_episode(scenario, seed=seed, out_dir=tmp / "tenants")
+    return job_times(tmp / "replay/events.jsonl"), job_times(tmp / "tenants/events.jsonl"), scenario
+
+
+def tenants_seen(events: Path) -> set[str]:
+    with events.open() as f:
+        return {e["tenant"] for e in map(json.loads, f) if e["kind"] == "job_arrived"}
+
+
+class TestPassiveIdentity:
+    def test_an_openb_day_on_its_calibrated_nodes_is_the_replay(self, tmp_path: Path) -> None:
+        workload = TraceWorkload(path=str(OPENB_PODS), start_h=3552, end_h=3576, tenant_by="qos")
+        options = ReplayOptions(cluster=OPENB_NODES,
+                                params=read_params(OPENB / "calibrated-params.json"))  # fmt: skip
+        replayed, played, scenario = both(workload, options, TenantRule("qos", 3), 3, tmp_path)
+        assert len(replayed) > 500
+        assert played == replayed
+        assert {t.name for t in scenario.tenants} == {"ls", "be", "burstable", "other"}
+        assert tenants_seen(tmp_path / "tenants/events.jsonl") >= {"ls", "be", "burstable"}
+
+    def test_a_dlrm_window_on_its_sized_pool_is_the_replay(self, tmp_path: Path) -> None:
+        workload = TraceWorkload(path=str(DLRM_TRACE), start_h=480, end_h=528)
+        options = ReplayOptions(params=read_params(DLRM / "calibrated-params.json"))
+        replayed, played, scenario = both(workload, options, TenantRule("tenant", 3), 5, tmp_path)
+        assert len(replayed) > 300
+        assert played == replayed
+        assert len(scenario.tenants) == 4
+        assert scenario.tenants[-1].name == "other"
+
+    def test_a_generic_csv_with_a_blocked_fifo_head_is_the_replay(self, tmp_path: Path) -> None:
+        # One 8-GPU pool, no scheduler model: the FIFO head blocks every tenant's jobs behind it.
+        rows = ["id,team,submit,gpus,run_s"] + [
+            f"j{i},{'ab'[i % 3 == 0]}{i % 5},{i * 37},{1 + (i * 7) % 8},{200 + (i * 53) % 900}"
+            for i in range(300)
+        ]
+        path = tmp_path / "jobs.csv"
+        path.write_text("\n".join(rows) + "\n")
+        columns = "job_id=id,submit=submit,gpus=gpus,duration=run_s,tenant=team"
+        workload = TraceWorkload(path=str(path), columns=columns)
+        options = ReplayOptions(trace=TraceOptions(columns=parse_map(columns)), gpus=8)
+        replayed, played, _ = both(workload, options, TenantRule("tenant", 2), 0, tmp_path)
+        assert played == replayed
+        waits = [t for times in played.values() for kind, t in times if kind == "job_started"]
+        assert len(waits) == 300
+        assert len(tenants_seen(tmp_path / "tenants/events.jsonl")) == 3  # two named, other
+
+    def test_a_row_maps_by_the_column_and_the_rest_go_to_other(self, tmp_path: Path) -> None:
+        path = tmp_path / "jobs.csv"
+        path.write_text("id,team,submit,gpus,run_s\n" + "".join(
+            f"j{i},{team},{i},1,10\n" for i, team in enumerate(["Big A", "Big A", "b", "c"])
+        ))  # fmt: skip
+        columns = "job_id=id,submit=submit,gpus=gpus,duration=run_s,tenant=team"
+        workload = TraceWorkload(path=str(path), columns=columns)
+        options = ReplayOptions(trace=TraceOptions(columns=parse_map(columns)), gpus=2)
+        scenario = tenant_scenario(workload, options, TenantRule("tenant", 1, "rest"))
+        assert [t.name for t in scenario.tenants] == ["big-a", "rest"]
+        run_episode(scenario, out_dir=tmp_path / "run")
+        with (tmp_path / "run/events.jsonl").open() as f:
+            arrived = [e for e in map(json.loads, f) if e["kind"] == "job_arrived"]
+        assert [e["tenant"] for e in arrived] == ["big-a", "big-a", "rest", "rest"]
+
+
+class TestScenarioShape:
+    def test_the_cluster_is_shared_and_the_cloud_pool_is_the_tenants(self) -> None:
+        scenario = scenarios.load_cluster("openb-tenants")
+        shared = [p for p in scenario.pools if p.shared]
+        assert sum(p.max_gpus for p in shared) == 56  # openb's calibrated ten nodes
+        assert [p.name for p in scenario.pools if not p.shared] == ["cloud"]
+        assert scenario.nodes is not None
+        assert scenario.scheduler.cycle_s == 2.0
+        assert scenario.trace is not None
+        assert scenario.trace.tenant_by == "qos"
+
+    @pytest.mark.parametrize("name", ["openb-tenants", "dlrm-tenants"])
+    def test_the_builtins_are_what_trace_scenario_writes(self, name: str, tmp_path: Path) -> None:
+        shipped = scenarios.load_cluster(name)
+        assert shipped.trace is not None
+        args = BUILTIN_ARGS[name]
+        out = tmp_path / f"{name}.yaml"
+        done = twin_command("trace-scenario", *args, "--description", shipped.description,
+                            "--out", str(out))  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert out.read_text() == (catalog.BUILTIN / f"{name}.yaml").read_text()
+
+    def test_no_tenant_starts_holding_a_shared_pool(self) -> None:
+        scenario = scenarios.load_cluster("openb-tenants")
+        tenants = [{"name": "other", "initial_gpus": {"g2": 1}}]
+        with pytest.raises(ValueError, match="shared pool"):
+            ClusterScenario.model_validate({**scenario.model_dump(), "tenants": tenants})
+
+    def test_a_shared_pool_is_never_provisioned_released_or_handed_over(self) -> None:
+        day = ["trace.start_h=3552", "trace.end_h=3576"]
+        log = EventLog("shared", keep=True)
+        driver: Driver[Any, Any] = Driver(scenarios.load("openb-tenants", day), log=log)
+        assert driver.advance() is not None
+        offer = Offer("o1", "ls", "be", Bundle(gpus={"g2": 1}), Bundle(usd=1.0))
+        outcomes = driver.act(
+            {"ls": ProvisionAction(provision={"g2": 4, "t4": -1}),
+             "be": ProvisionAction(provision={"cloud": 2})},
+            {"ls": "test", "be": "test"}, offers=[offer], answers={"o1": True},
+        )  # fmt: skip
+        records = list(log.dicts())
+        clamped = [(r["pool"], r["reason"]) for r in records if r["kind"] == "action_clamped"]
+        assert clamped == [("t4", "shared_pool"), ("g2", "shared_pool")]
+        assert outcomes["ls"].trades[0].status == "failed"
+        assert "shared" in outcomes["ls"].trades[0].reason
+        asked = [r["pool"] for r in records if r["kind"] == "gpus_requested"]
+        assert asked == ["cloud"]  # the tenants' own pool is theirs to grow
+
+    def test_an_unknown_tenant_column_says_which_fields_there_are(self) -> None:
+        workload = TraceWorkload(path=str(OPENB_PODS), end_h=1, tenant_by="team")
+        options = ReplayOptions(cluster=OPENB_NODES)
+        with pytest.raises(ConfigError, match="qos"):
+            tenant_scenario(workload, options, TenantRule("team", 2))
+
+    def test_a_missing_trace_file_is_named(self, tmp_path: Path) -> None:
+        raw = scenarios.load_cluster("openb-tenants").model_dump(mode="json")
+        raw["trace"]["path"] = "traces/nowhere.csv"
+        with pytest.raises(TraceError, match=r"nowhere\.csv"):
+            run_episode(ClusterScenario.model_validate(raw))
+
+
+BUILTIN_ARGS = {
+    "openb-tenants": [
+        "--trace", "traces/alibaba-gpu-v2023-openb/openb_pod_list_default.csv",
+        "--cluster", "traces/alibaba-gpu-v2023-openb/openb_node_list_gpu_node.csv",
+        "--params", "traces/alibaba-gpu-v2023-openb/calibrated-params.json",
+        "--tenants-by", "qos", "--top", "3", "--name", "openb-tenants",
+        "--cloud-pool", "cloud:a100-80gb:32:2.75:600", "--decision-interval-s", "3600",
+        "--budget-usd", "20000", "--value-usd-per-gpu-h", "6", "--sla-usd-per-job-h", "2",
+    ],
+    "dlrm-tenants": [
+        "--trace", "traces/alibaba-gpu-v2025-dlrm/disaggregated_DLRM_trace.csv",
+        "--params", "traces/alibaba-gpu-v2025-dlrm/calibrated-params.json",
+        "--top", "3", "--name", "dlrm-tenants",
+        "--cloud-pool", "cloud:a100-80gb:64:2.75:600", "--decision-interval-s", "3600",
+        "--budget-usd", "50000", "--value-usd-per-gpu-h", "6", "--sla-usd-per-job-h", "2",
+    ],
+}  # fmt: skip
+"""How the built-in tenant scenarios were written (from the project's root)."""
+
+
+class TestAgentsOnTheTrace:
+    def test_negotiators_burst_trade_and_are_credited_on_openb(self, tmp_path: Path) -> None:
+        agents = ",".join(f"{t}=negotiator" for t in ("ls", "be", "burstable", "other"))
+        done = twin_command("play", "--scenario", "openb-tenants", "--agents", agents,
+                            "--out", str(tmp_path))  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        with (tmp_path / "events.jsonl").open() as f:
+            events = [json.loads(line) for line in f]
+        settled = [e for e in events if e["kind"] == "trade_settled" and e["applied"]]
+        assert settled, "no trade was carried out"
+        credited = [e for e in events if e["kind"] == "round_credited"]
+        assert any(e["difference_reward"] != 0 for e in credited)
+        assert {e["tenant"] for e in credited} == {"ls", "be", "burstable", "other"}
+        bursts = [e for e in events if e["kind"] == "gpus_requested"]
+        assert bursts
+        assert {e["pool"] for e in bursts} == {"cloud"}
+        assert events[-1]["kind"] == "episode_ended"
+        report = json.loads((tmp_path / "agents.json").read_text())["agents"]
+        assert sum(a["trades_applied"] for a in report.values()) >= 2  # both parties count one
+
+    def test_a_gymnasium_tenant_steps_against_negotiators(self) -> None:
+        from twin.rl.cluster_env import ClusterEnv
+
+        env = ClusterEnv("openb-tenants", tenant="ls", opponents="negotiator")
+        obs, _ = env.reset(seed=1)
+        rewards = []
+        for _ in range(40):
+            obs, reward, terminated, truncated, _ = env.step(env.action_space.sample())
+            rewards.append(reward)
+            if terminated or truncated:
+                break
+        assert env.observation_space.contains(obs)
+        assert len(rewards) == 40
+        env.close()
+
+    def test_every_tenant_steps_in_pettingzoo(self) -> None:
+        from twin.rl.parallel_env import ClusterParallelEnv
+
+        env = ClusterParallelEnv("openb-tenants")
+        obs, _ = env.reset(seed=2)
+        assert set(obs) == {"ls", "be", "burstable", "other"}
+        for _ in range(10):
+            actions = {a: env.action_space(a).sample() for a in env.agents}
+            obs, rewards, *_ = env.step(actions)
+        assert set(rewards) <= set(env.possible_agents)
+        env.close()
