@@ -21,7 +21,10 @@ FROM ${PYTHON} AS twin
 RUN useradd --create-home --uid 10001 twin && mkdir /runs && chown twin /runs
 COPY --from=twin-build /opt/venv /opt/venv
 COPY compose/entrypoint.sh /usr/local/bin/twin-entrypoint
-ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1
+# The traces the built-in tenant scenarios play (openb-tenants, dlrm-tenants).
+COPY traces/alibaba-gpu-v2023-openb /opt/twin/traces/alibaba-gpu-v2023-openb
+COPY traces/alibaba-gpu-v2025-dlrm /opt/twin/traces/alibaba-gpu-v2025-dlrm
+ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 TWIN_TRACES=/opt/twin/traces
 USER 10001
 WORKDIR /home/twin
 # Compile the kernel ahead, into this user's cache: first use then loads it in milliseconds.

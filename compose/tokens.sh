@@ -11,7 +11,7 @@ if [ -e "$out" ]; then
 fi
 umask 077
 for name in ADMIN_TOKEN TOKEN_RESEARCH TOKEN_INFERENCE TOKEN_BATCH TOKEN_VISION TOKEN_CHAT \
-    TOKEN_ETL; do
+    TOKEN_ETL TOKEN_LS TOKEN_BE TOKEN_BURSTABLE TOKEN_OTHER; do
     printf 'TWIN_%s=%s\n' "$name" "$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')"
 done >"$out"
 echo "tokens.sh: wrote the operator's and the tenants' tokens to $out (mode 0600)" >&2

@@ -32,7 +32,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-COMPOSE_FILES = ("docker-compose.yml", "docker-compose.builtin.yml", "docker-compose.more.yml")
+COMPOSE_FILES = (
+    "docker-compose.yml",
+    "docker-compose.builtin.yml",
+    "docker-compose.more.yml",
+    "docker-compose.openb.yml",
+)
 AS_ROOT = os.getuid() == 0
 # Whether other users can run this interpreter's children: one under a private home (pyenv in
 # /root, as on the CI machine) cannot start a subprocess of itself as another user, so a
@@ -292,7 +297,8 @@ def test_tokens_sh_writes_fresh_tokens_only_its_owner_can_read(project: Path) ->
     assert stat.S_IMODE(env.stat().st_mode) == 0o600
     tokens = dict(line.split("=", 1) for line in env.read_text().splitlines())
     assert set(tokens) == {"TWIN_ADMIN_TOKEN"} | {f"TWIN_TOKEN_{t}" for t in
-                           ("RESEARCH", "INFERENCE", "BATCH", "VISION", "CHAT", "ETL")}  # fmt: skip
+                           ("RESEARCH", "INFERENCE", "BATCH", "VISION", "CHAT", "ETL",
+                            "LS", "BE", "BURSTABLE", "OTHER")}  # fmt: skip
     assert all(re.fullmatch(r"[0-9a-f]{48}", t) for t in tokens.values())
     assert len(set(tokens.values())) == len(tokens)
     again = subprocess.run(["sh", "compose/tokens.sh"], cwd=project, capture_output=True,
@@ -333,6 +339,17 @@ def test_the_built_in_topology_plays_a_session_as_local_processes(project: Path)
     assert {r["defaulted_rounds"] for r in reports.values()} == {0}
     log = (project / "runs" / "main.jsonl").read_text().splitlines()
     assert json.loads(log[-1])["kind"] == "episode_ended"
+
+
+def test_tenants_on_the_openb_trace_play_a_session_as_local_processes(project: Path) -> None:
+    services = config(project, "docker-compose.openb.yml")["services"]
+    assert set(services) == {"gateway", "ls", "be", "burstable", "other"}
+    reports = play(project, "docker-compose.openb.yml")
+    assert {r["end_reason"] for r in reports.values()} == {"drained"}
+    assert {r["defaulted_rounds"] for r in reports.values()} == {0}
+    log = [json.loads(line) for line in (project / "runs" / "main.jsonl").read_text().splitlines()]
+    assert log[-1]["kind"] == "episode_ended"
+    assert any(e["kind"] == "gpus_requested" and e["pool"] == "cloud" for e in log)
 
 
 def test_the_gateway_runs_as_uid_10001_and_writes_a_log_directory_root_created(

@@ -8,6 +8,7 @@ this interface, so it depends on no trace reader.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from functools import cache
 from importlib.metadata import entry_points
@@ -19,9 +20,15 @@ from twin.sim.jobrecord import JobRecord
 
 GROUP = "twin.job_sources"
 ROOT = Path(__file__).resolve().parents[2]
-"""The project's root: a relative trace path not found from the current directory is found
-from here (where `traces/` ships)."""
-SHIPPED_TRACES = ROOT / "traces"
+"""The project's root (a checkout's, where `traces/` ships)."""
+TRACES_VARIABLE = "TWIN_TRACES"
+
+
+def shipped_traces() -> Path:
+    """The traces the twin ships: `$TWIN_TRACES` (an image's copy), else the project's."""
+    return Path(os.environ.get(TRACES_VARIABLE) or ROOT / "traces")
+
+
 Opener = Callable[[ClusterScenario], list[Iterable[JobRecord]]]
 
 
@@ -46,25 +53,34 @@ def open_sources(scenario: ClusterScenario) -> list[Iterable[JobRecord]]:
     )
 
 
+def candidates(path: str) -> list[Path]:
+    """Where a scenario's trace path may be, in the order looked: as given (absolute, or from
+    the current directory), from the project's root, and (a `traces/...` path) among the
+    shipped traces."""
+    given = Path(path)
+    if given.is_absolute():
+        return [given]
+    found = [given, ROOT / given]
+    if given.parts and given.parts[0] == "traces":
+        found.append(shipped_traces().joinpath(*given.parts[1:]))
+    return found
+
+
 def trace_path(path: str) -> Path:
-    """Where a scenario's trace file is: as given (absolute, or from the current directory),
-    else from the project's root."""
-    given = Path(path)
-    if given.is_absolute() or given.exists():
-        return given
-    shipped = ROOT / given
-    if shipped.exists():
-        return shipped
-    raise TraceError(f"trace file {path!r} not found (from the current directory or {ROOT})")
+    """The first of `candidates(path)` that exists."""
+    for candidate in candidates(path):
+        if candidate.exists():
+            return candidate
+    raise TraceError(f"trace file {path!r} not found (from the current directory, {ROOT} or "
+                     f"{shipped_traces()})")  # fmt: skip
 
 
-def within(path: str, roots: Iterable[Path]) -> bool:
-    """Whether the trace at `path` (found as `trace_path` finds it) lies under one of `roots`,
-    decided from the path alone (nothing outside them is opened)."""
-    given = Path(path)
-    candidates = [given] if given.is_absolute() else [Path.cwd() / given, ROOT / given]
-    for candidate in candidates:
+def inside(path: str, roots: Iterable[Path]) -> Path | None:
+    """The trace file `path` names under one of `roots` (the first of its candidates that is),
+    resolved; None if there is none. Nothing outside the roots is looked at."""
+    resolved_roots = [root.resolve() for root in roots]
+    for candidate in candidates(path):
         resolved = candidate.resolve()
-        if any(resolved.is_relative_to(root.resolve()) for root in roots):
-            return True
-    return False
+        if any(resolved.is_relative_to(root) for root in resolved_roots) and resolved.is_file():
+            return resolved
+    return None

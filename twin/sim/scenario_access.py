@@ -15,7 +15,7 @@ from twin.errors import ConfigError, ScenarioNotFoundError
 from twin.schema.scenario import ClusterScenario, Scenario
 from twin.sim import kinds
 from twin.sim.catalog import builtin_names
-from twin.sim.job_sources import SHIPPED_TRACES, within
+from twin.sim.job_sources import inside, shipped_traces
 from twin.sim.scenarios import UNREADABLE, as_cluster, load_raw, override, parse_text, validate
 
 MAX_FILE_BYTES = 1 << 20
@@ -34,22 +34,24 @@ class ScenarioAccess:
         raw, where, quote = self._raw(spec)
         for assignment in overrides:
             override(raw, assignment)
-        scenario = validate(raw, where, quote=quote)
-        self._check_trace(scenario, where)
-        return scenario
+        return self._shipped_trace(validate(raw, where, quote=quote), where)
 
-    def _check_trace(self, scenario: Scenario, where: str) -> None:
+    def _shipped_trace(self, scenario: Scenario, where: str) -> Scenario:
         """A trace a scenario plays must be one the twin ships or one in the operator's
-        directory: nothing else on the file system is opened (or named back)."""
+        directory: the scenario comes back naming that file by its full path, so nothing else
+        on the file system is opened (or looked at, or named back)."""
         cluster = kinds.negotiable(scenario)
         if cluster is None or cluster.trace is None:
-            return
-        roots = [SHIPPED_TRACES] + ([self.directory] if self.directory is not None else [])
-        if not within(cluster.trace.path, roots):
+            return scenario
+        roots = [shipped_traces(), *([self.directory] if self.directory is not None else [])]
+        found = inside(cluster.trace.path, roots)
+        if found is None:
             where_ok = " or in the scenario directory" if self.directory else ""
             raise ConfigError(
                 f"{where}: trace.path is not a trace the twin ships (under traces/){where_ok}"
             )
+        trace = cluster.trace.model_copy(update={"path": str(found)})
+        return cluster.model_copy(update={"trace": trace})
 
     def load_cluster(self, spec: ScenarioSpec) -> ClusterScenario:
         """A job-level scenario, the kind negotiation sessions run on."""
