@@ -135,3 +135,41 @@ def test_twin_play_with_smollm2_negotiating_for_a_tenant(llama_server: str, tmp_
            and r["kind"] in ("offer_made", "offer_answered")
            and not r["reason"].startswith("fallback")]  # fmt: skip
     assert own, "the model made no offer and answered none itself"
+
+
+def short_openb(tmp_path: Path, rounds: int) -> Path:
+    """The built-in openb-tenants on openb's busiest day, cut to its first `rounds` rounds."""
+    scenario = scenarios.as_cluster(scenarios.load("openb-tenants", [
+        "trace.start_h=3552", "trace.end_h=3576"])).model_dump(mode="json")  # fmt: skip
+    scenario["horizon_s"] = rounds * scenario["decisions"]["interval_s"] + 1
+    path = tmp_path / "openb.json"
+    path.write_text(json.dumps(scenario))
+    return path
+
+
+def test_smollm2_negotiates_for_a_tenant_of_the_real_openb_trace(
+    llama_server: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "play"
+    argv = [sys.executable, "-m", "twin", "play", "--scenario", str(short_openb(tmp_path, 3)),
+            "--agents", "ls=llm,be=negotiator,burstable=negotiator,other=negotiator",
+            "--llm-base-url", llama_server, "--llm-model", "smollm2-135m",
+            "--llm-schema-format", "json_object", "--round-timeout-ms", "120000",
+            "--llm-first-answer-s", "120", "--out", str(out)]  # fmt: skip
+    result = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=900)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    report = json.loads((out / "agents.json").read_text())
+    llm = report["agents"]["ls"]["llm"]
+    assert llm["decisions"] == 3
+    assert llm["invalid"] == 0
+    assert llm["http_errors"] == 0
+    records = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+    turns = [r for r in records if r["kind"] == "decision_made" and r["tenant"] == "ls"]
+    assert len(turns) == 3
+    pools = {"g2", "g3", "p100", "t4", "cloud"}
+    for turn in turns:
+        assert set(turn["action"]["provision"]) <= pools
+    assert any(r["kind"] == "job_started" and r["tenant"] == "ls" for r in records)
+    credited = [r for r in records if r["kind"] == "round_credited" and r["tenant"] == "ls"]
+    assert len(credited) == 3
