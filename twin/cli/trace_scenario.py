@@ -6,9 +6,10 @@ import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, TypeAdapter
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 from twin.cli.trace_args import add_trace_options, add_window_options, trace_options
 from twin.schema.vocabulary import CALIBRATION_FILE, PLACEMENTS
@@ -79,6 +80,8 @@ TAGS = ("kind", "dist", "process")  # what a discriminated union is told apart b
 
 def concise(model: BaseModel) -> dict[str, Any]:
     """A model's JSON form without the fields left at their defaults (tags kept)."""
+    from pydantic import BaseModel, TypeAdapter
+
     out: dict[str, Any] = {}
     for name, info in type(model).model_fields.items():
         value = getattr(model, name)
