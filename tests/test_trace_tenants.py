@@ -127,6 +127,26 @@ class TestPassiveIdentity:
         assert [e["tenant"] for e in arrived] == ["big-a", "big-a", "rest", "rest"]
 
 
+def test_a_quota_is_of_the_shared_nodes_and_a_tenant_over_it_runs_on_its_own(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "jobs.csv"
+    path.write_text("id,team,submit,gpus,run_s\nk0,b,0,1,100\n" + "".join(
+        f"j{i},a,{i},1,100\n" for i in range(3)))  # fmt: skip
+    columns = "job_id=id,submit=submit,gpus=gpus,duration=run_s,tenant=team"
+    workload = TraceWorkload(path=str(path), columns=columns)
+    options = ReplayOptions(trace=TraceOptions(columns=parse_map(columns)), gpus=4)
+    cloud = {"name": "cloud", "gpu_type": "a100", "max_gpus": 8, "price_usd_per_gpu_h": 2.0}
+    scenario = tenant_scenario(workload, options, TenantRule("tenant", 2), pools=[cloud])
+    raw = scenario.model_dump(mode="json")
+    raw["scheduler"] = {"quota_gpus": {"a": 1}}  # no scheduler model otherwise
+    raw["tenants"][0]["initial_gpus"] = {"cloud": 2}
+    run_episode(ClusterScenario.model_validate(raw), out_dir=tmp_path / "run")
+    with (tmp_path / "run/events.jsonl").open() as f:
+        started = {e["job_id"]: e["pool"] for e in map(json.loads, f) if e["kind"] == "job_started"}
+    assert started == {"j0": "gpu", "j1": "cloud", "j2": "cloud", "k0": "gpu"}
+
+
 class TestScenarioShape:
     def test_the_cluster_is_shared_and_the_cloud_pool_is_the_tenants(self) -> None:
         scenario = scenarios.load_cluster("openb-tenants")

@@ -59,7 +59,9 @@ class SchedulerConfig(Frozen):
     )
     quota_gpus: dict[str, PositiveFloat] = Field(
         default_factory=dict,
-        description="GPUs each trace tenant (virtual cluster) may hold at once; others unbounded.",
+        description="GPUs each trace tenant (virtual cluster) may hold at once; others "
+        "unbounded. Where a cluster has shared pools, the quota is of those: a tenant over it "
+        "may still run jobs on GPUs of its own.",
     )
 
     @property

@@ -61,11 +61,13 @@ class NodePlacement:
     def arrived(self, job: Job) -> None:
         self.workload.add(job.milli)
 
-    def fit(self, job: Job) -> Holding | None:
+    def fit(self, job: Job, *, shared: bool = True) -> Holding | None:
         whole, share = shape(job)
         cpu, gpu_type, option = job.cpu_milli, job.gpu_type, job.option
         for h, pn in self._by_tenant[job.tenant]:
             if h.ready * 1000 - h.busy_milli < job.milli:
+                continue
+            if not shared and h.pool.cfg.shared:
                 continue
             if gpu_type is not None and h.pool.cfg.gpu_type != gpu_type:
                 continue

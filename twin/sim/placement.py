@@ -21,8 +21,9 @@ class Placement(Protocol):
     def arrived(self, job: Job) -> None:
         """A job joined the workload (what a fragmentation-aware policy weighs)."""
 
-    def fit(self, job: Job) -> Holding | None:
-        """The holding `job` can start on now (its spot noted on the job), or None."""
+    def fit(self, job: Job, *, shared: bool = True) -> Holding | None:
+        """The holding `job` can start on now (its spot noted on the job), or None; with
+        `shared=False`, not on a shared pool."""
 
     def candidates(self, job: Job) -> list[Holding]:
         """The holdings `job` may run on (room or not), in preference order."""
@@ -59,11 +60,12 @@ class CounterPlacement:
     def arrived(self, job: Job) -> None:
         pass
 
-    def fit(self, job: Job) -> Holding | None:
+    def fit(self, job: Job, *, shared: bool = True) -> Holding | None:
         milli, gpu_type, option = job.milli, job.gpu_type, job.option
         for h in self.by_preference[job.tenant]:
             if (
                 h.ready * 1000 - h.busy_milli >= milli
+                and (shared or not h.pool.cfg.shared)
                 and (gpu_type is None or h.pool.cfg.gpu_type == gpu_type)
                 and (option is None or option.rates[h.pool.index] > 0)
             ):

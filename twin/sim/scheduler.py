@@ -182,7 +182,16 @@ class Scheduler:
     def _fit_within_quota(self, job: Job) -> Holding | None:
         quotas = self.quotas
         assert quotas is not None
-        return self.placement.fit(job) if quotas.allows(job) else None
+        if quotas.allows(job):
+            return self.placement.fit(job)
+        # Over its quota: on a cluster with shared pools the quota is of those, and the job
+        # may still run on its tenant's own GPUs.
+        return self.placement.fit(job, shared=False) if self.shared else None
+
+    def _counts_in_quota(self, pool: Pool) -> bool:
+        """Whether a run on `pool` counts in its group's quota (everywhere, or only on the
+        shared pools of a cluster that has them)."""
+        return not self.shared or pool.cfg.shared
 
     # -- queue order, fit and backfill ----------------------------------------------------
 
@@ -290,7 +299,7 @@ class Scheduler:
         job.pool = pool.index
         job.start_s = now
         self.placement.claim(job)
-        if self.quotas is not None:
+        if self.quotas is not None and self._counts_in_quota(pool):
             self.quotas.take(job)
         h.busy_milli += job.milli
         h.running[job] = None
@@ -330,7 +339,7 @@ class Scheduler:
         h.busy_milli -= job.milli
         del h.running[job]
         self.placement.release(job)
-        if self.quotas is not None:
+        if self.quotas is not None and self._counts_in_quota(h.pool):
             self.quotas.give(job)
         job.run = None
         self.running_jobs -= 1
