@@ -147,6 +147,31 @@ def test_a_quota_is_of_the_shared_nodes_and_a_tenant_over_it_runs_on_its_own(
     assert started == {"j0": "gpu", "j1": "cloud", "j2": "cloud", "k0": "gpu"}
 
 
+def test_tenants_trade_quota_of_the_shared_nodes_for_money(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.csv"
+    path.write_text("id,team,submit,gpus,run_s\nk0,b,0,1,9000\n" + "".join(
+        f"j{i},a,{i + 1},1,9000\n" for i in range(3)))  # fmt: skip
+    columns = "job_id=id,submit=submit,gpus=gpus,duration=run_s,tenant=team"
+    workload = TraceWorkload(path=str(path), columns=columns)
+    options = ReplayOptions(trace=TraceOptions(columns=parse_map(columns)), gpus=8)
+    raw = tenant_scenario(workload, options, TenantRule("tenant", 2)).model_dump(mode="json")
+    raw["scheduler"] = {"quota_gpus": {"a": 1, "b": 4}}
+    log = EventLog("quota", keep=True)
+    driver: Driver[Any, Any] = Driver(ClusterScenario.model_validate(raw), log=log)
+    assert driver.advance() is not None
+    view = driver.observe("a")
+    assert (view.quota_gpus, view.quota_used_gpus, view.queue_length) == (1.0, 1.0, 2)
+    deal = Offer("q1", "b", "a", Bundle(quota_gpus=2), Bundle(usd=5.0))
+    greedy = Offer("q2", "b", "a", Bundle(quota_gpus=3), Bundle(usd=1.0))  # b has 3 spare, now 1
+    outcomes = driver.act({}, {}, offers=[deal, greedy], answers={"q1": True, "q2": True})
+    assert [t.status for t in outcomes["a"].trades] == ["applied", "failed"]
+    assert "quota unused" in outcomes["a"].trades[1].reason
+    started = [e["job_id"] for e in log.dicts() if e["kind"] == "job_started"]
+    assert started == ["k0", "j0", "j1", "j2"]  # a's waiting jobs start on its new quota
+    assert driver.observe("a").quota_gpus == 3.0
+    assert driver.observe("b").quota_gpus == 2.0
+
+
 class TestScenarioShape:
     def test_the_cluster_is_shared_and_the_cloud_pool_is_the_tenants(self) -> None:
         scenario = scenarios.load_cluster("openb-tenants")

@@ -22,6 +22,14 @@ def _false(value: bool) -> bool:
     return not value
 
 
+def _zero(value: float) -> bool:
+    return value == 0
+
+
+def _none(value: object) -> bool:
+    return value is None
+
+
 class Placement(Frozen):
     """Start a queued kernel job now on a pool, with this plan (scored by the kernel)."""
 
@@ -33,10 +41,14 @@ class Placement(Frozen):
 
 
 class Bundle(Frozen):
-    """What one side of a trade hands over: idle GPUs per pool and/or dollars of budget."""
+    """What one side of a trade hands over: idle GPUs per pool, dollars of budget, and/or GPUs
+    of its unused quota of the cluster's shared nodes."""
 
     gpus: dict[str, PositiveInt] = Field(default_factory=dict)
     usd: NonNegativeFloat = 0.0
+    quota_gpus: NonNegativeInt = Field(
+        0, exclude_if=_zero, description="GPUs of quota on the shared nodes, unused now."
+    )
 
 
 class ProvisionAction(Frozen):
@@ -123,6 +135,14 @@ class TenantObservation(Frozen):
     )
     sla_usd_per_job_h: NonNegativeFloat = Field(
         0.0, description="The penalty per hour each of its jobs waits in the queue."
+    )
+    quota_gpus: NonNegativeFloat | None = Field(
+        None,
+        exclude_if=_none,
+        description="Its quota of the cluster's shared nodes, where it has one (tradeable).",
+    )
+    quota_used_gpus: NonNegativeFloat = Field(
+        0.0, exclude_if=_zero, description="Of that quota, the GPUs its jobs use now."
     )
     queue_length: NonNegativeInt
     queued_gpus: NonNegativeFloat

@@ -130,7 +130,9 @@ class ClusterModel:
         self.scorer.score_round(tenants, self.scheduler.queues)
 
     def observe(self, tenant: int, reasons: list[str]) -> TenantObservation:
-        return observe(self.state, self.scheduler, self.scorer, tenant, reasons)
+        quotas = self.scheduler.quotas
+        quota = None if quotas is None else quotas.of(self.tenant_names[tenant])
+        return observe(self.state, self.scheduler, self.scorer, tenant, reasons, quota=quota)
 
     def observe_flat(self, tenant: int) -> tuple[float, ...]:
         return observe_flat(self.state, self.scheduler, tenant)

@@ -24,13 +24,22 @@ class Verdicts(Protocol):
 
 
 def observe(
-    state: ClusterState, waiting: Waiting, scorer: Verdicts, tenant: int, reasons: list[str]
+    state: ClusterState,
+    waiting: Waiting,
+    scorer: Verdicts,
+    tenant: int,
+    reasons: list[str],
+    *,
+    quota: tuple[float, float] | None = None,
 ) -> TenantObservation:
-    """The tenant's own queue, GPUs and budget, and every pool's public state."""
+    """The tenant's own queue, GPUs, budget and `quota` (with what it uses of it), and every
+    pool's public state."""
     now = state.env.now
     ledger = state.ledgers[tenant]
     q = waiting.queues[tenant]
     return TenantObservation(
+        quota_gpus=None if quota is None else quota[0],
+        quota_used_gpus=0.0 if quota is None else quota[1],
         t_s=now,
         tenant=state.tenant_names[tenant],
         reasons=reasons,

@@ -28,6 +28,7 @@ from twin.sim.model import (
     TradeStatus,
 )
 from twin.sim.queues import Waiting
+from twin.sim.quotas import Quotas
 from twin.sim.state import ClusterState
 
 Ordered = Sequence[tuple[str, ProvisionAction]]
@@ -44,7 +45,12 @@ class Provides(exchange.HandsOver, Protocol):
 class Starts(Waiting, Protocol):
     """The scheduler, as a round uses it."""
 
+    @property
+    def quotas(self) -> Quotas | None: ...
+
     def start_placed(self, job: Job, pool: int, option: PlanOption) -> bool: ...
+
+    def room_freed(self, tenant: int) -> None: ...
 
 
 class Mediator:
@@ -136,15 +142,35 @@ class Mediator:
         if a is None or b is None:
             return TradeOutcome(offer.offer_id, offer.from_tenant, offer.to_tenant, "failed",
                                 "unknown tenant")  # fmt: skip
-        reason = exchange.cannot_hand_over(state, a, offer.give) or exchange.cannot_hand_over(
-            state, b, offer.take
+        reason = (
+            exchange.cannot_hand_over(state, a, offer.give)
+            or exchange.cannot_hand_over(state, b, offer.take)
+            or self._cannot_move_quota(offer.from_tenant, offer.to_tenant, offer.give.quota_gpus)
+            or self._cannot_move_quota(offer.to_tenant, offer.from_tenant, offer.take.quota_gpus)
         )
         if not reason:
             exchange.hand_over(self.provisioning, self.billing, a, b, offer.give)
             exchange.hand_over(self.provisioning, self.billing, b, a, offer.take)
+            self._move_quota(offer.from_tenant, offer.to_tenant, offer.give.quota_gpus)
+            self._move_quota(offer.to_tenant, offer.from_tenant, offer.take.quota_gpus)
         exchange.settle_trade(self.state, offer, reason)
         status: TradeStatus = "failed" if reason else "applied"
         return TradeOutcome(offer.offer_id, offer.from_tenant, offer.to_tenant, status, reason)
+
+    def _cannot_move_quota(self, giver: str, taker: str, gpus: int) -> str:
+        if not gpus:
+            return ""
+        quotas = self.scheduler.quotas
+        if quotas is None:
+            return "no tenant has a quota here"
+        return quotas.cannot_move(giver, taker, gpus)
+
+    def _move_quota(self, giver: str, taker: str, gpus: int) -> None:
+        """Quota changes hands; the taker's waiting jobs may fit now."""
+        quotas = self.scheduler.quotas
+        if gpus and quotas is not None:
+            quotas.move(giver, taker, gpus)
+            self.scheduler.room_freed(self.state.tenant_index[taker])
 
     def _place(self, ordered: Ordered, out: dict[str, TenantOutcome]) -> None:
         """Score every placement of the round in one kernel call, then start the feasible ones."""
