@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 
 from tests.conftest import TRACES, twin_command
@@ -298,3 +299,16 @@ class TestAgentsOnTheTrace:
             obs, rewards, *_ = env.step(actions)
         assert set(rewards) <= set(env.possible_agents)
         env.close()
+
+
+def test_compare_and_sweep_play_it_like_any_scenario(tmp_path: Path) -> None:
+    day = ["--set", "trace.start_h=3552", "--set", "trace.end_h=3576"]
+    compared = twin_command("compare", "--scenario", "openb-tenants", "--policy",
+                            "static,autoscale", "--seeds", "1", *day)  # fmt: skip
+    assert compared.returncode == 0, compared.stderr
+    assert "autoscale" in compared.stdout
+    swept = twin_command("sweep", "--scenario", "openb-tenants", "--policy", "static,autoscale",
+                         "--out", str(tmp_path / "sweep"), "--workers", "1", *day)  # fmt: skip
+    assert swept.returncode == 0, swept.stderr
+    rows = pq.read_table(tmp_path / "sweep/results.parquet").to_pylist()
+    assert len(rows) == 2
