@@ -128,15 +128,21 @@ class TestPassiveIdentity:
         assert [e["tenant"] for e in arrived] == ["big-a", "big-a", "rest", "rest"]
 
 
+def two_teams(tmp: Path, *, run_s: int, gpus: int) -> tuple[TraceWorkload, ReplayOptions]:
+    """A CSV trace: one job of team b at 0 s, then three of team a, a second apart, each on one
+    GPU for `run_s`; replayed on `gpus` GPUs."""
+    path = tmp / "jobs.csv"
+    path.write_text("id,team,submit,gpus,run_s\n" + f"k0,b,0,1,{run_s}\n" + "".join(
+        f"j{i},a,{i + 1},1,{run_s}\n" for i in range(3)))  # fmt: skip
+    columns = "job_id=id,submit=submit,gpus=gpus,duration=run_s,tenant=team"
+    options = ReplayOptions(trace=TraceOptions(columns=parse_map(columns)), gpus=gpus)
+    return TraceWorkload(path=str(path), columns=columns), options
+
+
 def test_a_quota_is_of_the_shared_nodes_and_a_tenant_over_it_runs_on_its_own(
     tmp_path: Path,
 ) -> None:
-    path = tmp_path / "jobs.csv"
-    path.write_text("id,team,submit,gpus,run_s\nk0,b,0,1,100\n" + "".join(
-        f"j{i},a,{i},1,100\n" for i in range(3)))  # fmt: skip
-    columns = "job_id=id,submit=submit,gpus=gpus,duration=run_s,tenant=team"
-    workload = TraceWorkload(path=str(path), columns=columns)
-    options = ReplayOptions(trace=TraceOptions(columns=parse_map(columns)), gpus=4)
+    workload, options = two_teams(tmp_path, run_s=100, gpus=4)
     cloud = {"name": "cloud", "gpu_type": "a100", "max_gpus": 8, "price_usd_per_gpu_h": 2.0}
     scenario = tenant_scenario(workload, options, TenantRule("tenant", 2), pools=[cloud])
     raw = scenario.model_dump(mode="json")
@@ -149,12 +155,7 @@ def test_a_quota_is_of_the_shared_nodes_and_a_tenant_over_it_runs_on_its_own(
 
 
 def test_tenants_trade_quota_of_the_shared_nodes_for_money(tmp_path: Path) -> None:
-    path = tmp_path / "jobs.csv"
-    path.write_text("id,team,submit,gpus,run_s\nk0,b,0,1,9000\n" + "".join(
-        f"j{i},a,{i + 1},1,9000\n" for i in range(3)))  # fmt: skip
-    columns = "job_id=id,submit=submit,gpus=gpus,duration=run_s,tenant=team"
-    workload = TraceWorkload(path=str(path), columns=columns)
-    options = ReplayOptions(trace=TraceOptions(columns=parse_map(columns)), gpus=8)
+    workload, options = two_teams(tmp_path, run_s=9000, gpus=8)
     raw = tenant_scenario(workload, options, TenantRule("tenant", 2)).model_dump(mode="json")
     raw["scheduler"] = {"quota_gpus": {"a": 1, "b": 4}}
     log = EventLog("quota", keep=True)
