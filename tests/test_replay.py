@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import twin_command
 from twin.errors import ConfigError, TraceError
 from twin.eventlog.log import read_jsonl
 from twin.replay import tenant_delays as tracegroups
@@ -29,6 +30,7 @@ from twin.replay.reader import ReadLog
 from twin.replay.registry import JOB_FORMATS, NODE_FORMATS
 from twin.replay.run import ReplayOptions, replay
 from twin.replay.window import BEFORE, Window
+from twin.schema.scheduling import ReplayParams
 from twin.sim.jobrecord import JobRecord
 
 SAMPLES = Path(__file__).resolve().parents[1] / "traces" / "samples"
@@ -455,14 +457,12 @@ class TestTraceTenants:
         seen = [t.observed_delay_s.count for t in report.tenants if t.observed_delay_s]
         assert sum(seen) == d.observed_jobs
 
-    def test_tenants_past_the_limit_are_counted_together(
-        self, monkeypatch: pytest.MonkeyPatch
-    ) -> None:
-        monkeypatch.setattr(tracegroups, "MAX_GROUPS", 3)
-        groups = tracegroups.Groups()
+    def test_tenants_past_the_limit_are_counted_together(self) -> None:
+        groups = tracegroups.Groups(limit=3)
         for i, tenant in enumerate(["a", "b", "c", "d", "a"]):
             groups.submitted(f"j{i}", tenant)
         assert groups.names == ["a", "b", tracegroups.OTHER]
+        assert groups.merged_jobs == 2
         for i in range(5):
             groups.ended(f"j{i}", finished=i != 1)  # j1 failed: not a finished job
         assert groups.finished.tolist() == [0, 2, 2, 0]
@@ -493,14 +493,91 @@ def test_status_words_map_by_a_wider_vocabulary_and_the_column_map_s_own(tmp_pat
     path = tmp_path / "unseen.csv"
     path.write_text(UNSEEN.replace("Cancelled", "WEIRD"))
     plain = parse_map("submit=t,duration=secs,gpus=const:1,job_id=id,status=state")
-    got = [r.status for r in records(path, "csv", ReadLog(), TraceOptions(columns=plain))]
-    assert got == ["completed", "failed", "pending", "unknown"]
+    with pytest.raises(TraceError, match=r"line 5: field 'state' = 'WEIRD': an unknown status"):
+        list(records(path, "csv", ReadLog(), TraceOptions(columns=plain)))
     mapped = parse_map("submit=t,duration=secs,gpus=const:1,status=state,"
                        "status_map=WEIRD:killed|SUCCEED:completed")  # fmt: skip
     got = [r.status for r in records(path, "csv", ReadLog(), TraceOptions(columns=mapped))]
     assert got == ["completed", "failed", "pending", "killed"]
     with pytest.raises(ConfigError, match="status_map entry 'X:gone'"):
         parse_map("submit=t,duration=secs,gpus=const:1,status_map=X:gone")
+
+
+class TestHonestRows:
+    """What a replay does with rows it could read more than one way, it says."""
+
+    def test_an_unknown_status_word_is_refused_with_the_known_ones(self, tmp_path: Path) -> None:
+        # As in Alibaba's GenAI serving trace: requests still PROCESSING when it was cut.
+        path = tmp_path / "genai.csv"
+        path.write_text("id,t,secs,state\na,0,10,SUCCEED\nb,1,10,PROCESSING\nc,2,10,\n")
+        cm = "submit=t,duration=secs,gpus=const:1,job_id=id,status=state"
+        options = ReplayOptions(trace=TraceOptions(columns=parse_map(cm)), gpus=1)
+        with pytest.raises(TraceError) as refused:
+            replay(path, options)
+        message = str(refused.value)
+        assert "line 3: field 'state' = 'PROCESSING': an unknown status word" in message
+        assert "completed: completed/complete" in message
+        assert "status_map=PROCESSING:STATUS" in message
+        _, report = replay(path, ReplayOptions(
+            trace=TraceOptions(columns=parse_map(cm)), gpus=1, skip_bad=True))  # fmt: skip
+        assert report.bad_lines == 1
+        assert report.statuses == {"completed": 1, "unknown": 1}  # an empty cell: counted
+
+    def test_a_status_rule_maps_the_word_and_the_report_counts_each(self, tmp_path: Path) -> None:
+        path = tmp_path / "genai.csv"
+        path.write_text("id,t,secs,state\na,0,10,SUCCEED\nb,1,10,PROCESSING\nc,2,10,FAILED\n")
+        cm = "submit=t,duration=secs,gpus=const:1,job_id=id,status=state," \
+             "status_map=PROCESSING:running"  # fmt: skip
+        _, report = replay(path, ReplayOptions(trace=TraceOptions(columns=parse_map(cm)), gpus=1))
+        assert report.statuses == {"completed": 1, "failed": 1, "running": 1}
+
+    def test_tenants_past_the_limit_are_announced_and_the_limit_is_the_user_s(
+        self, tmp_path: Path
+    ) -> None:
+        path = tmp_path / "many.csv"
+        path.write_text("id,t,secs,team\n" + "".join(f"j{i},{i},5,u{i}\n" for i in range(10)))
+        cm = parse_map("submit=t,duration=secs,gpus=const:1,job_id=id,tenant=team")
+        options = ReplayOptions(trace=TraceOptions(columns=cm), gpus=2, max_tenants=4)
+        _, report = replay(path, options)
+        assert [t.name for t in report.tenants if t.name == "(other)"] == ["(other)"]
+        assert (report.tenants_merged_jobs, report.max_tenants) == (7, 4)
+        shown = twin_command("replay", "--trace", str(path), "--columns",
+                             "submit=t,duration=secs,gpus=const:1,job_id=id,tenant=team",
+                             "--gpus", "2", "--max-tenants", "4")  # fmt: skip
+        assert shown.returncode == 0, shown.stderr
+        assert "7 jobs of tenants past the first 4" in " ".join(shown.stdout.split())
+        with pytest.raises(ConfigError, match="--max-tenants"):
+            ReplayOptions(max_tenants=70_000)
+
+    def test_a_capacity_share_names_the_node_kinds_it_leaves_out(self, real_traces: Path) -> None:
+        openb = real_traces / "alibaba-gpu-v2023-openb"
+        options = ReplayOptions(cluster=openb / "openb_node_list_gpu_node.csv",
+                                params=ReplayParams(capacity_share=0.006), window=Window(
+                                    end_s=24 * 3600))  # fmt: skip
+        _, report = replay(openb / "openb_pod_list_default.csv", options)
+        assert "no a10, g3, v100m16, v100m32 node left at this share" in report.cluster_source
+        assert set(report.cluster) == {"g2", "p100", "t4"}
+        described = ReplayParams.model_fields["capacity_share"].description or ""
+        assert "left out" in described
+
+    def test_failed_jobs_delays_are_reported_beside_finished_ones(self, tmp_path: Path) -> None:
+        path = tmp_path / "fails.csv"
+        # One GPU: a runs 0-100 s; b waits 100 s, runs and fails; c waits 140 s and finishes.
+        path.write_text("id,t,secs,state\na,0,100,ok\nb,0,10,FAILED\nc,0,10,ok\n")
+        cm = parse_map("submit=t,duration=secs,gpus=const:1,job_id=id,status=state")
+        summary, _ = replay(path, ReplayOptions(trace=TraceOptions(columns=cm), gpus=1))
+        assert (summary.queueing_delay_s.count, summary.queueing_delay_s.max) == (2, 110.0)
+        failed = summary.failed_queueing_delay_s
+        assert failed is not None
+        assert (failed.count, failed.max) == (1, 100.0)
+
+    def test_with_datetimes_a_duration_is_in_seconds(self, tmp_path: Path) -> None:
+        path = tmp_path / "dates.csv"
+        path.write_text("id,at,secs\na,2024-01-01 00:00:00,90\nb,2024-01-01 00:01:00,30\n")
+        cm = parse_map("submit=at,duration=secs,gpus=const:1,job_id=id,unit=datetime")
+        recs = list(records(path, "csv", ReadLog(), TraceOptions(columns=cm)))
+        assert [(r.submit_s, r.service_s) for r in recs] == [(0.0, 90.0), (60.0, 30.0)]
+        assert "a duration is in s" in " ".join(twin_command("replay", "--help").stdout.split())
 
 
 def test_failed_jobs_replay_as_failed_and_never_started_ones_are_left_out(tmp_path: Path) -> None:

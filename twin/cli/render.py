@@ -40,6 +40,8 @@ def print_summary(summary: Summary, console: Console) -> None:
     if summary.completion_s.count:
         head.add_row("completion time", _q(summary.completion_s))
         head.add_row("queueing delay", _q(summary.queueing_delay_s))
+    if summary.failed_queueing_delay_s is not None:
+        head.add_row("delay, failed jobs", _q(summary.failed_queueing_delay_s))
     head.add_row("cost", f"${summary.cost_usd:,.2f}")
     head.add_row("SLA penalties", f"${summary.sla_usd:,.2f}")
     head.add_row("reward", f"{summary.reward:,.2f}")

@@ -124,6 +124,11 @@ def print_report(r: ReplayReport, console: Console) -> None:
     table.add_row("jobs", f"{r.jobs_read:,} read · {r.jobs_replayed:,} replayed")
     for reason, n in r.skipped.items():
         table.add_row("skipped", f"{n:,} {reason}")
+    if r.statuses:
+        table.add_row("statuses", " · ".join(f"{n:,} {s}" for s, n in r.statuses.items()))
+    if r.tenants_merged_jobs:
+        merged = f"{r.tenants_merged_jobs:,} jobs of tenants past the first {r.max_tenants:,}"
+        table.add_row("tenants", f"{merged} reported together as (other) (--max-tenants)")
     if r.bad_lines:
         table.add_row("bad lines", f"{r.bad_lines:,} skipped (first: {r.first_bad_line})")
     gpus = sum(r.cluster.values())

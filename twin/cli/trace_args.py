@@ -19,7 +19,9 @@ def add_trace_options(rp: argparse.ArgumentParser) -> None:
     rp.add_argument("--trace", required=True, help="the trace file")
     rp.add_argument("--format", choices=JOB_FORMATS, help="override format detection")
     rp.add_argument(
-        "--columns", help="column map for a flat CSV: submit=COL,gpus=COL,duration=COL[,...]"
+        "--columns",
+        help="column map for a flat CSV: submit=COL,gpus=COL,duration=COL[,...]; unit=s|ms|"
+        "datetime is that of the times (a duration is in s, or ms with unit=ms)",
     )
     where = rp.add_mutually_exclusive_group()
     where.add_argument("--cluster", help="a node inventory that instantiates the cluster")
@@ -29,6 +31,9 @@ def add_trace_options(rp: argparse.ArgumentParser) -> None:
     rp.add_argument(
         "--include-cpu", action="store_true", help="replay CPU-only instances too (DLRM)"
     )
+    rp.add_argument("--max-tenants", type=int, default=4096,
+                    help="the trace's tenants reported apart (default 4096); the jobs of the "
+                    "rest are reported together as '(other)', and counted")  # fmt: skip
 
 
 def add_window_options(rp: argparse.ArgumentParser) -> None:
@@ -68,4 +73,5 @@ def trace_options(args: argparse.Namespace) -> ReplayOptions:
             max_jobs=getattr(args, "max_jobs", None),
         ),
         params=read_params(Path(args.params)) if getattr(args, "params", None) else ReplayParams(),
+        max_tenants=getattr(args, "max_tenants", 4096),
     )

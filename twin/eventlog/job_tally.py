@@ -1,5 +1,6 @@
 """Jobs folded from the log: per tenant arrived, finished and failed jobs and the value of their
-work; per finished job its completion time and queueing delay; per pool the GPU-seconds busy."""
+work; per finished job its completion time and queueing delay, and per job that failed after
+it started its queueing delay; per pool the GPU-seconds busy."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ class JobTally:
     busy_gpu_s: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     completion_s: array[float] = field(default_factory=lambda: array("d"))
     queueing_s: array[float] = field(default_factory=lambda: array("d"))
+    failed_queueing_s: array[float] = field(default_factory=lambda: array("d"))
     _submit_s: dict[str, float] = field(default_factory=dict)
     _work: dict[str, float] = field(default_factory=dict)
     _wait_s: dict[str, float] = field(default_factory=dict)
@@ -54,6 +56,8 @@ class JobTally:
         job = rec.job_id
         if job in self._running:  # it failed during a run (diverged, or as a trace says)
             self._end_run(job, rec.t_s)
+        if job in self._wait_s:  # it had started: its wait counts beside the finished ones'
+            self.failed_queueing_s.append(self._wait_s[job])
         for per_job in (self._submit_s, self._work, self._wait_s):
             per_job.pop(job, None)
 

@@ -95,6 +95,9 @@ class Metrics:
             jobs=self._job_counts(),
             completion_s=quantiles(self.jobs.completion_s),
             queueing_delay_s=quantiles(self.jobs.queueing_s),
+            failed_queueing_delay_s=(
+                quantiles(self.jobs.failed_queueing_s) if self.jobs.failed_queueing_s else None
+            ),
             pools=self._pools(end),
             tenants=self._tenant_summaries(),
             cost_usd=cost,

@@ -56,6 +56,8 @@ def build(
         if not inv.gpus:
             raise ConfigError(f"{path}: no GPU nodes")
         groups = _share(inv, share)
+        kept_kinds = {g.pool for g in groups}
+        dropped = sorted({slug(model) for model in inv.gpus} - kept_kinds)
         totals: dict[str, int] = {}
         for g in groups:
             totals[g.pool] = totals.get(g.pool, 0) + g.count * g.gpus
@@ -63,7 +65,8 @@ def build(
         pools = [_pool(models[name], n) for name, n in sorted(totals.items())]
         nodes = NodeConfig(groups=groups, placement=params.placement or DEFAULT_PLACEMENT)
         kept = sum(g.count for g in groups)
-        source = f"{path} ({kept} GPU nodes" + (f", {share:.3g} of them)" if share < 1 else ")")
+        source = f"{path} ({kept} GPU nodes" + (f", {share:.3g} of them" if share < 1 else "")
+        source += f"; no {', '.join(dropped)} node left at this share)" if dropped else ")"
         return Cluster(pools, nodes, source)
     if gpus is not None:
         if gpus <= 0:

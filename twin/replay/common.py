@@ -23,6 +23,12 @@ STATUS: dict[str, Status] = {
 }
 
 
+def known_words() -> list[str]:
+    """The status words every adapter knows, by the status they map to."""
+    return [f"{status}: {'/'.join(w for w, s in STATUS.items() if s == status)}"
+            for status in dict.fromkeys(STATUS.values())]  # fmt: skip
+
+
 def status_of(text: str) -> Status:
     """A trace's status word in the canonical vocabulary ('unknown' when unmapped)."""
     return STATUS.get(text.strip().lower().replace(" ", "_"), "unknown")

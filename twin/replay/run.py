@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from twin.errors import TraceError
+from twin.errors import ConfigError, TraceError
 from twin.replay import load, validate
 from twin.replay.cluster import Cluster, build, slug
 from twin.replay.reader import ReadLog
-from twin.replay.tenant_delays import ReplayMetrics
+from twin.replay.tenant_delays import LIMIT_GROUPS, MAX_GROUPS, ReplayMetrics
 from twin.replay.trace import Reading, Trace
 from twin.replay.window import BEFORE, WHOLE, Window
 from twin.schema.scenario import ClusterScenario, PoolConfig
@@ -44,6 +44,13 @@ class ReplayOptions:
     seed: int = 0
     window: Window = WHOLE
     params: ReplayParams = DEFAULT_PARAMS
+    max_tenants: int = MAX_GROUPS  # the trace's tenants reported apart; the rest together
+
+    def __post_init__(self) -> None:
+        if not 2 <= self.max_tenants <= LIMIT_GROUPS:
+            raise ConfigError(
+                f"--max-tenants must be from 2 to {LIMIT_GROUPS:,}, got {self.max_tenants}"
+            )
 
     @property
     def reading(self) -> Reading:
@@ -106,9 +113,11 @@ class Replay:
     ) -> tuple[Summary, ReplayReport]:
         """Play the trace; its summary and the replay's report (written under `out_dir`)."""
         metrics = metrics or ReplayMetrics()
+        metrics.groups.limit = self.options.max_tenants
         records, log = self.trace.jobs()
         counts = Counter[str]()
-        source = self._source(records, log, counts, metrics, progress)
+        statuses = Counter[str]()
+        source = self._source(records, log, counts, metrics, progress, statuses=statuses)
         summary, driver = run_episode(
             self.scenario, seed=self.options.seed, out_dir=out_dir, sources=[source],
             metrics=metrics,
@@ -118,7 +127,7 @@ class Replay:
                 f"{self.trace.path}: no jobs to replay ({counts['read']} read, {log.bad_lines} "
                 f"bad lines, skipped: {dict(log.skipped) or 'none'})"
             )
-        report = self._report(log, counts, metrics, driver)
+        report = self._report(log, counts, metrics, driver, statuses=statuses)
         if out_dir is not None:
             (out_dir / REPLAY_FILE).write_text(report.model_dump_json(indent=2) + "\n")
         return summary, report
@@ -130,13 +139,17 @@ class Replay:
         counts: Counter[str],
         metrics: ReplayMetrics,
         progress: Callable[[int], None] | None,
+        *,
+        statuses: Counter[str],
     ) -> Iterator[JobRecord]:
         """The jobs the replay plays, each noted in `metrics` (its trace tenant and observed
-        delay); those it cannot play are skipped to `log`, with the reason."""
+        delay) and counted by its status; those it cannot play are skipped to `log`, with the
+        reason."""
         playable = Playable(self.cluster.pools, log)
         groups = metrics.groups
         for rec in records:
             counts["read"] += 1
+            statuses[rec.status] += 1
             if progress is not None and counts["read"] % 4096 == 0:
                 progress(counts["read"])
             if not playable(rec):
@@ -152,7 +165,13 @@ class Replay:
             yield playable.constrained(rec)
 
     def _report(
-        self, log: ReadLog, counts: Counter[str], metrics: ReplayMetrics, driver: Driver[Any, Any]
+        self,
+        log: ReadLog,
+        counts: Counter[str],
+        metrics: ReplayMetrics,
+        driver: Driver[Any, Any],
+        *,
+        statuses: Counter[str],
     ) -> ReplayReport:
         options = self.options
         observed, groups = metrics.observed_delays_s, metrics.groups
@@ -170,6 +189,9 @@ class Replay:
             window=None if options.window.whole else options.window.describe(),
             queueing_delay=_comparison(metrics) if len(observed) else None,
             tenants=tenants,
+            statuses=dict(sorted(statuses.items())),
+            tenants_merged_jobs=groups.merged_jobs,
+            max_tenants=options.max_tenants,
             params=None if options.params == DEFAULT_PARAMS else options.params,
             placement=driver.model.figures() or None,
         )

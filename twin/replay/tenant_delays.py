@@ -20,6 +20,7 @@ from twin.schema import records
 from twin.schema.summary import TraceTenant
 
 MAX_GROUPS = 4096  # beyond this many distinct tenants, the rest are counted together
+LIMIT_GROUPS = 65_535  # codes are two bytes
 OTHER = "(other)"
 
 
@@ -28,17 +29,20 @@ class Groups:
     """Group codes of jobs in flight, and of each finished job and observed delay, in order."""
 
     names: list[str] = field(default_factory=list)
+    limit: int = MAX_GROUPS  # tenants counted apart (the rest together, as OTHER)
+    merged_jobs: int = 0  # jobs of tenants past the limit
     _code: dict[str, int] = field(default_factory=dict)
     _in_flight: dict[str, int] = field(default_factory=dict)
     finished: array[int] = field(default_factory=lambda: array("H"))
     observed: array[int] = field(default_factory=lambda: array("H"))
 
     def code(self, tenant: str) -> int:
-        """The code of a tenant (new tenants past MAX_GROUPS share the code of OTHER)."""
+        """The code of a tenant (new tenants past `limit` share the code of OTHER)."""
         code = self._code.get(tenant)
         if code is None:
-            if len(self.names) >= MAX_GROUPS - 1:
+            if len(self.names) >= self.limit - 1:
                 tenant = OTHER
+                self.merged_jobs += 1
             code = self._code.get(tenant)
             if code is None:
                 code = self._code[tenant] = len(self.names)

@@ -87,8 +87,9 @@ class ReplayParams(Frozen):
     capacity_share: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
         1.0,
         description="Share of the cluster's nodes (or sized GPUs) the trace's jobs had; the rest "
-        "ran work the trace does not hold. Node groups keep their proportions (at least one "
-        "node each).",
+        "ran work the trace does not hold. Node groups keep their proportions by largest "
+        "remainder (at least one node in all); a group whose share rounds to no node is left "
+        "out, and the replay's cluster says which kinds went.",
     )
     demand_quantile: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
         0.99,

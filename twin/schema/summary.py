@@ -82,7 +82,12 @@ class Summary(Frozen):
     decisions: int
     jobs: JobCounts
     completion_s: Quantiles
-    queueing_delay_s: Quantiles
+    queueing_delay_s: Quantiles = Field(description="Of the jobs that finished.")
+    failed_queueing_delay_s: Quantiles | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="Of the jobs that started and then failed (none: no such job).",
+    )
     pools: list[PoolSummary]
     tenants: list[TenantSummary]
     cost_usd: float
@@ -136,6 +141,13 @@ class ReplayReport(Frozen):
     window: str | None = None  # the part of the trace replayed, when not all of it
     queueing_delay: DelayComparison | None
     tenants: tuple[TraceTenant, ...] = ()  # by jobs finished, most first
+    statuses: dict[str, int] = Field(
+        default_factory=dict, description="Jobs read by their status in the trace."
+    )
+    tenants_merged_jobs: int = Field(
+        0, description="Jobs of tenants past the first `max_tenants`, reported as '(other)'."
+    )
+    max_tenants: int = 4096
     params: ReplayParams | None = None  # the scheduler model and cluster share, when not default
     placement: dict[str, float | int | str] | None = None  # node-level fragmentation, preemption
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 from twin.errors import ConfigError
-from twin.replay.common import Rebase, epoch_s, status_of
+from twin.replay.common import Rebase, epoch_s, known_words, status_of
 from twin.replay.reader import BadFieldError, ReadLog, csv_rows, number, required
 from twin.sim.jobrecord import STATUSES, JobRecord, Status
 
@@ -42,7 +42,10 @@ ITP = ColumnMap(job_id="job_id", submit="submission_time", duration="duration", 
 
 def parse_map(spec: str) -> ColumnMap:
     """`submit=col,gpus=col,duration=col[,job_id=..,tenant=..,unit=ms]` into a ColumnMap;
-    `KEY=const:V` for a constant, `status_map=WORD:status|WORD:status` for status words."""
+    `KEY=const:V` for a constant, `status_map=WORD:status|WORD:status` for status words.
+
+    `unit` is that of the times (`submit`, `start`, `end`): seconds, milliseconds, or
+    datetimes; a `duration` is in seconds (milliseconds with `unit=ms`), datetimes or not."""
     names = {f.name for f in fields(ColumnMap)} - {"statuses"}
     values: dict[str, str] = {}
     statuses: tuple[tuple[str, Status], ...] = ()
@@ -142,6 +145,7 @@ def read(path: Path, log: ReadLog, columns: ColumnMap = ITP) -> Iterator[JobReco
             gpus = _amount(row, cm.gpus)
             if gpus < 0:
                 raise BadFieldError(cm.gpus, gpus, "negative")
+            status = _status(_cell(row, cm.status), words, cm.status) if cm.status else "completed"
         except BadFieldError as exc:
             log.bad(path, line, str(exc))
             continue
@@ -152,12 +156,23 @@ def read(path: Path, log: ReadLog, columns: ColumnMap = ITP) -> Iterator[JobReco
             gpus=gpus,
             tenant=_cell(row, cm.tenant) if cm.tenant else stem,
             gpu_type=(_cell(row, cm.gpu_type) or None) if cm.gpu_type else None,
-            status=_status(_cell(row, cm.status), words) if cm.status else "completed",
+            status=status,
             observed_start_s=rebase.shift(start),
             observed_end_s=rebase.shift(end),
         )
 
 
-def _status(word: str, words: dict[str, Status]) -> Status:
-    """The trace's status word, by the column map's own words first."""
-    return words.get(word.strip().lower()) or status_of(word)
+def _status(word: str, words: dict[str, Status], column: str) -> Status:
+    """The trace's status word, by the column map's own words first, then the common ones; a
+    word neither knows is refused (an empty cell is `unknown`: played as finished, counted)."""
+    if not word.strip():
+        return "unknown"
+    status = words.get(word.strip().lower()) or status_of(word)
+    if status == "unknown":
+        raise BadFieldError(
+            column,
+            word,
+            f"an unknown status word; known: {', '.join(known_words())}; or map it with "
+            f"status_map={word.strip()}:STATUS (STATUS one of {', '.join(STATUSES)})",
+        )
+    return status
