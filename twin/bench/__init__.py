@@ -29,6 +29,7 @@ BENCHMARKS = {
     "export": "twin.bench.export:bench_export",
     "sweep": "twin.bench.sweep:bench_sweep",
     "tenants": "twin.bench.tenants:bench_tenants",
+    "fill": "twin.bench.fill:bench_fill",
 }
 """Each benchmark by name, as `module:function` (imported only when it runs)."""
 

@@ -112,6 +112,10 @@ def fragmentation(cpu: np.ndarray, gpu: np.ndarray, typical: Typical) -> np.ndar
     integer scores taken from it agree to the last unit."""
     total = gpu.sum(axis=-1).astype(np.float64)
     lack_both, lack_gpu, lack_cpu, xl, xr = (np.zeros(total.shape) for _ in range(5))
+    by_milli = {}  # per GPU milli asked: how many GPUs hold it, and the free milli of the rest
+    for m in set(typical.gpu_milli.tolist()) - {0}:
+        fits = gpu >= m
+        by_milli[m] = (fits.sum(axis=-1), np.where(fits, 0, gpu).sum(axis=-1))
     for c, m, k, f in zip(typical.cpu_milli, typical.gpu_milli, typical.num_gpu, typical.freq,
                           strict=True):  # fmt: skip
         cpu_ok = cpu >= c
@@ -119,9 +123,8 @@ def fragmentation(cpu: np.ndarray, gpu: np.ndarray, typical: Typical) -> np.ndar
             xl += np.where(cpu_ok, f * total, 0.0)
             xr += np.where(cpu_ok, 0.0, f * total)
             continue
-        fits = gpu >= m
-        hosted = fits.sum(axis=-1) >= k
-        small = np.where(fits, 0, gpu).sum(axis=-1)
+        holding, small = by_milli[m]
+        hosted = holding >= k
         lack_gpu += np.where(hosted, np.where(cpu_ok, f * small, 0.0),
                              np.where(cpu_ok, f * total, 0.0))  # fmt: skip
         lack_both += np.where(~hosted & ~cpu_ok, f * total, 0.0)

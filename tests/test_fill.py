@@ -1,0 +1,135 @@
+"""`twin fill`: the FGD paper's fill-to-saturation experiment, as its own simulator runs it.
+
+Pods arrive and never leave; each policy scores every feasible node as the artefact does. On the
+artefact's exact seed-42 arrival order and node priority the curves are its own to the decimal.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import TRACES, twin_command
+from twin.errors import TraceError
+from twin.replay.fill import (
+    Cluster,
+    Pod,
+    arrivals,
+    fill,
+    fragmentation,
+    read_nodes,
+    read_pods,
+    read_priority,
+    typical_pods,
+)
+
+OPENB = TRACES / "alibaba-gpu-v2023-openb"
+PODS, NODES = OPENB / "openb_pod_list_default.csv", OPENB / "openb_node_list_gpu_node.csv"
+SEQUENCE, PRIORITY = OPENB / "fgd/arrivals_seed42.csv", OPENB / "fgd/node_tiebreak_seed42.csv"
+ARTEFACT_SEED_42 = {"best_fit": (7.13, 7.06, 6.87), "fgd": (5.08, 4.86, 4.71)}  # at 95/100/130%
+
+
+@pytest.mark.parametrize("policy", sorted(ARTEFACT_SEED_42))
+def test_the_artefacts_seed_42_order_gives_its_own_curve(policy: str) -> None:
+    cluster = read_nodes(NODES)
+    curve = fill(cluster, read_pods(SEQUENCE), policy, typical_pods(read_pods(PODS)),
+                 priority=read_priority(PRIORITY, cluster.names))  # fmt: skip
+    binned = curve.binned()
+    got = tuple(binned[pct][0] for pct in (95, 100, 130))
+    assert got == pytest.approx(ARTEFACT_SEED_42[policy], abs=0.1)
+    assert curve.capacity_milli == 6_212_000
+
+
+def test_typical_pods_cover_95_percent_with_frequencies_summing_to_one() -> None:
+    pods = read_pods(PODS)
+    typical = typical_pods(pods)
+    specs = {(int(c), int(m), int(k)) for c, m, k in
+             zip(typical.cpu_milli, typical.gpu_milli, typical.num_gpu, strict=True)}  # fmt: skip
+    covered = sum(1 for p in pods if p.spec in specs)
+    assert covered >= 0.95 * len(pods)
+    assert typical.freq.sum() == pytest.approx(1.0)
+    assert list(typical.freq) == sorted(typical.freq, reverse=True)
+
+
+def tiny() -> Cluster:
+    # Node a: 2 GPUs, little memory; node b: 4 GPUs.
+    return Cluster(["a", "b"], [32_000, 64_000], [8_000, 256_000], [2, 4])
+
+
+def test_a_pod_goes_only_where_cpu_memory_and_gpus_all_fit() -> None:
+    cluster = tiny()
+    share = Pod("s", 1000, 1000, 1, 400)
+    assert cluster.feasible(share).tolist() == [True, True]
+    hungry = Pod("m", 1000, 10_000, 1, 400)  # more memory than node a has
+    assert cluster.feasible(hungry).tolist() == [False, True]
+    wide = Pod("w", 1000, 1000, 3, 1000)  # three whole GPUs: only node b has them
+    assert cluster.feasible(wide).tolist() == [False, True]
+    cluster.place(1, Pod("x", 0, 0, 1, 700), gpu=0)  # node b's first GPU has 300 milli left
+    assert cluster.feasible(Pod("y", 0, 0, 4, 1000)).tolist() == [False, False]
+    assert cluster.feasible(Pod("z", 0, 0, 1, 300)).tolist() == [True, True]
+
+
+def test_a_pod_that_fits_nowhere_is_dropped_and_later_ones_still_go() -> None:
+    cluster = tiny()
+    pods = [Pod("big", 0, 0, 8, 1000), Pod("one", 0, 0, 1, 1000)]
+    typical = typical_pods(pods)
+    curve = fill(cluster, pods, "best_fit", typical, priority=np.array([0, 1]))
+    assert curve.requested.tolist() == [8000.0, 9000.0]
+    assert curve.allocated.tolist() == [0.0, 1000.0]
+
+
+def test_equal_scores_go_to_the_node_first_in_priority() -> None:
+    pods = [Pod("p", 0, 0, 1, 1000)]
+    for priority, node in (([0, 1], 0), ([1, 0], 1)):
+        cluster = Cluster(["a", "b"], [1000, 1000], [1000, 1000], [2, 2])
+        fill(cluster, pods, "fgd", typical_pods(pods), priority=np.array(priority))
+        assert int(cluster.gpu[node].sum()) == 1000  # one of its two GPUs taken
+
+
+def test_fragmentation_is_what_typical_pods_could_not_use() -> None:
+    pods = [Pod("half", 0, 0, 1, 500)]  # the only typical pod: half a GPU
+    typical = typical_pods(pods)
+    gpu = np.array([[1000, 300, 0, 0, 0, 0, 0, 0]])  # 300 milli is too little for it
+    assert fragmentation(np.array([0]), gpu, typical).tolist() == [300.0]
+    assert fragmentation(np.array([0]), np.zeros((1, 8), dtype=np.int64), typical).tolist() == [0]
+
+
+def test_inflation_draws_copies_until_the_next_would_pass_the_target() -> None:
+    pods = [Pod(f"p{i}", 0, 0, 1, 1000) for i in range(4)]
+    sequence = arrivals(pods, seed=3, inflate=1.5, capacity_milli=4000)
+    assert sorted(p.name for p in sequence[:4]) == ["p0", "p1", "p2", "p3"]
+    assert sum(p.gpu_request_milli for p in sequence) == 6000
+
+
+def test_twin_fill_writes_the_table_the_csv_and_the_figure(tmp_path: Path) -> None:
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\n" + "".join(
+        f"n{i},64000,262144,{2 + 2 * (i % 3)},G2\n" for i in range(12)))  # fmt: skip
+    pods = tmp_path / "pods.csv"
+    pods.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli\n" + "".join(
+        f"p{i:03},{2000 + 100 * (i % 7)},4096,{1 + (i % 5 == 0)},{(250, 500, 1000)[i % 3]}\n"
+        for i in range(60)))  # fmt: skip
+    out = tmp_path / "fill"
+    done = twin_command("fill", "--trace", str(pods), "--cluster", str(nodes), "--placement",
+                        "best_fit,fgd,random,gpu-packing", "--seeds", "1-3", "--out", str(out),
+                        "--workers", "2")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "FGD leaves" in done.stdout
+    with (out / "fill.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert set(rows[0]) == {"policy", "seed", "arrived_pct", "unallocated_gpu_pct", "frag_pct"}
+    assert {r["policy"] for r in rows} == {"best_fit", "fgd", "random", "gpu_packing"}
+    assert {r["seed"] for r in rows} == {"1", "2", "3"}
+    assert (out / "fill.svg").read_text().startswith("<?xml")
+
+
+def test_bad_input_is_named() -> None:
+    refused = twin_command("fill", "--trace", str(PODS), "--cluster", str(NODES),
+                           "--placement", "tetris", "--out", "/tmp/never")  # fmt: skip
+    assert refused.returncode == 2
+    assert "allowed: random, gpu_packing, best_fit, fgd" in refused.stderr
+    with pytest.raises(TraceError, match="no column 'sn'"):
+        read_nodes(PODS)
