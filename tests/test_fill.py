@@ -89,6 +89,16 @@ def test_equal_scores_go_to_the_node_first_in_priority() -> None:
         assert int(cluster.gpu[node].sum()) == 1000  # one of its two GPUs taken
 
 
+def test_clustering_keeps_a_kind_of_request_together_and_packing_fills_shared_gpus() -> None:
+    pods = [Pod("s", 0, 0, 1, 300), Pod("w", 0, 0, 1, 1000), Pod("s2", 0, 0, 1, 300)]
+    for policy, second_share_on in (("gpu_clustering", 0), ("gpu_packing", 0)):
+        cluster = Cluster(["a", "b", "c"], [64_000] * 3, [64_000] * 3, [4, 4, 4])
+        fill(cluster, pods, policy, typical_pods(pods), priority=np.array([0, 1, 2]))
+        shared = [int(n) for n in np.flatnonzero((cluster.gpu % 1000) != 0)]
+        assert shared == [second_share_on]  # both shares on one node (one GPU, in fact)
+        assert 400 in cluster.gpu[second_share_on].tolist()  # 300 + 300 of one GPU
+
+
 def test_fragmentation_is_what_typical_pods_could_not_use() -> None:
     pods = [Pod("half", 0, 0, 1, 500)]  # the only typical pod: half a GPU
     typical = typical_pods(pods)
@@ -114,14 +124,22 @@ def test_twin_fill_writes_the_table_the_csv_and_the_figure(tmp_path: Path) -> No
         for i in range(60)))  # fmt: skip
     out = tmp_path / "fill"
     done = twin_command("fill", "--trace", str(pods), "--cluster", str(nodes), "--placement",
-                        "best_fit,fgd,random,gpu-packing", "--seeds", "1-3", "--out", str(out),
+                        "best_fit,fgd,random,gpu-packing,dot-product,gpu_clustering", "--seeds",
+                        "1-3", "--out", str(out),
                         "--workers", "2")  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "FGD leaves" in done.stdout
     with (out / "fill.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert set(rows[0]) == {"policy", "seed", "arrived_pct", "unallocated_gpu_pct", "frag_pct"}
-    assert {r["policy"] for r in rows} == {"best_fit", "fgd", "random", "gpu_packing"}
+    assert {r["policy"] for r in rows} == {
+        "best_fit",
+        "fgd",
+        "random",
+        "gpu_packing",
+        "dot_product",
+        "gpu_clustering",
+    }
     assert {r["seed"] for r in rows} == {"1", "2", "3"}
     assert (out / "fill.svg").read_text().startswith("<?xml")
 
@@ -130,6 +148,8 @@ def test_bad_input_is_named() -> None:
     refused = twin_command("fill", "--trace", str(PODS), "--cluster", str(NODES),
                            "--placement", "tetris", "--out", "/tmp/never")  # fmt: skip
     assert refused.returncode == 2
-    assert "allowed: random, gpu_packing, best_fit, fgd" in refused.stderr
+    assert "allowed: random, dot_product, gpu_clustering, gpu_packing, best_fit, fgd" in " ".join(
+        refused.stderr.split()
+    )
     with pytest.raises(TraceError, match="no column 'sn'"):
         read_nodes(PODS)

@@ -51,6 +51,11 @@ class Pod:
         return self.num_gpu == 1 and self.gpu_milli < WHOLE
 
     @property
+    def kind(self) -> int:
+        """Its kind of GPU request: 0 a share of one GPU, k for k whole GPUs."""
+        return 0 if self.share else min(self.num_gpu, MAX_GPUS)
+
+    @property
     def spec(self) -> tuple[int, int, int]:
         return self.cpu_milli, self.gpu_milli, self.num_gpu
 
@@ -82,6 +87,8 @@ class Cluster:
         self.pods = np.zeros(n, dtype=np.int64)
         self.capacity_milli = int(sum(gpus)) * WHOLE
         self.gpu_count = np.array(gpus, dtype=np.int64)
+        # GPU pods on each node by kind: column 0 shares of a GPU, column k pods of k GPUs.
+        self.kinds = np.zeros((n, MAX_GPUS + 1), dtype=np.int64)
 
     def feasible(self, pod: Pod) -> np.ndarray:
         ok: np.ndarray = (
@@ -98,6 +105,8 @@ class Cluster:
         self.cpu[node] -= pod.cpu_milli
         self.mem[node] -= pod.memory_mib
         self.pods[node] += 1
+        if pod.num_gpu:
+            self.kinds[node, pod.kind] += 1
         if pod.share:
             self.gpu[node, gpu] -= pod.gpu_milli
         elif pod.num_gpu:

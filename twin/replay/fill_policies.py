@@ -12,6 +12,7 @@ from twin.replay.fill import WHOLE, Cluster, Pod, Typical, fragmentation, sigmoi
 
 Choose = Callable[[Pod, np.ndarray], tuple[np.ndarray, np.ndarray]]
 MAX_SPEC_CPU, MAX_SPEC_GPU = 128_000.0, 8_000.0  # what best-fit normalises by
+MAX_SPEC_GPU_MILLI = 8_000
 NO_GPU = np.int64(-1)
 
 
@@ -110,8 +111,46 @@ def gpu_packing(cluster: Cluster, typical: Typical, rng: np.random.Generator) ->
     return choose
 
 
+def dot_product(cluster: Cluster, typical: Typical, rng: np.random.Generator) -> Choose:
+    """Tetris-like: the node whose free CPU and GPU (against the largest node's) line up least
+    with the pod's request scores highest, as 100 (1 - dot / 2); a share on the tightest GPU."""
+
+    def choose(pod: Pod, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        free_cpu = cluster.cpu[nodes] / MAX_SPEC_CPU
+        free_gpu = cluster.gpu[nodes].sum(axis=1) / MAX_SPEC_GPU
+        dot = free_cpu * (pod.cpu_milli / MAX_SPEC_CPU) + free_gpu * (
+            pod.gpu_request_milli / MAX_SPEC_GPU
+        )
+        scores = np.trunc(100.0 * (1 - dot / 2.0)).astype(np.int64)
+        gpus = tightest_gpu(cluster.gpu[nodes], pod.gpu_milli) if pod.share else None
+        return scores, gpus if gpus is not None else np.full(len(nodes), NO_GPU)
+
+    return choose
+
+
+def gpu_clustering(cluster: Cluster, typical: Typical, rng: np.random.Generator) -> Choose:
+    """Pods of one kind of GPU request together: nodes holding only that kind first, then nodes
+    holding it among others, then idle ones, then others; within a tier, the fuller node."""
+
+    def choose(pod: Pod, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        no_gpu = np.full(len(nodes), NO_GPU)
+        if not pod.num_gpu:
+            return np.zeros(len(nodes), dtype=np.int64), no_gpu
+        kinds = cluster.kinds[nodes] > 0
+        fullness = 100 // 4 * (MAX_SPEC_GPU_MILLI - cluster.gpu[nodes].sum(axis=1))
+        fullness //= MAX_SPEC_GPU_MILLI
+        held, count = kinds[:, pod.kind], kinds.sum(axis=1)
+        tier = np.where(held, np.where(count == 1, 75, 50), np.where(count == 0, 25, 0))
+        gpus = tightest_gpu(cluster.gpu[nodes], pod.gpu_milli) if pod.share else no_gpu
+        return fullness + tier, gpus
+
+    return choose
+
+
 POLICIES: dict[str, Callable[[Cluster, Typical, np.random.Generator], Choose]] = {
     "random": random,
+    "dot_product": dot_product,
+    "gpu_clustering": gpu_clustering,
     "gpu_packing": gpu_packing,
     "best_fit": best_fit,
     "fgd": fgd,
