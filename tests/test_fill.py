@@ -99,6 +99,15 @@ def test_clustering_keeps_a_kind_of_request_together_and_packing_fills_shared_gp
         assert 400 in cluster.gpu[second_share_on].tolist()  # 300 + 300 of one GPU
 
 
+def test_first_fit_takes_the_first_node_and_spread_the_emptiest() -> None:
+    pods = [Pod("a", 0, 0, 1, 1000), Pod("b", 0, 0, 1, 1000)]
+    for policy, used in (("first_fit", [0, 0]), ("spread", [0, 1])):
+        cluster = Cluster(["a", "b"], [64_000] * 2, [64_000] * 2, [4, 4])
+        fill(cluster, pods, policy, typical_pods(pods), priority=np.array([0, 1]))
+        assert [4 - int((cluster.gpu[n, :4] == 1000).sum()) for n in (0, 1)] == [
+            used.count(0), used.count(1)]  # fmt: skip
+
+
 def test_fragmentation_is_what_typical_pods_could_not_use() -> None:
     pods = [Pod("half", 0, 0, 1, 500)]  # the only typical pod: half a GPU
     typical = typical_pods(pods)
@@ -148,8 +157,7 @@ def test_bad_input_is_named() -> None:
     refused = twin_command("fill", "--trace", str(PODS), "--cluster", str(NODES),
                            "--placement", "tetris", "--out", "/tmp/never")  # fmt: skip
     assert refused.returncode == 2
-    assert "allowed: random, dot_product, gpu_clustering, gpu_packing, best_fit, fgd" in " ".join(
-        refused.stderr.split()
-    )
+    allowed = "first_fit, spread, random, dot_product, gpu_clustering, gpu_packing, best_fit, fgd"
+    assert f"allowed: {allowed}" in " ".join(refused.stderr.split())
     with pytest.raises(TraceError, match="no column 'sn'"):
         read_nodes(PODS)

@@ -18,8 +18,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     fp.add_argument(
         "--placement",
         default="best_fit,fgd",
-        help="policies, comma-separated: random, dot_product, gpu_clustering, gpu_packing, "
-        "best_fit, fgd (hyphens work too)",
+        help="policies, comma-separated: first_fit, spread, random, dot_product, gpu_clustering, "
+        "gpu_packing, best_fit, fgd (hyphens work too)",
     )
     fp.add_argument("--seeds", default="42-51", help="a seed or a range, e.g. 42-51")
     fp.add_argument(

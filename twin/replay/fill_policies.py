@@ -1,6 +1,7 @@
-"""The fill experiment's placement policies, as the FGD artefact scores them: each maps a pod and
-its feasible nodes (in priority order) to an integer score per node (the highest wins, the
-first of equals) and the GPU a share of one GPU goes on."""
+"""The fill experiment's placement policies: the FGD artefact's (random, dot-product,
+gpu-clustering, gpu-packing, best-fit, FGD) as it scores them, and the twin's own first-fit and
+spread. Each maps a pod and its feasible nodes (in priority order) to an integer score per node
+(the highest wins, the first of equals) and the GPU a share of one GPU goes on."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from twin.replay.fill import WHOLE, Cluster, Pod, Typical, fragmentation, sigmoi
 
 Choose = Callable[[Pod, np.ndarray], tuple[np.ndarray, np.ndarray]]
 MAX_SPEC_CPU, MAX_SPEC_GPU = 128_000.0, 8_000.0  # what best-fit normalises by
-MAX_SPEC_GPU_MILLI = 8_000
+MAX_SPEC_GPU_MILLI, MAX_SPEC_CPU_MILLI = 8_000, 128_000
 NO_GPU = np.int64(-1)
 
 
@@ -147,7 +148,35 @@ def gpu_clustering(cluster: Cluster, typical: Typical, rng: np.random.Generator)
     return choose
 
 
+def first_fit(cluster: Cluster, typical: Typical, rng: np.random.Generator) -> Choose:
+    """The first feasible node in priority order; a share on its first GPU that fits."""
+
+    def choose(pod: Pod, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        gpus = (
+            (cluster.gpu[nodes] >= pod.gpu_milli).argmax(axis=1)
+            if pod.share
+            else np.full(len(nodes), NO_GPU)
+        )
+        return np.zeros(len(nodes), dtype=np.int64), gpus
+
+    return choose
+
+
+def spread(cluster: Cluster, typical: Typical, rng: np.random.Generator) -> Choose:
+    """The node with the most GPU milli free (then CPU); a share on its loosest GPU."""
+
+    def choose(pod: Pod, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        gpu = cluster.gpu[nodes]
+        scores = gpu.sum(axis=1) * MAX_SPEC_CPU_MILLI + cluster.cpu[nodes]
+        gpus = gpu.argmax(axis=1) if pod.share else np.full(len(nodes), NO_GPU)
+        return scores, gpus
+
+    return choose
+
+
 POLICIES: dict[str, Callable[[Cluster, Typical, np.random.Generator], Choose]] = {
+    "first_fit": first_fit,
+    "spread": spread,
     "random": random,
     "dot_product": dot_product,
     "gpu_clustering": gpu_clustering,
