@@ -7,6 +7,7 @@ artefact's exact seed-42 arrival order and node priority the curves are its own 
 from __future__ import annotations
 
 import csv
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,9 @@ from tests.conftest import TRACES, twin_command
 from twin.errors import TraceError
 from twin.replay.fill import (
     Cluster,
+    Curve,
     Pod,
+    Typical,
     arrivals,
     fill,
     fragmentation,
@@ -25,18 +28,29 @@ from twin.replay.fill import (
     read_priority,
     typical_pods,
 )
+from twin.replay.fill_policies import policy as make
 
 OPENB = TRACES / "alibaba-gpu-v2023-openb"
 PODS, NODES = OPENB / "openb_pod_list_default.csv", OPENB / "openb_node_list_gpu_node.csv"
 SEQUENCE, PRIORITY = OPENB / "fgd/arrivals_seed42.csv", OPENB / "fgd/node_tiebreak_seed42.csv"
+
+
+def play(cluster: Cluster, pods: list[Pod], policy: str, priority: Sequence[int] | np.ndarray,
+         typical: Typical | None = None) -> Curve:  # fmt: skip
+    """`pods` on `cluster` under `policy`, typical pods from `pods` unless given."""
+    typical = typical or typical_pods(pods)
+    return fill(cluster, pods, make(policy, cluster, typical), typical,
+                priority=np.asarray(priority))  # fmt: skip
+
+
 ARTEFACT_SEED_42 = {"best_fit": (7.13, 7.06, 6.87), "fgd": (5.08, 4.86, 4.71)}  # at 95/100/130%
 
 
 @pytest.mark.parametrize("policy", sorted(ARTEFACT_SEED_42))
 def test_the_artefacts_seed_42_order_gives_its_own_curve(policy: str) -> None:
     cluster = read_nodes(NODES)
-    curve = fill(cluster, read_pods(SEQUENCE), policy, typical_pods(read_pods(PODS)),
-                 priority=read_priority(PRIORITY, cluster.names))  # fmt: skip
+    curve = play(cluster, read_pods(SEQUENCE), policy, read_priority(PRIORITY, cluster.names),
+                 typical_pods(read_pods(PODS)))  # fmt: skip
     binned = curve.binned()
     got = tuple(binned[pct][0] for pct in (95, 100, 130))
     assert got == pytest.approx(ARTEFACT_SEED_42[policy], abs=0.1)
@@ -76,7 +90,7 @@ def test_a_pod_that_fits_nowhere_is_dropped_and_later_ones_still_go() -> None:
     cluster = tiny()
     pods = [Pod("big", 0, 0, 8, 1000), Pod("one", 0, 0, 1, 1000)]
     typical = typical_pods(pods)
-    curve = fill(cluster, pods, "best_fit", typical, priority=np.array([0, 1]))
+    curve = play(cluster, pods, "best_fit", [0, 1], typical)
     assert curve.requested.tolist() == [8000.0, 9000.0]
     assert curve.allocated.tolist() == [0.0, 1000.0]
 
@@ -85,7 +99,7 @@ def test_equal_scores_go_to_the_node_first_in_priority() -> None:
     pods = [Pod("p", 0, 0, 1, 1000)]
     for priority, node in (([0, 1], 0), ([1, 0], 1)):
         cluster = Cluster(["a", "b"], [1000, 1000], [1000, 1000], [2, 2])
-        fill(cluster, pods, "fgd", typical_pods(pods), priority=np.array(priority))
+        play(cluster, pods, "fgd", priority)
         assert int(cluster.gpu[node].sum()) == 1000  # one of its two GPUs taken
 
 
@@ -93,7 +107,7 @@ def test_clustering_keeps_a_kind_of_request_together_and_packing_fills_shared_gp
     pods = [Pod("s", 0, 0, 1, 300), Pod("w", 0, 0, 1, 1000), Pod("s2", 0, 0, 1, 300)]
     for policy, second_share_on in (("gpu_clustering", 0), ("gpu_packing", 0)):
         cluster = Cluster(["a", "b", "c"], [64_000] * 3, [64_000] * 3, [4, 4, 4])
-        fill(cluster, pods, policy, typical_pods(pods), priority=np.array([0, 1, 2]))
+        play(cluster, pods, policy, [0, 1, 2])
         shared = [int(n) for n in np.flatnonzero((cluster.gpu % 1000) != 0)]
         assert shared == [second_share_on]  # both shares on one node (one GPU, in fact)
         assert 400 in cluster.gpu[second_share_on].tolist()  # 300 + 300 of one GPU
@@ -103,7 +117,7 @@ def test_first_fit_takes_the_first_node_and_spread_the_emptiest() -> None:
     pods = [Pod("a", 0, 0, 1, 1000), Pod("b", 0, 0, 1, 1000)]
     for policy, used in (("first_fit", [0, 0]), ("spread", [0, 1])):
         cluster = Cluster(["a", "b"], [64_000] * 2, [64_000] * 2, [4, 4])
-        fill(cluster, pods, policy, typical_pods(pods), priority=np.array([0, 1]))
+        play(cluster, pods, policy, [0, 1])
         assert [4 - int((cluster.gpu[n, :4] == 1000).sum()) for n in (0, 1)] == [
             used.count(0), used.count(1)]  # fmt: skip
 

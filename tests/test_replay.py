@@ -133,7 +133,8 @@ class TestRealTraces:
         seen = {
             detect(p)
             for p in real_traces.glob("*/*")
-            if (p.parent / "SOURCE.md").exists()  # a real dataset, not samples/
+            if p.is_file()
+            and (p.parent / "SOURCE.md").exists()  # a real dataset, not samples/
             and p.suffix not in (".md", ".header", ".json")  # calibrated params beside a trace
             and p.name != "topo.csv"
         }

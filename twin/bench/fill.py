@@ -19,6 +19,7 @@ TARGET_SPEEDUP = 10.0
 
 def bench_fill(quick: bool) -> Result:
     from twin.replay.fill import Pod, fill, read_nodes, read_pods, read_priority, typical_pods
+    from twin.replay.fill_policies import policy as make
 
     openb = project_traces() / "alibaba-gpu-v2023-openb"
     r = Result()
@@ -46,7 +47,7 @@ def bench_fill(quick: bool) -> Result:
             cluster = read_nodes(openb / "openb_node_list_gpu_node.csv")
             priority = read_priority(openb / "fgd/node_tiebreak_seed42.csv", cluster.names)
             wall, cpu = time.perf_counter(), time.process_time()
-            fill(cluster, pods, policy, typical, priority=priority)
+            fill(cluster, pods, make(policy, cluster, typical), typical, priority=priority)
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
             key = f"{policy}_{'whole' if label == 'whole' else f'to_{pct}pct'}"
             r.figures[f"{key}_cpu_s"] = round(cpu, 2)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import csv
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,6 +68,11 @@ class Typical:
     gpu_milli: np.ndarray
     num_gpu: np.ndarray
     freq: np.ndarray
+
+
+Choose = Callable[[Pod, np.ndarray], tuple[np.ndarray, np.ndarray]]
+"""A policy deciding: a pod and its feasible nodes (in priority order) to an integer score per
+node and the GPU a share of one GPU would go on there."""
 
 
 class Cluster:
@@ -263,14 +268,10 @@ class Curve:
         return out
 
 
-def fill(cluster: Cluster, sequence: list[Pod], policy: str, typical: Typical, *,
-         priority: np.ndarray, seed: int = 0) -> Curve:  # fmt: skip
-    """Play `sequence` on `cluster` under `policy`; the curve after every arrival."""
-    from twin.replay.fill_policies import POLICIES
-
-    if policy not in POLICIES:
-        raise TraceError(f"unknown fill policy {policy!r}; allowed: {', '.join(POLICIES)}")
-    choose = POLICIES[policy](cluster, typical, np.random.default_rng(seed))
+def fill(cluster: Cluster, sequence: list[Pod], choose: Choose, typical: Typical, *,
+         priority: np.ndarray) -> Curve:  # fmt: skip
+    """Play `sequence` on `cluster`, each pod placed where `choose` scores best (a policy of
+    `fill_policies`); the curve after every arrival."""
     n = len(sequence)
     requested, allocated, frags = (np.zeros(n) for _ in range(3))
     node_frag = fragmentation(cluster.cpu, cluster.gpu, typical)

@@ -9,9 +9,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from twin.replay.fill import WHOLE, Cluster, Pod, Typical, fragmentation, sigmoid
+from twin.errors import TraceError
+from twin.replay.fill import WHOLE, Choose, Cluster, Pod, Typical, fragmentation, sigmoid
 
-Choose = Callable[[Pod, np.ndarray], tuple[np.ndarray, np.ndarray]]
 MAX_SPEC_CPU, MAX_SPEC_GPU = 128_000.0, 8_000.0  # what best-fit normalises by
 MAX_SPEC_GPU_MILLI, MAX_SPEC_CPU_MILLI = 8_000, 128_000
 NO_GPU = np.int64(-1)
@@ -185,3 +185,10 @@ POLICIES: dict[str, Callable[[Cluster, Typical, np.random.Generator], Choose]] =
     "fgd": fgd,
 }
 """Each fill policy by name (the artefact's baselines, as this experiment runs them)."""
+
+
+def policy(name: str, cluster: Cluster, typical: Typical, seed: int = 0) -> Choose:
+    """The policy called `name` on `cluster` (seeded, where it draws at random)."""
+    if name not in POLICIES:
+        raise TraceError(f"unknown fill policy {name!r}; allowed: {', '.join(POLICIES)}")
+    return POLICIES[name](cluster, typical, np.random.default_rng(seed))

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from twin.replay import fill_policies
 from twin.replay.fill import (
     Pod,
     Typical,
@@ -59,7 +60,8 @@ def run_one(spec: FillSpec, policy: str, seed: int) -> list[Row]:
         if spec.node_priority is not None
         else np.random.default_rng([seed, 1]).permutation(len(cluster.names))
     )
-    curve = fill(cluster, sequence, policy, typical, priority=priority, seed=seed)
+    choose = fill_policies.policy(policy, cluster, typical, seed)
+    curve = fill(cluster, sequence, choose, typical, priority=priority)
     return [(policy, seed, pct, round(u, 4), round(f, 4)) for pct, (u, f) in
             curve.binned().items()]  # fmt: skip
 
