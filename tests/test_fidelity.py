@@ -255,6 +255,10 @@ def test_twin_calibrate_writes_params_that_replay_uses(tmp_path: Path) -> None:
     # The search at least halves the KS of its starting point (a plain 1 s scheduler).
     assert result["ks_fit"] < 0.5 * result["steps"][0]["ks"]
     assert 0 <= result["ks_validation"] <= 1
+    seen, simulated = result["observed_tail_s"], result["simulated_tail_s"]
+    assert seen["jobs"] == simulated["jobs"] > 0  # the same jobs, side by side
+    assert seen["p90"] <= seen["p99"] <= seen["max"]
+    assert simulated["p90"] <= simulated["p99"] <= simulated["max"]
     replayed = tmp_path / "replay"
     assert main(["replay", "--trace", str(dlrm), "--params", str(out / CALIBRATION_FILE),
                  "--out", str(replayed)]) == 0  # fmt: skip

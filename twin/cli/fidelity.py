@@ -20,6 +20,7 @@ from twin.schema.vocabulary import (
 
 if TYPE_CHECKING:
     from twin.replay.run import ReplayOptions
+    from twin.schema.summary import Calibration
 
 LABELS = {"delay_p50_s": "delay p50 s", "delay_p99_s": "p99 s", "ks_distance": "KS",
           "fragmentation": "frag.", "blocked_by_fragmentation": "frag. blocks",
@@ -100,6 +101,21 @@ def _cell(value: object) -> str:
     return str(value)
 
 
+def _tails(result: Calibration) -> str:
+    """The second half's delay tail, observed beside simulated (a line, or nothing)."""
+    seen, simulated = result.observed_tail_s, result.simulated_tail_s
+    if seen is None or simulated is None or not seen.jobs:
+        return ""
+
+    def s(value: float | None) -> str:
+        return "-" if value is None else f"{value:,.0f} s"
+
+    return (
+        f"delay tail, second half (observed · simulated): p90 {s(seen.p90)} · {s(simulated.p90)}"
+        f", p99 {s(seen.p99)} · {s(simulated.p99)}, max {s(seen.max)} · {s(simulated.max)}\n"
+    )
+
+
 def _window_flags(args: argparse.Namespace) -> list[tuple[str, float]]:
     """The window options given, to repeat on the replay that uses the fit."""
     given = [("--start-h", args.start_h or None), ("--end-h", args.end_h),
@@ -148,6 +164,7 @@ def calibrate_command(args: argparse.Namespace) -> int:
         f"placement {result.params.placement or '-'}\n"
         f"KS fit {result.ks_fit:.3f} · validation (second half) {result.ks_validation:.3f} · "
         f"whole trace {result.ks_whole:.3f}\n"
+        f"{_tails(result)}"
         f"wrote {out / CALIBRATION_FILE}{figure}; replay with --params {out / CALIBRATION_FILE}"
         + "".join(f" {flag} {value:g}" for flag, value in _window_flags(args))
     )

@@ -30,7 +30,7 @@ from twin.replay.run import Replay, ReplayOptions, replay
 from twin.replay.tenant_delays import ReplayMetrics
 from twin.replay.trace import Reading, Trace
 from twin.schema.scheduling import ReplayParams, SchedulerConfig
-from twin.schema.summary import Calibration, CalibrationStep
+from twin.schema.summary import Calibration, CalibrationStep, DelayTail
 from twin.schema.vocabulary import PLACEMENTS, Placement
 from twin.sim.jobrecord import JobRecord
 
@@ -166,7 +166,17 @@ def calibrate(
         cdf_levels=list(validate.CDF_LEVELS),
         observed_cdf_s=validate.cdf_curve(_part(metrics, observed=True, keep=later)),
         simulated_cdf_s=validate.cdf_curve(_part(metrics, observed=False, keep=later)),
+        observed_tail_s=_tail(_part(metrics, observed=True, keep=later)),
+        simulated_tail_s=_tail(_part(metrics, observed=False, keep=later)),
     )
+
+
+def _tail(delays_s: np.ndarray) -> DelayTail:
+    """p90, p99 and max of some delays."""
+    if not len(delays_s):
+        return DelayTail(jobs=0, p90=None, p99=None, max=None)
+    p90, p99 = (float(q) for q in np.quantile(delays_s, (0.9, 0.99)))
+    return DelayTail(jobs=len(delays_s), p90=p90, p99=p99, max=float(delays_s.max()))
 
 
 Axis = tuple[tuple[str, ...], list[tuple[object, ...]]]

@@ -167,6 +167,15 @@ class CalibrationStep(Frozen):
     ks: float
 
 
+class DelayTail(Frozen):
+    """The tail of a queueing-delay distribution (seconds; None when there are no delays)."""
+
+    jobs: int
+    p90: float | None
+    p99: float | None
+    max: float | None
+
+
 class Calibration(Frozen):
     """What `twin calibrate` fitted and how well: KS distances of queueing delay, simulated
     against observed, on the first half of the trace's span (fit) and on the second (validation,
@@ -191,3 +200,9 @@ class Calibration(Frozen):
     cdf_levels: list[float]
     observed_cdf_s: list[float]
     simulated_cdf_s: list[float]
+    observed_tail_s: DelayTail | None = Field(
+        None, description="The observed delay's tail on the second half (validation)."
+    )
+    simulated_tail_s: DelayTail | None = Field(
+        None, description="The simulated delay's tail on the second half, the same jobs."
+    )
