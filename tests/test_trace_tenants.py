@@ -313,3 +313,27 @@ def test_compare_and_sweep_play_it_like_any_scenario(tmp_path: Path) -> None:
     assert swept.returncode == 0, swept.stderr
     rows = pq.read_table(tmp_path / "sweep/results.parquet").to_pylist()
     assert len(rows) == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--name", "BAD_NAME"], "field name: String should match pattern"),
+        (["--name", "x", "--other", "BAD"], "field other: String should match pattern"),
+        (["--name", "x", "--decision-interval-s", "-5"], "field decisions.interval_s"),
+        (["--name", "x", "--top", "0"], "--top must name at least one tenant"),
+        (["--name", "x", "--cloud-pool", "c:a100:x:1"], "--cloud-pool 'c:a100:x:1': expected"),
+    ],
+)
+def test_trace_scenario_names_what_is_wrong(args: list[str], said: str) -> None:
+    done = twin_command("trace-scenario", "--trace", str(OPENB_PODS), "--end-h", "1", *args)
+    assert done.returncode == 2
+    assert said in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_any_tenant_value_becomes_a_tenant_name() -> None:
+    from twin.replay.workload import tenant_key
+
+    assert [tenant_key(v) for v in ("LS", "_x y", "", "Team/A", "-.-")] == [
+        "ls", "x-y", "x", "team-a", "x"]  # fmt: skip

@@ -11,6 +11,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
+    from twin.replay.run import ReplayOptions
+    from twin.schema.scenario import ClusterScenario
+    from twin.schema.trace_workload import TraceWorkload
+
 from twin.cli.trace_args import add_trace_options, add_window_options, trace_options
 from twin.schema.vocabulary import CALIBRATION_FILE, PLACEMENTS
 
@@ -99,29 +103,58 @@ def concise(model: BaseModel) -> dict[str, Any]:
 def trace_scenario_command(args: argparse.Namespace) -> int:
     import yaml
 
-    from twin.replay.tenant_scenario import Extras, TenantDefaults, TenantRule, build, relative
+    from twin.replay.tenant_scenario import relative
     from twin.replay.workload import reading
-    from twin.schema.trace_workload import TraceWorkload
 
     options = trace_options(args)
     if args.placement:
         options = replace(
             options, params=options.params.model_copy(update={"placement": args.placement})
         )
-    workload = TraceWorkload(
-        path=relative(args.trace),
-        format=args.format,
-        columns=args.columns,
-        include_cpu=args.include_cpu,
-        start_h=args.start_h,
-        end_h=args.end_h,
-        max_jobs=args.max_jobs,
-        skip_bad=args.skip_bad,
-        tenant_by=args.tenants_by,
-        other=args.other,
-    )
+    workload = trace_workload(args, relative(args.trace))
     options = replace(options, fmt=reading(workload).fmt, window=reading(workload).window)
-    scenario = build(
+    scenario = _scenario(args, options, workload)
+    text = yaml.safe_dump(concise(scenario), sort_keys=False, width=100)
+    if args.out:
+        Path(args.out).write_text(text)
+        names = ", ".join(t.name for t in scenario.tenants)
+        print(f"wrote {args.out}: {len(scenario.tenants)} tenants ({names})")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def trace_workload(args: argparse.Namespace, path: str) -> TraceWorkload:
+    """The scenario's `trace:` from the command line; ConfigError says what is wrong."""
+    from pydantic import ValidationError
+
+    from twin.errors import ConfigError
+    from twin.schema.trace_workload import TraceWorkload
+    from twin.sim.scenarios import describe
+
+    try:
+        return TraceWorkload(
+            path=path,
+            format=args.format,
+            columns=args.columns,
+            include_cpu=args.include_cpu,
+            start_h=args.start_h,
+            end_h=args.end_h,
+            max_jobs=args.max_jobs,
+            skip_bad=args.skip_bad,
+            tenant_by=args.tenants_by,
+            other=args.other,
+        )
+    except ValidationError as exc:
+        raise ConfigError(f"trace-scenario: {describe(exc)}") from None
+
+
+def _scenario(
+    args: argparse.Namespace, options: ReplayOptions, workload: TraceWorkload
+) -> ClusterScenario:
+    from twin.replay.tenant_scenario import Extras, TenantDefaults, TenantRule, build
+
+    return build(
         workload,
         options,
         TenantRule(args.tenants_by, args.top, args.other),
@@ -136,11 +169,3 @@ def trace_scenario_command(args: argparse.Namespace) -> int:
             args.tenant_policy, args.budget_usd, args.value_usd_per_gpu_h, args.sla_usd_per_job_h
         ),
     )
-    text = yaml.safe_dump(concise(scenario), sort_keys=False, width=100)
-    if args.out:
-        Path(args.out).write_text(text)
-        names = ", ".join(t.name for t in scenario.tenants)
-        print(f"wrote {args.out}: {len(scenario.tenants)} tenants ({names})")
-    else:
-        sys.stdout.write(text)
-    return 0

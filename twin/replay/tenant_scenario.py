@@ -20,6 +20,7 @@ from twin.replay.trace import Trace
 from twin.replay.workload import tenant_key
 from twin.schema.scenario import ClusterScenario
 from twin.schema.trace_workload import TraceWorkload
+from twin.sim import scenarios
 from twin.sim.job_sources import ROOT, trace_path
 
 
@@ -68,6 +69,7 @@ def build(
     names = ranked_tenants(trace, base, workload.tenant_by, rule)
     shared = [p.model_copy(update={"shared": True}) for p in base.pools]
     raw: dict[str, Any] = {
+        "kind": "cluster",
         "name": extras.name,
         "description": extras.description or base.description,
         "pools": [p.model_dump(mode="json") for p in shared] + extras.pools,
@@ -83,7 +85,7 @@ def build(
         raw["nodes"] = base.nodes.model_dump(mode="json")
     if extras.horizon_s is not None:
         raw["horizon_s"] = extras.horizon_s
-    return ClusterScenario.model_validate(raw)
+    return scenarios.as_cluster(scenarios.validate(raw, f"scenario {extras.name!r}"))
 
 
 def ranked_tenants(trace: Trace, base: ClusterScenario, by: str, rule: TenantRule) -> list[str]:

@@ -25,8 +25,9 @@ from twin.sim.jobrecord import JobRecord
 
 def tenant_key(value: object) -> str:
     """A row's tenant value as a tenant name: lower-cased, anything but letters, digits, `_`,
-    `.` and `-` made `-` (openb's `LS` is `ls`)."""
-    return re.sub(r"[^a-z0-9_.-]+", "-", str(value).lower()).strip("-")[:64] or "-"
+    `.` and `-` made `-`, starting with a letter or digit (openb's `LS` is `ls`; an empty
+    value is `x`)."""
+    return re.sub(r"[^a-z0-9_.-]+", "-", str(value).lower()).lstrip("_.-")[:64].rstrip("-") or "x"
 
 
 def reading(workload: TraceWorkload) -> Reading:
