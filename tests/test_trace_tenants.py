@@ -227,6 +227,14 @@ class TestScenarioShape:
         with pytest.raises(ConfigError, match="qos"):
             tenant_scenario(workload, options, TenantRule("team", 2))
 
+    def test_a_tenant_column_the_rows_lack_is_refused_before_the_run(self) -> None:
+        raw = scenarios.load_cluster("openb-tenants").model_dump(mode="json")
+        raw["trace"]["tenant_by"] = "team"
+        with pytest.raises(
+            ConfigError, match=r"tenant_by 'team' is not a field .*\(gpu_spec, qos\)"
+        ):
+            run_episode(ClusterScenario.model_validate(raw))
+
     def test_a_missing_trace_file_is_named(self, tmp_path: Path) -> None:
         raw = scenarios.load_cluster("openb-tenants").model_dump(mode="json")
         raw["trace"]["path"] = "traces/nowhere.csv"

@@ -10,7 +10,9 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Iterator
+from itertools import chain
 
+from twin.errors import ConfigError
 from twin.replay.formats.flat import parse_map
 from twin.replay.reader import ReadLog
 from twin.replay.registry import TraceOptions
@@ -48,10 +50,21 @@ def open_trace(workload: TraceWorkload) -> Trace:
 
 def job_sources(scenario: ClusterScenario) -> list[Iterable[JobRecord]]:
     """The job sources a scenario's model takes: its trace's jobs (none without a trace)."""
-    if scenario.trace is None:
+    workload = scenario.trace
+    if workload is None:
         return []
-    records, log = open_trace(scenario.trace).jobs()
-    return [tenant_jobs(records, log, scenario)]
+    records, log = open_trace(workload).jobs()
+    first = next(records, None)  # checked before the model starts: a bad rule fails at once
+    if first is None:
+        return [iter(())]
+    by = workload.tenant_by
+    if by != "tenant" and by not in first.extras:
+        kept = ", ".join(sorted(first.extras)) or "none"
+        raise ConfigError(
+            f"scenario {scenario.name!r}: trace.tenant_by {by!r} is not a field of "
+            f"{workload.path}'s rows; use 'tenant' or one the format keeps ({kept})"
+        )
+    return [tenant_jobs(chain([first], records), log, scenario)]
 
 
 def tenant_jobs(
