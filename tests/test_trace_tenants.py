@@ -23,7 +23,7 @@ from twin.replay.formats.flat import parse_map
 from twin.replay.params import read_params
 from twin.replay.registry import TraceOptions
 from twin.replay.run import ReplayOptions, replay
-from twin.replay.tenant_scenario import Extras, TenantRule, build
+from twin.replay.tenant_scenario import Extras, build
 from twin.replay.workload import reading
 from twin.schema.actions import Bundle, ProvisionAction
 from twin.schema.scenario import ClusterScenario
@@ -52,17 +52,17 @@ def job_times(events: Path) -> Times:
     return out
 
 
-def tenant_scenario(workload: TraceWorkload, options: ReplayOptions, rule: TenantRule,
+def tenant_scenario(workload: TraceWorkload, options: ReplayOptions, top: int,
                     **extras: Any) -> ClusterScenario:  # fmt: skip
     read = reading(workload)
     options = replace(options, fmt=read.fmt, trace=read.trace, window=read.window)
-    return build(workload, options, rule, Extras(name="tenants", **extras))
+    return build(workload, options, top, Extras(name="tenants", **extras))
 
 
-def both(workload: TraceWorkload, options: ReplayOptions, rule: TenantRule, seed: int,
+def both(workload: TraceWorkload, options: ReplayOptions, top: int, seed: int,
          tmp: Path) -> tuple[Times, Times, ClusterScenario]:  # fmt: skip
     """Job times of the replay and of the passive tenant scenario, and the scenario."""
-    scenario = tenant_scenario(workload, options, rule)
+    scenario = tenant_scenario(workload, options, top)
     read = reading(workload)
     options = replace(options, fmt=read.fmt, trace=read.trace, window=read.window, seed=seed)
     replay(Path(workload.path), options, out_dir=tmp / "replay")
@@ -80,7 +80,7 @@ class TestPassiveIdentity:
         workload = TraceWorkload(path=str(OPENB_PODS), start_h=3552, end_h=3576, tenant_by="qos")
         options = ReplayOptions(cluster=OPENB_NODES,
                                 params=read_params(OPENB / "calibrated-params.json"))  # fmt: skip
-        replayed, played, scenario = both(workload, options, TenantRule("qos", 3), 3, tmp_path)
+        replayed, played, scenario = both(workload, options, 3, 3, tmp_path)
         assert len(replayed) > 500
         assert played == replayed
         assert {t.name for t in scenario.tenants} == {"ls", "be", "burstable", "other"}
@@ -89,7 +89,7 @@ class TestPassiveIdentity:
     def test_a_dlrm_window_on_its_sized_pool_is_the_replay(self, tmp_path: Path) -> None:
         workload = TraceWorkload(path=str(DLRM_TRACE), start_h=480, end_h=528)
         options = ReplayOptions(params=read_params(DLRM / "calibrated-params.json"))
-        replayed, played, scenario = both(workload, options, TenantRule("tenant", 3), 5, tmp_path)
+        replayed, played, scenario = both(workload, options, 3, 5, tmp_path)
         assert len(replayed) > 300
         assert played == replayed
         assert len(scenario.tenants) == 4
@@ -106,7 +106,7 @@ class TestPassiveIdentity:
         columns = "job_id=id,submit=submit,gpus=gpus,duration=run_s,tenant=team"
         workload = TraceWorkload(path=str(path), columns=columns)
         options = ReplayOptions(trace=TraceOptions(columns=parse_map(columns)), gpus=8)
-        replayed, played, _ = both(workload, options, TenantRule("tenant", 2), 0, tmp_path)
+        replayed, played, _ = both(workload, options, 2, 0, tmp_path)
         assert played == replayed
         waits = [t for times in played.values() for kind, t in times if kind == "job_started"]
         assert len(waits) == 300
@@ -118,9 +118,9 @@ class TestPassiveIdentity:
             f"j{i},{team},{i},1,10\n" for i, team in enumerate(["Big A", "Big A", "b", "c"])
         ))  # fmt: skip
         columns = "job_id=id,submit=submit,gpus=gpus,duration=run_s,tenant=team"
-        workload = TraceWorkload(path=str(path), columns=columns)
+        workload = TraceWorkload(path=str(path), columns=columns, other="rest")
         options = ReplayOptions(trace=TraceOptions(columns=parse_map(columns)), gpus=2)
-        scenario = tenant_scenario(workload, options, TenantRule("tenant", 1, "rest"))
+        scenario = tenant_scenario(workload, options, 1)
         assert [t.name for t in scenario.tenants] == ["big-a", "rest"]
         run_episode(scenario, out_dir=tmp_path / "run")
         with (tmp_path / "run/events.jsonl").open() as f:
@@ -144,7 +144,7 @@ def test_a_quota_is_of_the_shared_nodes_and_a_tenant_over_it_runs_on_its_own(
 ) -> None:
     workload, options = two_teams(tmp_path, run_s=100, gpus=4)
     cloud = {"name": "cloud", "gpu_type": "a100", "max_gpus": 8, "price_usd_per_gpu_h": 2.0}
-    scenario = tenant_scenario(workload, options, TenantRule("tenant", 2), pools=[cloud])
+    scenario = tenant_scenario(workload, options, 2, pools=[cloud])
     raw = scenario.model_dump(mode="json")
     raw["scheduler"] = {"quota_gpus": {"a": 1}}  # no scheduler model otherwise
     raw["tenants"][0]["initial_gpus"] = {"cloud": 2}
@@ -156,7 +156,7 @@ def test_a_quota_is_of_the_shared_nodes_and_a_tenant_over_it_runs_on_its_own(
 
 def test_tenants_trade_quota_of_the_shared_nodes_for_money(tmp_path: Path) -> None:
     workload, options = two_teams(tmp_path, run_s=9000, gpus=8)
-    raw = tenant_scenario(workload, options, TenantRule("tenant", 2)).model_dump(mode="json")
+    raw = tenant_scenario(workload, options, 2).model_dump(mode="json")
     raw["scheduler"] = {"quota_gpus": {"a": 1, "b": 4}}
     log = EventLog("quota", keep=True)
     driver: Driver[Any, Any] = Driver(ClusterScenario.model_validate(raw), log=log)
@@ -225,13 +225,13 @@ class TestScenarioShape:
         workload = TraceWorkload(path=str(OPENB_PODS), end_h=1, tenant_by="team")
         options = ReplayOptions(cluster=OPENB_NODES)
         with pytest.raises(ConfigError, match="qos"):
-            tenant_scenario(workload, options, TenantRule("team", 2))
+            tenant_scenario(workload, options, 2)
 
     def test_a_tenant_column_the_rows_lack_is_refused_before_the_run(self) -> None:
         raw = scenarios.load_cluster("openb-tenants").model_dump(mode="json")
         raw["trace"]["tenant_by"] = "team"
         with pytest.raises(
-            ConfigError, match=r"tenant_by 'team' is not a field .*\(gpu_spec, qos\)"
+            ConfigError, match=r"trace.tenant_by: .*no 'team' to map tenants by.*\(gpu_spec, qos\)"
         ):
             run_episode(ClusterScenario.model_validate(raw))
 

@@ -152,12 +152,12 @@ def trace_workload(args: argparse.Namespace, path: str) -> TraceWorkload:
 def _scenario(
     args: argparse.Namespace, options: ReplayOptions, workload: TraceWorkload
 ) -> ClusterScenario:
-    from twin.replay.tenant_scenario import Extras, TenantDefaults, TenantRule, build
+    from twin.replay.tenant_scenario import Extras, TenantDefaults, build
 
     return build(
         workload,
         options,
-        TenantRule(args.tenants_by, args.top, args.other),
+        args.top,
         Extras(
             name=args.name,
             description=args.description,

@@ -94,6 +94,7 @@ class Cluster:
         self.gpu_count = np.array(gpus, dtype=np.int64)
         # GPU pods on each node by kind: column 0 shares of a GPU, column k pods of k GPUs.
         self.kinds = np.zeros((n, MAX_GPUS + 1), dtype=np.int64)
+        self.frag = np.zeros(n)  # each node's expected fragmentation, as `fill` keeps it
 
     def feasible(self, pod: Pod) -> np.ndarray:
         ok: np.ndarray = (
@@ -274,7 +275,8 @@ def fill(cluster: Cluster, sequence: list[Pod], choose: Choose, typical: Typical
     `fill_policies`); the curve after every arrival."""
     n = len(sequence)
     requested, allocated, frags = (np.zeros(n) for _ in range(3))
-    node_frag = fragmentation(cluster.cpu, cluster.gpu, typical)
+    node_frag = cluster.frag
+    node_frag[:] = fragmentation(cluster.cpu, cluster.gpu, typical)
     asked = placed = 0
     order = np.argsort(priority, kind="stable")  # nodes by priority: the first max wins a tie
     for i, pod in enumerate(sequence):

@@ -51,7 +51,7 @@ def fgd(cluster: Cluster, typical: Typical, rng: np.random.Generator) -> Choose:
 
     def choose(pod: Pod, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         cpu, gpu = cluster.cpu[nodes], cluster.gpu[nodes]
-        before = fragmentation(cpu, gpu, typical)
+        before = cluster.frag[nodes]  # kept up to date by the engine
         cpu_after = cpu - pod.cpu_milli
         if pod.share:
             fits = gpu >= pod.gpu_milli  # (nodes, GPUs)

@@ -17,20 +17,11 @@ from typing import Any
 from twin.errors import ConfigError
 from twin.replay.run import Playable, Replay, ReplayOptions
 from twin.replay.trace import Trace
-from twin.replay.workload import tenant_key
+from twin.replay.workload import no_such_field, row_tenant, tenant_key
 from twin.schema.scenario import ClusterScenario
 from twin.schema.trace_workload import TraceWorkload
 from twin.sim import scenarios
 from twin.sim.job_sources import ROOT, trace_path
-
-
-@dataclass(frozen=True)
-class TenantRule:
-    """How rows become tenants: by which column, how many named, and who plays the rest."""
-
-    by: str = "tenant"
-    top: int = 4
-    other: str = "other"
 
 
 @dataclass(frozen=True)
@@ -57,16 +48,17 @@ class Extras:
 def build(
     workload: TraceWorkload,
     options: ReplayOptions,
-    rule: TenantRule,
+    top: int,
     extras: Extras,
     defaults: TenantDefaults = TenantDefaults(),
 ) -> ClusterScenario:
     """The scenario: `options` give the cluster and params as `twin replay` takes them (its
-    trace reading must be `workload`'s)."""
+    trace reading must be `workload`'s); the `top` tenants by GPU-hours are named, the rest
+    play as `workload.other`."""
     trace = Trace(trace_path(workload.path), options.reading, keep="always")
     plan = Replay(trace, options)
     base = plan.scenario
-    names = ranked_tenants(trace, base, workload.tenant_by, rule)
+    names = ranked_tenants(trace, base, workload, top)
     shared = [p.model_copy(update={"shared": True}) for p in base.pools]
     raw: dict[str, Any] = {
         "kind": "cluster",
@@ -77,9 +69,7 @@ def build(
         "queue": base.queue.model_dump(mode="json"),
         "decisions": extras.decisions,
         "scheduler": base.scheduler.model_dump(mode="json"),
-        "trace": workload.model_copy(update={"other": rule.other}).model_dump(
-            mode="json", exclude_defaults=True
-        ),
+        "trace": workload.model_dump(mode="json", exclude_defaults=True),
     }
     if base.nodes is not None:
         raw["nodes"] = base.nodes.model_dump(mode="json")
@@ -88,25 +78,24 @@ def build(
     return scenarios.as_cluster(scenarios.validate(raw, f"scenario {extras.name!r}"))
 
 
-def ranked_tenants(trace: Trace, base: ClusterScenario, by: str, rule: TenantRule) -> list[str]:
-    """The top `rule.top` tenants by GPU-hours of the jobs the cluster plays, then `other`."""
-    if rule.top < 1:
-        raise ConfigError(f"--top must name at least one tenant, got {rule.top}")
+def ranked_tenants(
+    trace: Trace, base: ClusterScenario, workload: TraceWorkload, top: int
+) -> list[str]:
+    """The `top` tenants by GPU-hours of the jobs the cluster plays, then `workload.other`."""
+    if top < 1:
+        raise ConfigError(f"--top must name at least one tenant, got {top}")
     records, log = trace.jobs()
     playable = Playable(base.pools, log)
     gpu_h: defaultdict[str, float] = defaultdict(float)
     for rec in records:
         if playable(rec):
-            value = rec.tenant if by == "tenant" else rec.extras.get(by)
+            value = row_tenant(rec, workload.tenant_by)
             if value is None:
-                raise ConfigError(
-                    f"{trace.path}: rows have no {by!r} to map tenants by; use 'tenant' or a "
-                    f"field the format keeps ({', '.join(sorted(rec.extras)) or 'none'})"
-                )
+                raise ConfigError(no_such_field(trace.path, workload.tenant_by, rec))
             gpu_h[tenant_key(value)] += rec.gpus * rec.service_s / 3600
     ranked = sorted(gpu_h.items(), key=lambda kv: (-kv[1], kv[0]))
-    named = [name for name, _ in ranked if name != rule.other][: rule.top]
-    return [*named, rule.other]
+    named = [name for name, _ in ranked if name != workload.other][:top]
+    return [*named, workload.other]
 
 
 def _tenant(name: str, defaults: TenantDefaults) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import math
 import re
 from collections.abc import Iterable, Iterator
 from itertools import chain
+from pathlib import Path
 
 from twin.errors import ConfigError
 from twin.replay.formats.flat import parse_map
@@ -57,14 +58,23 @@ def job_sources(scenario: ClusterScenario) -> list[Iterable[JobRecord]]:
     first = next(records, None)  # checked before the model starts: a bad rule fails at once
     if first is None:
         return [iter(())]
-    by = workload.tenant_by
-    if by != "tenant" and by not in first.extras:
-        kept = ", ".join(sorted(first.extras)) or "none"
-        raise ConfigError(
-            f"scenario {scenario.name!r}: trace.tenant_by {by!r} is not a field of "
-            f"{workload.path}'s rows; use 'tenant' or one the format keeps ({kept})"
-        )
+    if row_tenant(first, workload.tenant_by) is None:
+        problem = no_such_field(Path(workload.path), workload.tenant_by, first)
+        raise ConfigError(f"scenario {scenario.name!r}: trace.tenant_by: {problem}")
     return [tenant_jobs(chain([first], records), log, scenario)]
+
+
+def row_tenant(rec: JobRecord, by: str) -> object | None:
+    """A row's value of the tenant column `by` (`tenant`: the format's own), None if it has
+    no such field."""
+    return rec.tenant if by == "tenant" else rec.extras.get(by)
+
+
+def no_such_field(path: Path, by: str, rec: JobRecord) -> str:
+    """Why rows of `path` (one of them `rec`) cannot map to tenants by `by`."""
+    kept = ", ".join(sorted(rec.extras)) or "none"
+    return f"{path}: rows have no {by!r} to map tenants by; use 'tenant' or a field the " \
+           f"format keeps ({kept})"  # fmt: skip
 
 
 def tenant_jobs(
@@ -82,9 +92,9 @@ def tenant_jobs(
     for rec in records:
         if not playable(rec):
             continue
-        value = rec.tenant if by == "tenant" else rec.extras.get(by, "")
+        value = row_tenant(rec, by)
         tenant = tenants.get(value)
         if tenant is None:
-            key = tenant_key(value)
+            key = other if value is None else tenant_key(value)
             tenant = tenants[value] = key if key in names else other
         yield playable.constrained(rec)._replace(tenant=tenant)

@@ -21,7 +21,7 @@ from twin.schema.scheduling import SchedulerConfig
 from twin.sim.jobs import Job
 from twin.sim.placement import Placement
 from twin.sim.pools import Holding
-from twin.sim.queues import JobQueue
+from twin.sim.queues import TenantQueue
 from twin.sim.sampling import Sampler
 from twin.sim.state import ClusterState
 
@@ -32,7 +32,7 @@ class Host(Protocol):
     env: simpy.Environment
     state: ClusterState
     placement: Placement
-    queues: list[JobQueue]
+    queues: list[TenantQueue]
 
     def fit(self, job: Job) -> Holding | None: ...
 

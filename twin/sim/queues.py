@@ -133,7 +133,8 @@ class ClusterQueue:
 
 
 class TenantLine:
-    """A tenant's jobs in the cluster's one queue: what its policy sees and places from."""
+    """A tenant's jobs in the cluster's one queue: what its policy sees and places from (the
+    scheduler schedules from the cluster's queue itself)."""
 
     __slots__ = ("_all", "_tenant")
 
@@ -147,17 +148,6 @@ class TenantLine:
     def push(self, job: Job, *, requeue: bool = False) -> None:
         self._all.push(job, requeue=requeue)
 
-    def head(self) -> Job | None:
-        first = self._all.first_of(self._tenant, 1)
-        return first[0] if first else None
-
-    def pop(self) -> Job:
-        job = self.head()
-        if job is None:
-            raise IndexError("pop from an empty queue")
-        self._all.remove(job)
-        return job
-
     def remove(self, job: Job) -> None:
         self._all.remove(job)
 
@@ -165,7 +155,9 @@ class TenantLine:
         return self._all.first_of(self._tenant, n)
 
 
-JobQueue = FifoQueue | KeyedQueue | ClusterQueue | TenantLine
+JobQueue = FifoQueue | KeyedQueue | ClusterQueue
+TenantQueue = JobQueue | TenantLine
+"""What a tenant's policy sees of its jobs: its own queue, or its line in the cluster's."""
 
 QUEUES: Mapping[QueuePolicy, Callable[[], FifoQueue | KeyedQueue]] = {
     "fifo": FifoQueue,
@@ -180,7 +172,7 @@ class Waiting(Protocol):
     scheduler keeps them and rounds read them."""
 
     @property
-    def queues(self) -> list[JobQueue]: ...
+    def queues(self) -> list[TenantQueue]: ...
 
     @property
     def queued_milli(self) -> list[int]: ...

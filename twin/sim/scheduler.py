@@ -29,6 +29,7 @@ from twin.sim.queues import (
     JobQueue,
     KeyedQueue,
     TenantLine,
+    TenantQueue,
     make_queue,
 )
 from twin.sim.quotas import Quotas
@@ -89,15 +90,15 @@ class Scheduler:
             return make_queue(cfg.queue.policy)
 
         self.shared = any(p.shared for p in cfg.pools)
-        self.queues: list[JobQueue]  # each tenant's jobs, as its policy sees them
+        self.queues: list[TenantQueue]  # each tenant's jobs, as its policy sees them
         self.lines: list[JobQueue]  # the queue each tenant's jobs are scheduled from
         if self.shared:  # shared pools: one queue for the cluster, as a real scheduler has
             cluster = ClusterQueue(queue(), len(cfg.tenants))
             self.queues = [TenantLine(cluster, t) for t in range(len(cfg.tenants))]
             self.lines = [cluster] * len(cfg.tenants)
         else:
-            self.queues = [queue() for _ in cfg.tenants]
-            self.lines = self.queues
+            own: list[JobQueue] = [queue() for _ in cfg.tenants]
+            self.queues, self.lines = list(own), own
         self.queued_milli = [0] * len(cfg.tenants)
         self.efficiency = efficiency(cfg.scaling)
         self._backfill = cfg.queue.backfill

@@ -24,7 +24,7 @@ from twin.sim.encode import (
     kernel_pools,
 )
 from twin.sim.jobs import Job
-from twin.sim.queues import JobQueue
+from twin.sim.queues import TenantQueue
 from twin.sim.state import ClusterState
 
 HEAD_JOBS = 8  # the queued jobs per tenant a round scores (the ones an observation shows)
@@ -62,7 +62,7 @@ class PlanScorer:
             if gpu_type is None or pools[p].gpu_type == gpu_type
         ]
 
-    def score_round(self, tenants: list[int], queues: Sequence[JobQueue]) -> None:
+    def score_round(self, tenants: list[int], queues: Sequence[TenantQueue]) -> None:
         """Score the queued kernel jobs of the tenants asked to decide now, and log it."""
         if not self.pools:
             return

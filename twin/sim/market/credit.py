@@ -30,7 +30,7 @@ def credit_round(state: ClusterState, waiting: Waiting, out: dict[str, TenantOut
         queued_gpus = waiting.queued_milli[t] / 1000
         held.append(
             float(sum(h.ready + h.pending_gpus for h in holdings if not h.pool.cfg.shared))
-            + sum(job.gpus for h in holdings if h.pool.cfg.shared for job in own_jobs(h, t))
+            + sum(job.gpus for job in running if state.pools[job.pool].cfg.shared)
         )
         useful.append(sum(job.quality * job.gpus for job in running))
         demand.append(max(held[-1], sum(job.gpus for job in running) + queued_gpus))
