@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,6 +63,7 @@ class AgentStats:
     difference_reward: float = 0.0
     defaulted_rounds: int = 0
     end_reason: str | None = None
+    answer_ms: list[float] = field(default_factory=list)  # each turn's and offer answer's time
 
 
 class AgentClient:
@@ -193,7 +195,9 @@ class AgentClient:
         if said is not None:
             await self._send(ws, said)
             return
+        started = time.perf_counter()
         answer = await self.policy.answer(offer, self._request)
+        self.stats.answer_ms.append((time.perf_counter() - started) * 1000)
         frame = AcceptOffer if answer.accept else RejectOffer
         # What this tenant would receive (the offer's give) and hand over (its take).
         self._terms[offer.offer_id] = (offer.give, offer.take)
@@ -230,7 +234,9 @@ class AgentClient:
             for said in self._played[1]:
                 await self._send(ws, said)
             return
+        started = time.perf_counter()
         turn = await self.policy.decide(request)
+        self.stats.answer_ms.append((time.perf_counter() - started) * 1000)
         frames: list[str] = []
         self._played = (rnd, frames)
         for i, offer in enumerate(turn.offers):

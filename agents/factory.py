@@ -23,6 +23,7 @@ class LlmEndpoint:
     api_key: str | None = None
     schema_format: Literal["json_schema", "json_object"] = "json_schema"
     health: EndpointHealth = field(default_factory=EndpointHealth, compare=False)
+    system_prompt: str | None = None  # a template with {tenant} and {others}; None: the shipped one
 
 
 def make_policy(
@@ -48,4 +49,5 @@ def make_policy(
         tenants=tuple(tenants),
         schema_format=llm.schema_format,
         health=llm.health,
+        system_prompt=llm.system_prompt,
     )

@@ -108,6 +108,7 @@ class LLMPolicy:
         tenants: tuple[str, ...] = (),
         schema_format: Literal["json_schema", "json_object"] = "json_schema",
         health: EndpointHealth | None = None,
+        system_prompt: str | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
@@ -119,6 +120,7 @@ class LLMPolicy:
         self.tenants = tenants
         self.schema_format = schema_format
         self.health = health if health is not None else EndpointHealth()
+        self.system_prompt = system_prompt  # a template with {tenant} and {others}, or the default
         self.stats = LLMStats()
         self._http: aiohttp.ClientSession | None = None
         self._decided: dict[str, Answer] = {}  # answers given within the turn, by offer id
@@ -132,7 +134,7 @@ class LLMPolicy:
         tenant = self.tenant or request.view.tenant
         model = answer_model(request, self.tenants or (tenant,))
         messages = [
-            {"role": "system", "content": prompting.system(tenant, self.tenants)},
+            {"role": "system", "content": self._system(tenant)},
             {"role": "user", "content": prompting.decision(request, shape(model))},
         ]
         answer = await self._ask(messages, model)
@@ -157,7 +159,7 @@ class LLMPolicy:
         model = offer_answer_model()
         tenant = self.tenant or request.view.tenant
         messages = [
-            {"role": "system", "content": prompting.system(tenant, self.tenants)},
+            {"role": "system", "content": self._system(tenant)},
             {"role": "user", "content": prompting.offer(offer, request, shape(model))},
         ]
         answer = await self._ask(messages, model)
@@ -180,6 +182,9 @@ class LLMPolicy:
         await self.health.close()
         if self._http is not None:
             await self._http.close()
+
+    def _system(self, tenant: str) -> str:
+        return prompting.system(tenant, self.tenants, self.system_prompt)
 
     # -- asking ---------------------------------------------------------------------------
 

@@ -16,9 +16,25 @@ def template(name: str) -> str:
     return (resources.files("agents") / "prompts" / f"{name}.txt").read_text()
 
 
-def system(tenant: str, tenants: tuple[str, ...]) -> str:
+PROMPT_FIELDS = ("tenant", "others")
+"""What a system prompt may name, in braces."""
+
+
+def system(tenant: str, tenants: tuple[str, ...], text: str | None = None) -> str:
+    """The system message: `text` (default: the shipped one) with the tenant and the others."""
     others = ", ".join(t for t in tenants if t != tenant) or "none"
-    return template("system").format(tenant=tenant, others=others)
+    return (template("system") if text is None else text).format(tenant=tenant, others=others)
+
+
+def check_system(text: str) -> str | None:
+    """What is wrong with a system prompt template (None: nothing)."""
+    try:
+        text.format(tenant="t", others="o")
+    except (KeyError, IndexError) as exc:
+        return f"it names {{{exc.args[0]}}}; a prompt may name only {{tenant}} and {{others}}"
+    except ValueError as exc:
+        return f"{exc} (write a literal brace twice: {{{{ or }}}})"
+    return None
 
 
 def _budget(view: TenantObservation) -> str:

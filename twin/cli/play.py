@@ -25,8 +25,6 @@ if TYPE_CHECKING:
     from agents.policy import Policy
     from twin.schema.summary import Summary
 
-OWN_FRAMES_PER_S = 1_000_000
-"""The frame budget of the agents `twin play` runs against its own gateway."""
 AGENT_POLICIES = ("baseline", "greedy", "fair_share", "random", "negotiator", "llm")
 FALLBACKS = AGENT_POLICIES[:-1]  # the built-in ones
 ROUND_TIMEOUT_MS, LLM_ROUND_TIMEOUT_MS = 30_000, 120_000
@@ -105,40 +103,17 @@ def play_command(args: argparse.Namespace) -> int:
 
 
 async def _play(args: argparse.Namespace, tenants: list[str], agents: dict[str, str]) -> int:
-    import asyncio
-    import time
-
-    from aiohttp import web
     from rich.console import Console
 
-    from agents.client import AgentClient
     from agents.factory import LlmEndpoint, make_policy
     from agents.health import EndpointHealth
-    from twin.gateway.app import create_app
-    from twin.gateway.config import GatewayConfig, SessionRequest
-    from twin.gateway.keys import REGISTRY
+    from twin.arena.session import Progress, play_session
+    from twin.gateway.config import GatewayConfig
 
     console = Console()
-    # The operator's own process: the round deadline is whatever it asks for.
     timeout_ms = args.round_timeout_ms or (
         LLM_ROUND_TIMEOUT_MS if "llm" in agents.values() else ROUND_TIMEOUT_MS
     )
-    cap_ms = max(timeout_ms, GatewayConfig().max_round_timeout_ms)
-    # Its own agents on loopback: no frame budget to pace them by (they pace to what it says).
-    # The operator's scenario, as it named it (any file, any trace it plays).
-    own = GatewayConfig(scenario=args.scenario, round_timeout_ms=timeout_ms,
-                        max_round_timeout_ms=cap_ms, rate_per_s=OWN_FRAMES_PER_S,
-                        burst=OWN_FRAMES_PER_S)  # fmt: skip
-    app = create_app(own)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
-    session = app[REGISTRY].create(
-        SessionRequest(scenario=args.scenario, seed=args.seed, mechanism=args.mechanism,
-                       agents=list(agents), round_timeout_ms=timeout_ms)
-    )  # fmt: skip
     endpoint = (
         LlmEndpoint(
             args.llm_base_url,
@@ -154,37 +129,28 @@ async def _play(args: argparse.Namespace, tenants: list[str], agents: dict[str, 
         t: make_policy(p, tenants, t, seed=args.seed, fallback=args.fallback, llm=endpoint)
         for t, p in agents.items()
     }
-    url = f"ws://{host}:{port}/v1/agents"
-    clients = [AgentClient(url, session.id, t, session.tokens[t], p) for t, p in policies.items()]
-    started = time.perf_counter()
+    llm_stats = {t: getattr(p, "stats", None) for t, p in policies.items()}
     with console.status("starting") as status:
-        runs = asyncio.gather(*(c.run() for c in clients))
-        while not runs.done():
-            hours = session.driver.now_s / 3600
-            offers = sum(c.stats.offers_made for c in clients)
-            trades = sum(c.stats.trades_applied for c in clients) // 2  # both parties count one
-            status.update(f"round {session.driver.round} · t = {hours:.2f} h · "
-                          f"offers {offers} · trades {trades}")  # fmt: skip
-            await asyncio.wait([runs], timeout=0.25)
-        stats = runs.result()
-    wall_s = time.perf_counter() - started
-    for policy in policies.values():
-        close = getattr(policy, "close", None)
-        if close is not None:
-            await close()
-    events = session.events()
-    await runner.cleanup()
-    summary = _report(console, agents, policies, stats=stats, events=events, out=args.out)
+
+        def watch(p: Progress) -> None:
+            status.update(f"round {p.round} · t = {p.t_s / 3600:.2f} h · "
+                          f"offers {p.offers} · trades {p.trades}")  # fmt: skip
+
+        played = await play_session(args.scenario, policies, seed=args.seed,
+                                    mechanism=args.mechanism, round_timeout_ms=timeout_ms,
+                                    max_round_timeout_ms=GatewayConfig().max_round_timeout_ms,
+                                    watch=watch)  # fmt: skip
+    summary = _report(console, agents, llm_stats, stats=played.stats, events=played.events,
+                      out=args.out)  # fmt: skip
     if args.out is not None:
         returns = {t.name: t.reward_usd for t in summary.tenants}
-        _write_agents(
-            Path(args.out) / AGENTS_FILE, agents, policies, stats, wall_s, returns=returns
-        )
+        _write_agents(Path(args.out) / AGENTS_FILE, agents, llm_stats, played.stats,
+                      played.wall_s, returns=returns)  # fmt: skip
     write_outputs(args, console)
     return 0
 
 
-def _write_agents(path: Path, agents: dict[str, str], policies: dict[str, Any],
+def _write_agents(path: Path, agents: dict[str, str], llm_stats: dict[str, Any],
                   stats: list[Any], wall_s: float, *,
                   returns: dict[str, float]) -> None:  # fmt: skip
     """Each agent's report as JSON: its policy, what it did, its model's counts, and the
@@ -195,7 +161,7 @@ def _write_agents(path: Path, agents: dict[str, str], policies: dict[str, Any],
 
     report: dict[str, Any] = {"wall_s": wall_s, "agents": {}}
     for (tenant, name), s in zip(agents.items(), stats, strict=True):
-        llm = getattr(policies[tenant], "stats", None)
+        llm = llm_stats[tenant]
         entry = {
             "policy": name,
             **dataclasses.asdict(s),
@@ -208,7 +174,7 @@ def _write_agents(path: Path, agents: dict[str, str], policies: dict[str, Any],
     path.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
 
 
-def _report(console: Any, agents: dict[str, str], policies: dict[str, Any], *,
+def _report(console: Any, agents: dict[str, str], llm_stats: dict[str, Any], *,
             stats: list[Any], events: bytes, out: str | None) -> Summary:  # fmt: skip
     """Each agent's report, the session's summary, and the files written; the summary."""
     import orjson
@@ -228,7 +194,7 @@ def _report(console: Any, agents: dict[str, str], policies: dict[str, Any], *,
                 "LLM valid first / asks", "LLM fallbacks"):  # fmt: skip
         rewards.add_column(col, justify="left" if col == "tenant" else "right")
     for (tenant, name), s in zip(agents.items(), stats, strict=True):
-        llm = getattr(policies[tenant], "stats", None)
+        llm = llm_stats[tenant]
         trades.add_row(tenant, name, str(s.offers_made), str(s.offers_taken),
                        str(s.offers_refused), str(s.offers_answered), str(s.offers_accepted),
                        str(s.trades_applied), f"{s.gpus_in}/{s.gpus_out}",
