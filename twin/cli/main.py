@@ -83,7 +83,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="twin", description=__doc__)
     parser.add_argument("--version", action="version", version=f"twin {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    from twin.cli import analyse, compare, fill, kernel, play, replay, serve, sweep, trace_scenario
+    from twin.cli import (
+        analyse,
+        arena,
+        compare,
+        fill,
+        kernel,
+        play,
+        replay,
+        serve,
+        sweep,
+        trace_scenario,
+    )
 
     run = sub.add_parser("run", help="play a scenario to its end and summarise it")
     run.add_argument("--scenario", default="default", help="built-in name or YAML/JSON file")
@@ -113,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     fill.add_parser(sub)
     serve.add_parser(sub)
     play.add_parser(sub)
+    arena.add_parser(sub)
 
     bench = sub.add_parser("bench", help="measure the twin's speed")
     bench.add_argument(

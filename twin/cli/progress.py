@@ -3,9 +3,9 @@ Piped or redirected output gets none (the bar would only be noise in a log)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -14,13 +14,17 @@ if TYPE_CHECKING:
 
     from twin.schema.scenario import Scenario
 
-Advance = Callable[[float], None]
+
+class Advance(Protocol):
+    def __call__(self, completed: float, note: str = "") -> None:
+        """`completed` so far, and a word on what is under way (say, how many are running)."""
 
 
 @contextmanager
 def progress_bar(console: Console, what: str, total: float | None,
                  unit: str) -> Iterator[Advance | None]:  # fmt: skip
-    """`update(done)` for a bar of `total` (None: unknown) `unit`s; None when not a terminal."""
+    """`update(done[, note])` for a bar of `total` (None: unknown) `unit`s; None when not a
+    terminal."""
     if not console.is_terminal:
         yield None
         return
@@ -42,10 +46,15 @@ def progress_bar(console: Console, what: str, total: float | None,
 
     done = TextColumn("{task.completed:,.0f}" + (f" of {total:,.0f}" if total else "") + f" {unit}")
     columns = (TextColumn(what), BarColumn(), TaskProgressColumn(), done, Rate(),
-               TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())  # fmt: skip
+               TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
+               TextColumn("{task.fields[note]}"))  # fmt: skip
     with Progress(*columns, console=console, transient=True) as bar:
-        task = bar.add_task(what, total=total)
-        yield lambda completed: bar.update(task, completed=completed)
+        task = bar.add_task(what, total=total, note="")
+
+        def advance(completed: float, note: str = "") -> None:
+            bar.update(task, completed=completed, note=note)
+
+        yield advance
 
 
 def horizon_h(scenario: Scenario) -> float | None:

@@ -9,10 +9,11 @@ tenants by name).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -20,6 +21,7 @@ from twin.ray_runtime import start_ray
 from twin.sweep.spec import Run
 
 Row = dict[str, Any]
+T = TypeVar("T")
 RUNS_DIR = "runs"
 RESULTS_FILE = "results.parquet"
 
@@ -77,27 +79,35 @@ def save(out: Path, row: Row) -> None:
     os.replace(tmp, folder / f"{row['key']}.json")
 
 
-def local(runs: list[Run], logs: str | None, workers: int) -> Iterator[Row]:
-    """Rows as the runs finish, on a pool of `workers` processes (started warm: see `warm`)."""
-    warm()
+def local(task: Callable[[T], Row], items: Sequence[T], workers: int,
+          warmed: Callable[[], None] = warm) -> Iterator[Row]:  # fmt: skip
+    """`task(item)` for every item as they finish, on a pool of `workers` processes (started
+    warm: see `warm`)."""
+    warmed()
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        pending: set[Future[Row]] = {pool.submit(run_one, r, logs) for r in runs}
+        pending: set[Future[Row]] = {pool.submit(task, item) for item in items}
         while pending:
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
             for future in finished:
                 yield future.result()
 
 
-def on_ray(runs: list[Run], logs: str | None, workers: int, address: str | None) -> Iterator[Row]:
-    """Rows as the runs finish, as Ray tasks (a local Ray of `workers` CPUs, or a cluster)."""
+def _call(task: Callable[[T], Row], item: T) -> Row:
+    return task(item)
+
+
+def on_ray(task: Callable[[T], Row], items: Sequence[T], workers: int,
+           address: str | None) -> Iterator[Row]:  # fmt: skip
+    """`task(item)` for every item as they finish, as Ray tasks (a local Ray of `workers`
+    CPUs, or a cluster)."""
     import ray
 
     started_here = not ray.is_initialized()
     if started_here:
         start_ray(workers, address)
     try:
-        task = ray.remote(run_one)
-        pending = [task.remote(r, logs) for r in runs]
+        remote: Any = ray.remote(_call)
+        pending = [remote.remote(task, item) for item in items]
         while pending:
             finished, pending = ray.wait(pending, num_returns=1)
             for ref in finished:
@@ -116,7 +126,8 @@ def execute(runs: Iterable[Run], out: Path, *, engine: str, workers: int,
     todo = [r for r in planned if r.key not in done]
     before = len(planned) - len(todo)
     logs = str(out / "logs") if keep_logs else None
-    rows = on_ray(todo, logs, workers, address) if engine == "ray" else local(todo, logs, workers)
+    task = partial(run_one, logs=logs)
+    rows = on_ray(task, todo, workers, address) if engine == "ray" else local(task, todo, workers)
     for n, row in enumerate(rows, 1):
         save(out, row)
         if progress is not None:

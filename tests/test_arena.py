@@ -1,0 +1,251 @@
+"""`twin arena`: agent line-ups over seeds as real gateway sessions, ranked with bootstrap
+confidence intervals against a paired baseline, and merged across runs.
+
+The leaderboard is checked against what it summarises: each session's own summary (kept with
+`--keep-logs`) and a bootstrap computed independently, by SciPy.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import scipy.stats
+
+from tests.browser import chromium, new_page
+from tests.conftest import twin_command
+
+AGENTS = ["negotiator", "fair_share", "baseline"]
+TENANTS = ["research", "inference", "batch"]
+SEEDS = 8
+
+
+@pytest.fixture(scope="module")
+def arena(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("arena") / "market"
+    result = twin_command("arena", "--scenario", "market", "--agents", ",".join(AGENTS),
+                          "--seeds", str(SEEDS), "--out", str(out), "--keep-logs",
+                          "--workers", "2")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    return out
+
+
+def board(out: Path) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = pq.read_table(out / "leaderboard.parquet").to_pylist()
+    return rows
+
+
+def outcomes(out: Path) -> list[dict[str, Any]]:
+    """The leaderboard but for answer times (wall-clock, so never twice the same)."""
+    return [{k: v for k, v in r.items() if not k.startswith("answer_ms")} for r in board(out)]
+
+
+def summaries(out: Path) -> dict[str, dict[str, Any]]:
+    """Each session's own summary, as its gateway session wrote it."""
+    return {p.parent.name: json.loads(p.read_text()) for p in (out / "logs").glob("*/summary.json")}
+
+
+def test_every_agent_plays_every_tenant_on_every_seed_against_one_baseline(arena: Path) -> None:
+    con = duckdb.connect()
+    sessions = str(arena / "sessions.parquet")
+    plays = con.execute(f"SELECT agent, tenant, count(DISTINCT seed), count(*) FROM "
+                        f"'{sessions}' WHERE kind = 'session' GROUP BY ALL").fetchall()  # fmt: skip
+    assert sorted((a, t) for a, t, _, _ in plays) == sorted((a, t) for a in AGENTS for t in TENANTS)
+    assert {(seeds, n) for _, _, seeds, n in plays} == {(SEEDS, SEEDS)}
+    baselines = con.execute(f"SELECT count(DISTINCT key), count(DISTINCT seed) FROM '{sessions}' "
+                        "WHERE kind = 'baseline-session'").fetchone()  # fmt: skip
+    assert baselines == (SEEDS, SEEDS), "one baseline per seed, paired with every rotation"
+    assert len(summaries(arena)) == SEEDS * (len(AGENTS) + 1)
+
+
+def test_the_leaderboard_s_returns_are_the_sessions_summaries(arena: Path) -> None:
+    told = summaries(arena)
+    runs = {p.stem: json.loads(p.read_text()) for p in (arena / "runs").glob("*.json")}
+    returns: dict[tuple[str, str], dict[int, float]] = defaultdict(dict)
+    gains: dict[tuple[str, str], dict[int, float]] = defaultdict(dict)
+    base = {r["seed"]: told[k] for k, r in runs.items() if r["kind"] == "baseline-session"}
+    for key, run in runs.items():
+        if run["kind"] != "session":
+            continue
+        mine = {t["name"]: t["reward_usd"] for t in told[key]["tenants"]}
+        theirs = {t["name"]: t["reward_usd"] for t in base[run["seed"]]["tenants"]}
+        for t in run["tenants"]:
+            returns[(t["agent"], t["tenant"])][run["seed"]] = mine[t["tenant"]]
+            gains[(t["agent"], t["tenant"])][run["seed"]] = mine[t["tenant"]] - theirs[t["tenant"]]
+    rows = board(arena)
+    assert len(rows) == len(AGENTS) * (1 + len(TENANTS))
+    for row in rows:
+        if row["role"] == "all":
+            per_seed = [statistics.fmean(returns[(row["agent"], t)][s] for t in TENANTS)
+                        for s in range(SEEDS)]  # fmt: skip
+        else:
+            per_seed = [returns[(row["agent"], row["role"])][s] for s in range(SEEDS)]
+        assert row["return_usd"] == pytest.approx(statistics.fmean(per_seed), rel=1e-12)
+        if row["role"] != "all":
+            by_seed = gains[(row["agent"], row["role"])]
+            assert row["gain_usd"] == pytest.approx(statistics.fmean(by_seed.values()), rel=1e-12)
+
+
+def test_the_intervals_are_a_percentile_bootstrap_over_seeds(arena: Path) -> None:
+    sessions = pq.read_table(arena / "sessions.parquet").to_pylist()
+    for row in board(arena):
+        cells = [c for c in sessions if c["agent"] == row["agent"]
+                 and (row["role"] == "all" or c["tenant"] == row["role"])]  # fmt: skip
+        for field in ("return_usd", "gain_usd"):
+            per_seed = np.array([statistics.fmean(c[field] for c in cells if c["seed"] == s)
+                                 for s in range(SEEDS)])  # fmt: skip
+            ci = scipy.stats.bootstrap((per_seed,), np.mean, n_resamples=9_999,
+                                       method="percentile", rng=np.random.default_rng(0),
+                                       confidence_level=0.95).confidence_interval  # fmt: skip
+            low, high = row[field.replace("_usd", "_lo_usd")], row[field.replace("_usd", "_hi_usd")]
+            assert (low, high) == pytest.approx((ci.low, ci.high), rel=1e-9, abs=1e-9)
+            assert low <= row[field] <= high
+
+
+def test_the_ranking_is_by_gain_and_welfare_is_per_session(arena: Path) -> None:
+    rows = [r for r in board(arena) if r["role"] == "all"]
+    assert [r["rank"] for r in rows] == [1, 2, 3]
+    assert [r["gain_usd"] for r in rows] == sorted((r["gain_usd"] for r in rows), reverse=True)
+    sessions = pq.read_table(arena / "sessions.parquet").to_pylist()
+    for c in sessions:
+        assert 1 / len(TENANTS) - 1e-12 <= c["jain_delay"] <= 1 + 1e-12
+    by_key: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for c in sessions:
+        by_key[c["key"]].append(c)
+    for cells in by_key.values():
+        if cells[0]["kind"] != "session":
+            continue
+        gains = [c["gain_usd"] for c in cells]
+        dominates = all(g >= -1e-9 for g in gains) and any(g > 1e-9 for g in gains)
+        assert {c["pareto_dominates"] for c in cells} == {dominates}
+        assert cells[0]["welfare_gain_usd"] == pytest.approx(sum(gains))
+
+
+def test_the_manifest_says_what_ran(arena: Path) -> None:
+    manifest = json.loads((arena / "arena.json").read_text())
+    assert manifest["seeds"] == list(range(SEEDS))
+    assert [a["name"] for a in manifest["agents"]] == AGENTS
+    (scenario,) = manifest["scenarios"]
+    assert scenario["name"] == "market"
+    assert len(scenario["sha256"]) == 64
+    assert scenario["own_policies"] == ["autoscale"] * 3
+    assert manifest["bootstrap"]["resamples"] == 9_999
+    assert manifest["twin_versions"]
+
+
+async def test_the_page_opens_in_chromium_with_no_console_errors(arena: Path) -> None:
+    url = (arena / "leaderboard.html").as_uri()
+    async with chromium() as (browser, watched):
+        page = await new_page(browser, watched)
+        await page.goto(url)
+        figures = await page.locator("figure svg").count()
+        text = await page.locator("body").inner_text()
+    assert watched.problems == []
+    assert watched.requests == [url], "the page asks for nothing but itself"
+    assert figures == 8, "a figure per measure"
+    for agent in AGENTS:
+        assert agent in text
+    assert "autoscale" in text, "the page says what the baseline played"
+
+
+def test_a_stopped_arena_resumes_where_it_stopped(tmp_path: Path) -> None:
+    out = tmp_path / "resume"
+    argv = ("arena", "--agents", "negotiator,baseline", "--seeds", "2", "--out", str(out))
+    assert twin_command(*argv).returncode == 0
+    first = outcomes(out)
+    runs = sorted((out / "runs").glob("*.json"))
+    assert len(runs) == 2 * 3
+    runs[0].unlink()
+    again = twin_command(*argv)
+    assert again.returncode == 0, again.stderr
+    assert "(1 now, 5 done before)" in " ".join(again.stdout.split())
+    assert outcomes(out) == first
+    more = twin_command("arena", "--agents", "negotiator,baseline", "--seeds", "3",
+                        "--out", str(out))  # fmt: skip
+    assert more.returncode == 0, more.stderr
+    assert "(3 now, 6 done before)" in " ".join(more.stdout.split())
+    other = twin_command("arena", "--agents", "greedy,baseline", "--seeds", "2", "--out", str(out))
+    assert other.returncode != 0
+    assert "holds another arena (its agents differ)" in other.stderr
+    assert "Traceback" not in other.stderr
+
+
+def test_two_arenas_on_the_same_seeds_merge_into_one_leaderboard(tmp_path: Path) -> None:
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    assert twin_command("arena", "--agents", "negotiator,baseline", "--seeds", "2",
+                        "--out", str(a)).returncode == 0  # fmt: skip
+    assert twin_command("arena", "--agents", "fair_share,greedy", "--seeds", "2",
+                        "--out", str(b)).returncode == 0  # fmt: skip
+    merged = twin_command("arena", "merge", str(a), str(b), "--out", str(tmp_path / "ab"))
+    assert merged.returncode == 0, merged.stderr
+    rows = board(tmp_path / "ab")
+    ranked = {r["agent"]: r for r in rows if r["role"] == "all"}
+    assert set(ranked) == {"negotiator", "baseline", "fair_share", "greedy"}
+    assert sorted(r["rank"] for r in ranked.values()) == [1, 2, 3, 4]
+    for name, source in (("negotiator", a), ("greedy", b)):
+        alone = next(r for r in board(source) if r["agent"] == name and r["role"] == "all")
+        assert ranked[name]["return_usd"] == alone["return_usd"]
+    # Different seeds: refused, saying so.
+    assert twin_command("arena", "--agents", "greedy,random", "--seeds", "3",
+                        "--out", str(c)).returncode == 0  # fmt: skip
+    refused = twin_command("arena", "merge", str(a), str(c), "--out", str(tmp_path / "ac"))
+    assert refused.returncode != 0
+    assert "cannot merge: the seeds differ" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    # A baseline that does not agree (another twin played it): refused.
+    baseline = next((b / "runs").glob("*.s0.baseline.json"))
+    row = json.loads(baseline.read_text())
+    row["tenants"][0]["return_usd"] += 1.0
+    baseline.write_text(json.dumps(row))
+    refused = twin_command("arena", "merge", str(a), str(b), "--out", str(tmp_path / "ab2"))
+    assert "cannot merge: the baselines of market seed 0 differ" in refused.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--agents", "negotiator,wizard"], "--agents: unknown agent 'wizard'"),
+        (["--agents", "negotiator,negotiator"], "--agents: name each agent once"),
+        (["--agents", "negotiator", "--seeds", "3-1"], "--seeds: '3-1' names no seeds"),
+        (["--agents", "negotiator", "--seeds", "x"], "--seeds: 'x' is not N, A-B or a list"),
+        (["--agents", "negotiator", "--llm", "smol"], "--llm: 'smol' is not NAME=BASE_URL"),
+        (["--agents", "negotiator", "--scenario", "nowhere"], "nowhere"),
+        (["--agents", "smol", "--llm", "smol=ftp://x,m"], "is not an http(s) URL"),
+        (["--agents", "negotiator"], "twin arena needs --agents and --out"),
+    ],
+)
+def test_bad_arguments_are_named_without_a_traceback(argv: list[str], message: str,
+                                                     tmp_path: Path) -> None:  # fmt: skip
+    out = ["--out", str(tmp_path / "x")] if "needs" not in message else []
+    result = twin_command("arena", *argv, *out)
+    assert result.returncode != 0
+    assert message in " ".join(result.stderr.split())
+    assert "Traceback" not in result.stderr
+
+
+def test_a_prompt_file_must_name_only_what_a_prompt_may(tmp_path: Path) -> None:
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("You are {tenant}; your budget is {budget}.")
+    smol = f"smol=http://127.0.0.1:9/v1,m,{prompt}"
+    result = twin_command("arena", "--agents", "smol", "--llm", smol, "--out", str(tmp_path / "x"))
+    assert result.returncode != 0
+    assert "it names {budget}; a prompt may name only {tenant} and {others}" in result.stderr
+    shutil.rmtree(tmp_path / "x", ignore_errors=True)
+
+
+def test_jain_s_index_is_one_for_equal_delays_and_one_over_n_for_one_who_waits() -> None:
+    from twin.arena.sessions import jain
+
+    assert jain([5.0, 5.0, 5.0]) == 1.0
+    assert jain([9.0, 0.0, 0.0]) == pytest.approx(1 / 3)
+    assert jain([0.0, 0.0]) == 1.0
+    assert jain([]) is None

@@ -1,0 +1,197 @@
+"""Who plays: the agents of an arena, the line-ups they form, and the sessions that come of them.
+
+Agents are built-in policies by name, or LLM agents named on the command line with an endpoint,
+a model and (optionally) a system prompt. With k agents on a scenario of n tenants, rotation r
+gives tenant i to agent (i + r) mod k: over k rotations every agent plays every tenant once per
+seed. Every seed also has one baseline session, the tenants' own policies with no agent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from twin.errors import ConfigError
+
+BASELINE = "baseline-session"
+"""The `kind` of a scenario's paired baseline session (no agents, no trading)."""
+SESSION = "session"
+
+
+def sha256(data: bytes | str) -> str:
+    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """One contestant: a built-in policy, or an LLM agent at an OpenAI-compatible endpoint."""
+
+    name: str
+    policy: str  # a built-in policy's name, or "llm"
+    base_url: str | None = None
+    model: str | None = None
+    prompt_file: str | None = None
+    prompt: str | None = None  # the system prompt's template (None: the shipped one)
+    fallback: str | None = None  # the built-in policy an LLM agent falls back on
+    schema_format: str = "json_schema"  # how the endpoint is asked for JSON
+
+    def identity(self) -> dict[str, Any]:
+        """What makes this agent this agent, as the manifest records it."""
+        out: dict[str, Any] = {"name": self.name, "policy": self.policy}
+        if self.policy == "llm":
+            from agents.prompting import template
+
+            text = self.prompt if self.prompt is not None else template("system")
+            out.update(base_url=self.base_url, model=self.model, fallback=self.fallback,
+                       schema_format=self.schema_format, prompt_file=self.prompt_file,
+                       prompt_sha256=sha256(text))  # fmt: skip
+        return out
+
+
+def parse_llm(spec: str, fallback: str, schema_format: str = "json_schema") -> AgentSpec:
+    """`NAME=BASE_URL,MODEL[,PROMPT_FILE]` -> an LLM agent; names what is wrong."""
+    from pathlib import Path
+
+    from agents.prompting import check_system
+
+    name, sep, rest = spec.partition("=")
+    parts = [p.strip() for p in rest.split(",")]
+    if not sep or not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", name) or len(parts) not in (2, 3):
+        raise ConfigError(f"--llm: {spec!r} is not NAME=BASE_URL,MODEL[,PROMPT_FILE]")
+    base_url, model = parts[0], parts[1]
+    if not base_url.startswith(("http://", "https://")) or not model:
+        raise ConfigError(f"--llm {name}: {base_url!r} is not an http(s) URL, or no model named")
+    prompt_file = parts[2] if len(parts) == 3 else None
+    prompt = None
+    if prompt_file is not None:
+        try:
+            prompt = Path(prompt_file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"--llm {name}: cannot read prompt file {prompt_file!r} "
+                              f"({exc.__class__.__name__})") from None  # fmt: skip
+        problem = check_system(prompt)
+        if problem is not None:
+            raise ConfigError(f"--llm {name}: prompt file {prompt_file!r}: {problem}")
+    return AgentSpec(name, "llm", base_url, model, prompt_file, prompt, fallback, schema_format)
+
+
+def parse_agents(names: str, llms: list[AgentSpec]) -> list[AgentSpec]:
+    """`negotiator,fair_share,smol` -> the agents, built-ins by name and LLM agents by the name
+    `--llm` gave them."""
+    from agents.policies import BUILT_IN
+
+    named = {a.name: a for a in llms}
+    out: list[AgentSpec] = []
+    for name in filter(None, (n.strip() for n in names.split(","))):
+        if name in named:
+            out.append(named[name])
+        elif name in BUILT_IN:
+            out.append(AgentSpec(name, name))
+        else:
+            raise ConfigError(f"--agents: unknown agent {name!r}; built-in: {list(BUILT_IN)}; "
+                              f"named by --llm: {list(named) or 'none'}")  # fmt: skip
+    if len({a.name for a in out}) != len(out):
+        raise ConfigError("--agents: name each agent once")
+    if not out:
+        raise ConfigError("--agents: name at least one agent")
+    return out
+
+
+def parse_seeds(text: str) -> list[int]:
+    """`8` -> seeds 0..7; `42-51` -> 42..51; `1,5,9` -> those."""
+    try:
+        if "-" in text:
+            low, high = (int(x) for x in text.split("-", 1))
+            seeds = list(range(low, high + 1))
+        elif "," in text:
+            seeds = [int(x) for x in text.split(",") if x.strip()]
+        else:
+            seeds = list(range(int(text)))
+    except ValueError:
+        raise ConfigError(f"--seeds: {text!r} is not N, A-B or a list") from None
+    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
+        raise ConfigError(f"--seeds: {text!r} names no seeds, a negative or a repeated one")
+    return seeds
+
+
+@dataclass(frozen=True)
+class ScenarioEntry:
+    """A scenario as the arena plays it: how it was named, its name, tenants, hash, and the
+    policies its tenants play by themselves (in the baseline, and where no agent plays them)."""
+
+    spec: str
+    name: str
+    tenants: tuple[str, ...]
+    sha256: str
+    own_policies: tuple[str, ...] = ()
+
+    @property
+    def slug(self) -> str:
+        return f"{re.sub(r'[^A-Za-z0-9_.-]', '_', self.name)}-{self.sha256[:8]}"
+
+
+def scenario_entry(spec: str) -> ScenarioEntry:
+    """Load and check a scenario now; its hash covers its content and its trace file's bytes
+    (not where the file lies), so the same scenario hashes alike on every machine."""
+    from twin.sim import scenarios
+    from twin.sim.job_sources import trace_path
+    from twin.sim.kinds import kind_of
+
+    scenario = scenarios.as_cluster(scenarios.load(spec))
+    content = scenario.model_dump_json()
+    trace = getattr(scenario, "trace", None)
+    if trace is not None:
+        content += sha256(trace_path(trace.path).read_bytes())
+    own = kind_of(scenario).configured_policies(scenario)
+    return ScenarioEntry(spec, scenario.name, tuple(t.name for t in scenario.tenants),
+                         sha256(content), tuple(own[t.name] for t in scenario.tenants))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SessionTask:
+    """One session to play: a line-up (tenant -> agent) on a scenario and seed, or the
+    scenario's baseline (no line-up)."""
+
+    key: str
+    kind: str
+    scenario: ScenarioEntry
+    seed: int
+    rotation: int | None
+    lineup: dict[str, AgentSpec] = field(default_factory=dict)
+    mechanism: str = "proportional"
+    round_timeout_ms: int = 30_000
+    first_answer_s: float | None = None
+    logs: str | None = None  # where to keep the session's event log and summary
+
+
+def lineup_hash(lineup: dict[str, AgentSpec]) -> str:
+    return sha256(repr(sorted((t, sorted(a.identity().items())) for t, a in lineup.items())))
+
+
+def tasks(scenarios: list[ScenarioEntry], seeds: list[int], agents: list[AgentSpec], *,
+          mechanism: str, round_timeout_ms: int,
+          first_answer_s: float | None, logs: str | None = None) -> list[SessionTask]:  # fmt: skip
+    """Every session of the arena: per scenario and seed, the baseline and one per rotation."""
+    out: list[SessionTask] = []
+    k = len(agents)
+    for entry in scenarios:
+        for seed in seeds:
+            out.append(SessionTask(f"{entry.slug}.s{seed}.baseline", BASELINE, entry, seed, None,
+                                   mechanism=mechanism, logs=logs))  # fmt: skip
+            for r in range(k):
+                lineup = {t: agents[(i + r) % k] for i, t in enumerate(entry.tenants)}
+                key = f"{entry.slug}.s{seed}.{lineup_hash(lineup)[:12]}"
+                out.append(SessionTask(key, SESSION, entry, seed, r, lineup, mechanism,
+                                       round_timeout_ms, first_answer_s, logs))  # fmt: skip
+    return out
+
+
+def manifest_agents(agents: list[AgentSpec]) -> list[dict[str, Any]]:
+    return [a.identity() for a in agents]
+
+
+def scenario_record(entry: ScenarioEntry) -> dict[str, Any]:
+    return {**asdict(entry), "tenants": list(entry.tenants),
+            "own_policies": list(entry.own_policies)}  # fmt: skip

@@ -1,0 +1,160 @@
+"""Playing one arena session and reducing it to its row: per tenant, who played it, its return
+(the session summary's), difference reward, offers and trades, answer times and model counts,
+and its jobs' queueing delay; per session, the tenants' welfare together."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from twin.arena.lineup import BASELINE, SessionTask
+
+if TYPE_CHECKING:
+    from agents.client import AgentStats
+    from agents.policy import Policy
+
+Row = dict[str, Any]
+MAX_ROUND_TIMEOUT_MS = 120_000
+
+
+def jain(values: list[float]) -> float | None:
+    """Jain's fairness index, (sum x)^2 / (n sum x^2): 1 when all are equal, 1/n when one
+    holds all; 1 when all are zero; None for no values."""
+    if not values:
+        return None
+    squares = sum(v * v for v in values)
+    return 1.0 if squares == 0 else sum(values) ** 2 / (len(values) * squares)
+
+
+def _policies(task: SessionTask) -> dict[str, Policy]:
+    from agents.factory import LlmEndpoint, make_policy
+    from agents.health import EndpointHealth
+
+    tenants = list(task.scenario.tenants)
+    endpoints: dict[str, LlmEndpoint] = {}  # one per agent: its health is shared by its roles
+    out: dict[str, Policy] = {}
+    for tenant, agent in task.lineup.items():
+        endpoint = None
+        if agent.policy == "llm":
+            assert agent.base_url is not None
+            assert agent.model is not None
+            first_s = task.first_answer_s or EndpointHealth.first_ask_s
+            health = EndpointHealth(first_ask_s=first_s)
+            endpoint = endpoints.setdefault(agent.name, LlmEndpoint(
+                agent.base_url, agent.model, schema_format=agent.schema_format,  # type: ignore[arg-type]
+                health=health, system_prompt=agent.prompt))  # fmt: skip
+        out[tenant] = make_policy(agent.policy, tenants, tenant, seed=task.seed,
+                                  fallback=agent.fallback or "baseline", llm=endpoint)  # fmt: skip
+    return out
+
+
+def _tenant(stats: AgentStats | None, llm: Any) -> Row:
+    """What an agent did in one role (nothing for a tenant its own policy played)."""
+    if stats is None:
+        return {}
+    row: Row = {
+        "difference_reward_usd": stats.difference_reward,
+        "rounds": stats.rounds,
+        "defaulted_rounds": stats.defaulted_rounds,
+        "offers_made": stats.offers_made,
+        "offers_taken": stats.offers_taken,
+        "offers_refused": stats.offers_refused,
+        "offers_answered": stats.offers_answered,
+        "offers_accepted": stats.offers_accepted,
+        "trades_applied": stats.trades_applied,
+        "trades_failed": stats.trades_failed,
+        "errors": len(stats.errors),
+        "answer_ms": [round(ms, 4) for ms in stats.answer_ms],
+    }
+    if llm is not None:
+        s = llm.summary()
+        row["llm"] = {k: s[k] for k in ("asks", "valid_first_try", "valid_after_retry",
+                                        "fallbacks", "offer_fallbacks", "invalid", "late",
+                                        "http_errors", "endpoint_down", "prompt_tokens",
+                                        "completion_tokens")}  # fmt: skip
+        row["llm"]["latency_ms"] = [round(ms, 3) for ms in llm.latency_ms]
+    return row
+
+
+def reduce(task: SessionTask, events: bytes, stats: dict[str, AgentStats],
+           llm: dict[str, Any], wall_s: float) -> Row:  # fmt: skip
+    """A played session's row, from its event log and its agents' counts."""
+    from twin.eventlog.jobs import JobTable
+    from twin.eventlog.log import from_dict
+    from twin.eventlog.metrics import Metrics
+
+    records = [orjson.loads(line) for line in events.splitlines()]
+    delays: dict[str, list[float]] = {}
+
+    def take(job: Row) -> None:
+        if job["outcome"] == "finished":
+            delays.setdefault(job["tenant"], []).append(job["queueing_delay_s"])
+
+    jobs = JobTable(take)
+    for record in records:
+        jobs.take(record)
+    jobs.close()
+    metrics = Metrics()
+    metrics.session = records[0]["session"] if records else ""
+    metrics.consume([from_dict(r) for r in records])
+    summary = metrics.summary()
+    if task.logs is not None:
+        from pathlib import Path
+
+        from twin.schema.vocabulary import EVENTS_FILE, SUMMARY_FILE
+
+        kept = Path(task.logs) / task.key
+        kept.mkdir(parents=True, exist_ok=True)
+        (kept / EVENTS_FILE).write_bytes(events)
+        (kept / SUMMARY_FILE).write_text(summary.model_dump_json(indent=2) + "\n")
+    mean_delay = {t: sum(v) / len(v) for t, v in delays.items() if v}
+    tenants = []
+    for t in summary.tenants:
+        agent = task.lineup.get(t.name)
+        tenants.append({
+            "tenant": t.name,
+            "agent": agent.name if agent is not None else None,
+            "return_usd": t.reward_usd,
+            "jobs_finished": t.jobs_finished,
+            "mean_queueing_delay_s": mean_delay.get(t.name),
+            **_tenant(stats.get(t.name), llm.get(t.name)),
+        })  # fmt: skip
+    return {
+        "key": task.key,
+        "kind": task.kind,
+        "scenario": task.scenario.name,
+        "scenario_sha256": task.scenario.sha256,
+        "seed": task.seed,
+        "rotation": task.rotation,
+        "end_reason": summary.end_reason,
+        "wall_s": wall_s,
+        "total_return_usd": sum(t["return_usd"] for t in tenants),
+        "jain_delay": jain(list(mean_delay.values())),
+        "tenants": tenants,
+    }
+
+
+def run_task(task: SessionTask) -> Row:
+    """Play one session over a real gateway on loopback; its row. (Top-level, so worker
+    processes and Ray can run it.)"""
+    from twin.arena.session import play_session
+
+    policies = _policies(task) if task.kind != BASELINE else {}
+    llm = {t: getattr(p, "stats", None) for t, p in policies.items()}
+    played = asyncio.run(play_session(task.scenario.spec, policies, seed=task.seed,
+                                      mechanism=task.mechanism,  # type: ignore[arg-type]
+                                      round_timeout_ms=task.round_timeout_ms,
+                                      max_round_timeout_ms=MAX_ROUND_TIMEOUT_MS))  # fmt: skip
+    stats = dict(zip(policies, played.stats, strict=True))
+    return reduce(task, played.events, stats, llm, played.wall_s)
+
+
+def warm() -> None:
+    """Import what a session needs and compile the kernel before worker processes fork."""
+    from agents import client, factory  # noqa: F401 (imported for the workers to inherit)
+    from twin.gateway import app  # noqa: F401
+    from twin.sim.encode import warm_kernel
+
+    warm_kernel()
