@@ -249,3 +249,40 @@ def test_jain_s_index_is_one_for_equal_delays_and_one_over_n_for_one_who_waits()
     assert jain([9.0, 0.0, 0.0]) == pytest.approx(1 / 3)
     assert jain([0.0, 0.0]) == 1.0
     assert jain([]) is None
+
+
+def test_a_local_ray_plays_the_same_arena_as_the_local_pool(tmp_path: Path) -> None:
+    argv = ("arena", "--agents", "negotiator,greedy", "--seeds", "2", "--workers", "2")
+    pool = twin_command(*argv, "--out", str(tmp_path / "pool"))
+    ray = twin_command(*argv, "--engine", "ray", "--out", str(tmp_path / "ray"))
+    assert pool.returncode == 0, pool.stderr
+    assert ray.returncode == 0, ray.stderr
+    assert "6 sessions (6 now, 0 done before)" in " ".join(ray.stdout.split())
+    assert outcomes(tmp_path / "ray") == outcomes(tmp_path / "pool")
+
+
+def test_an_arena_spans_a_synthetic_and_a_real_trace_scenario(tmp_path: Path) -> None:
+    from twin.sim import scenarios
+
+    day = scenarios.as_cluster(scenarios.load("openb-tenants", [
+        "trace.start_h=3552", "trace.end_h=3576"])).model_dump(mode="json")  # fmt: skip
+    day["horizon_s"] = 4 * day["decisions"]["interval_s"] + 1
+    for where in ("here", "there"):
+        (tmp_path / where).mkdir()
+        (tmp_path / where / "openb-day.json").write_text(json.dumps(day))
+    out = tmp_path / "both"
+    both = f"market,{tmp_path / 'here' / 'openb-day.json'}"
+    result = twin_command("arena", "--scenario", both, "--agents", "negotiator,greedy",
+                          "--seeds", "1", "--out", str(out))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    ranked = {(r["scenario"], r["agent"]) for r in board(out) if r["role"] == "all"}
+    assert ranked == {(s, a) for s in ("market", "openb-tenants") for a in ("negotiator", "greedy")}
+    roles = {r["role"] for r in board(out) if r["scenario"] == "openb-tenants"}
+    assert roles == {"all", "ls", "be", "burstable", "other"}
+    from twin.arena.lineup import scenario_entry
+
+    here = scenario_entry(str(tmp_path / "here" / "openb-day.json"))
+    there = scenario_entry(str(tmp_path / "there" / "openb-day.json"))
+    assert here.sha256 == there.sha256, "a scenario hashes by its content, not where it lies"
+    manifest = json.loads((out / "arena.json").read_text())
+    assert here.sha256 in {s["sha256"] for s in manifest["scenarios"]}

@@ -173,3 +173,35 @@ def test_smollm2_negotiates_for_a_tenant_of_the_real_openb_trace(
     assert any(r["kind"] == "job_started" and r["tenant"] == "ls" for r in records)
     credited = [r for r in records if r["kind"] == "round_credited" and r["tenant"] == "ls"]
     assert len(credited) == 3
+
+
+def test_smollm2_in_one_role_of_an_arena_reports_its_valid_answers_and_latency(
+    llama_server: str, tmp_path: Path
+) -> None:
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "arena"
+    smol = f"smol={llama_server},smollm2-135m"
+    argv = [sys.executable, "-m", "twin", "arena", "--scenario", str(short_market(tmp_path, 2)),
+            "--agents", "smol,negotiator,fair_share", "--llm", smol, "--seeds", "1",
+            "--llm-schema-format", "json_object", "--llm-first-answer-s", "120",
+            "--workers", "1", "--out", str(out)]  # fmt: skip
+    result = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=1200)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    rows = pq.read_table(out / "leaderboard.parquet").to_pylist()
+    (mine,) = [r for r in rows if r["agent"] == "smol" and r["role"] == "all"]
+    print(json.dumps({k: mine[k] for k in ("valid_first_share", "fallbacks", "answer_ms_p50",
+                                           "answer_ms_p95", "gain_usd")}))  # fmt: skip
+    assert mine["sessions"] == 3, "one session per rotation, the model in one role of each"
+    assert 0.0 <= mine["valid_first_share"] <= 1.0
+    assert mine["answer_ms_p50"] > 1.0, "a model's answer takes real time"
+    assert mine["answer_ms_p95"] >= mine["answer_ms_p50"]
+    runs = [json.loads(p.read_text()) for p in (out / "runs").glob("*.json")]
+    played = [t for r in runs for t in r["tenants"] if t["agent"] == "smol"]
+    assert len(played) == 3
+    assert all(t["llm"]["asks"] >= 2 and t["llm"]["invalid"] == 0 for t in played)
+    manifest = json.loads((out / "arena.json").read_text())
+    (agent,) = [a for a in manifest["agents"] if a["name"] == "smol"]
+    assert agent["model"] == "smollm2-135m"
+    assert len(agent["prompt_sha256"]) == 64

@@ -13,16 +13,20 @@ from twin.arena.board import ALL_ROLES
 
 Row = dict[str, Any]
 
-RANKING = (
-    ("rank", "rank", 0), ("agent", "agent", None), ("return $", "return_usd", 0),
+OUTCOME = (
+    ("#", "rank", None), ("agent", "agent", None), ("return $", "return_usd", 0),
     ("95% CI", ("return_lo_usd", "return_hi_usd"), 0), ("gain $", "gain_usd", 0),
-    ("95% CI", ("gain_lo_usd", "gain_hi_usd"), 0), ("diff. reward", "difference_reward_usd", 1),
-    ("offers made", "offers_made", 1), ("taken", "offers_taken", 1),
-    ("refused", "offers_refused", 1), ("trades", "trades_applied", 1),
-    ("valid 1st", "valid_first_share", 2), ("fallbacks", "fallbacks", 1),
-    ("answer p50 ms", "answer_ms_p50", 2), ("p95 ms", "answer_ms_p95", 2),
-    ("welfare $", "welfare_usd", 0), ("Jain", "jain_delay", 3), ("Pareto", "pareto_share", 2),
+    ("95% CI", ("gain_lo_usd", "gain_hi_usd"), 0), ("diff. reward $", "difference_reward_usd", 1),
+    ("welfare $", "welfare_usd", 0), ("welfare gain $", "welfare_gain_usd", 0),
+    ("Jain", "jain_delay", 3), ("Pareto", "pareto_share", 2),
 )  # fmt: skip
+NEGOTIATION = (
+    ("agent", "agent", None), ("offers made", "offers_made", 1), ("taken", "offers_taken", 1),
+    ("refused", "offers_refused", 1), ("trades", "trades_applied", 1),
+    ("valid first", "valid_first_share", 2), ("fallbacks", "fallbacks", 1),
+    ("answer p50 ms", "answer_ms_p50", 2), ("p95 ms", "answer_ms_p95", 2),
+)  # fmt: skip
+Columns = tuple[tuple[str, "str | tuple[str, str]", "int | None"], ...]
 FIGURES = (
     ("return ($), mean and 95% CI", "return_usd", ("return_lo_usd", "return_hi_usd")),
     ("gain over the paired baseline ($)", "gain_usd", ("gain_lo_usd", "gain_hi_usd")),
@@ -48,12 +52,18 @@ def cell(row: Row, field: str | tuple[str, str], digits: int | None) -> str:
     return f"{value:,.{digits}f}"
 
 
-def _table(head: list[str], rows: list[list[str]]) -> str:
-    cells = "".join(f"<th>{html.escape(h)}</th>" for h in head)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows
+def _grid(columns: Columns, rows: list[Row]) -> str:
+    """A table of `rows` by `columns`; text columns (no digits) aligned left."""
+    left = ["" if d is not None else ' class="t"' for _, _, d in columns]
+    head = "".join(
+        f"<th{c}>{html.escape(h)}</th>" for c, (h, _, _) in zip(left, columns, strict=True)
     )
-    return f"<table><thead><tr>{cells}</tr></thead><tbody>{body}</tbody></table>"
+    body = "".join(
+        "<tr>" + "".join(f"<td{c}>{html.escape(cell(r, f, d))}</td>"
+                         for c, (_, f, d) in zip(left, columns, strict=True)) + "</tr>"
+        for r in rows
+    )  # fmt: skip
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def _figure(title: str, rows: list[Row], field: str, interval: tuple[str, str] | None) -> str:
@@ -64,7 +74,7 @@ def _figure(title: str, rows: list[Row], field: str, interval: tuple[str, str] |
     shown = [r for r in rows if r[field] is not None]
     if not shown:
         return ""
-    fig = Figure(figsize=(WIDTH_IN * 0.6, 0.5 + 0.35 * len(shown)))
+    fig = Figure(figsize=(WIDTH_IN * 0.5, 0.6 + 0.3 * len(shown)))
     ax = fig.subplots()
     ys = list(range(len(shown)))[::-1]
     values = [r[field] for r in shown]
@@ -95,16 +105,17 @@ def render(board: list[Row], manifest: dict[str, Any]) -> str:
     for sha in dict.fromkeys(r["scenario_sha256"] for r in board):
         rows = [r for r in board if r["scenario_sha256"] == sha]
         ranked = [r for r in rows if r["role"] == ALL_ROLES]
-        name = ranked[0]["scenario"]
-        head = [h for h, _, _ in RANKING]
-        table = _table(head, [[cell(r, f, d) for _, f, d in RANKING] for r in ranked])
-        figures = "".join(_figure(t, ranked, f, i) for t, f, i in FIGURES)
         by_role = [r for r in rows if r["role"] != ALL_ROLES]
-        role_head = ["role", *head[1:]]
-        role_rows = [[r["role"], *(cell(r, f, d) for _, f, d in RANKING[1:])] for r in by_role]
-        parts.append(_section(f"{name}: ranking by gain over the baseline, all roles", table,
-                              figures))  # fmt: skip
-        parts.append(_section(f"{name}: per role", _table(role_head, role_rows)))
+        name = ranked[0]["scenario"]
+        figures = "".join(_figure(t, ranked, f, i) for t, f, i in FIGURES)
+        parts.append(_section(
+            f"{name}: ranking by gain over the paired baseline, all roles",
+            _grid(OUTCOME, ranked), _grid(NEGOTIATION, ranked),
+            f'<div class="figs">{figures}</div>',
+        ))  # fmt: skip
+        role = (("role", "role", None),)
+        parts.append(_section(f"{name}: per role", _grid(role + OUTCOME[1:], by_role),
+                              _grid(role + NEGOTIATION, by_role)))  # fmt: skip
     agents = [(a["name"], ", ".join(f"{k}={v}" for k, v in a.items() if k != "name" and v))
               for a in manifest["agents"]]  # fmt: skip
     scenarios = [(s["name"], f"{s['spec']} · sha256 {s['sha256'][:16]}… · tenants (their own "

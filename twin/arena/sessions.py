@@ -110,16 +110,17 @@ def reduce(task: SessionTask, events: bytes, stats: dict[str, AgentStats],
         (kept / EVENTS_FILE).write_bytes(events)
         (kept / SUMMARY_FILE).write_text(summary.model_dump_json(indent=2) + "\n")
     mean_delay = {t: sum(v) / len(v) for t, v in delays.items() if v}
+    told = {t.name: t for t in summary.tenants}  # a tenant with no record is not in it
     tenants = []
-    for t in summary.tenants:
-        agent = task.lineup.get(t.name)
+    for name in task.scenario.tenants:
+        agent, mine = task.lineup.get(name), told.get(name)
         tenants.append({
-            "tenant": t.name,
+            "tenant": name,
             "agent": agent.name if agent is not None else None,
-            "return_usd": t.reward_usd,
-            "jobs_finished": t.jobs_finished,
-            "mean_queueing_delay_s": mean_delay.get(t.name),
-            **_tenant(stats.get(t.name), llm.get(t.name)),
+            "return_usd": mine.reward_usd if mine is not None else 0.0,
+            "jobs_finished": mine.jobs_finished if mine is not None else 0,
+            "mean_queueing_delay_s": mean_delay.get(name),
+            **_tenant(stats.get(name), llm.get(name)),
         })  # fmt: skip
     return {
         "key": task.key,

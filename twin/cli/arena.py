@@ -25,8 +25,7 @@ ENGINES = ("local", "ray")
 ROUND_TIMEOUT_MS, LLM_ROUND_TIMEOUT_MS = 30_000, 120_000
 SHOWN = (
     ("#", "rank", 0), ("agent", "agent", None), ("gain $", "gain_usd", 0),
-    ("95% CI", ("gain_lo_usd", "gain_hi_usd"), 0), ("return $", "return_usd", 0),
-    ("diff $", "difference_reward_usd", 0), ("trades", "trades_applied", 1),
+    ("95% CI", ("gain_lo_usd", "gain_hi_usd"), 0), ("trades", "trades_applied", 1),
     ("valid", "valid_first_share", 2), ("p95 ms", "answer_ms_p95", 1),
     ("Pareto", "pareto_share", 2),
 )  # fmt: skip
@@ -160,7 +159,10 @@ def show(console: Console, ranked: list[dict[str, Any]]) -> None:
         table = Table(title=f"{rows[0]['scenario']}: {rows[0]['seeds']} seeds, ranked by gain "
                       "over the paired baseline")  # fmt: skip
         for head, _, _ in SHOWN:
-            table.add_column(head, justify="left" if head == "agent" else "right")
+            if head == "agent":
+                table.add_column(head, no_wrap=True, min_width=max(len(r["agent"]) for r in rows))
+            else:
+                table.add_column(head, justify="right", no_wrap=True)
         for r in rows:
             table.add_row(*(cell(r, field, digits) for _, field, digits in SHOWN))
         console.print(table)
