@@ -85,17 +85,23 @@ def finish(out: Path, tasks: list[SessionTask]) -> list[Row]:
 
 
 class Ticker:
-    """Progress for a log (no terminal): a line at most every `every_s`, and the last."""
+    """Progress for a log (no terminal): a line at most every `every_s`, and the last, with the
+    time left at the rate so far."""
 
     def __init__(self, say: Callable[[str], None], total: int, every_s: float = 10.0) -> None:
         self.say, self.total, self.every_s = say, total, every_s
         self.started = time.monotonic()
         self.last = -every_s
+        self.first: int | None = None  # sessions done before this run
 
     def __call__(self, done: int, running: int) -> None:
         now = time.monotonic() - self.started
+        if self.first is None:
+            self.first = done
         if now - self.last < self.every_s and done < self.total:
             return
         self.last = now
+        rate = (done - self.first) / now if now > 0 else 0.0
+        eta = f", eta {(self.total - done) / rate:.0f} s" if rate > 0 and done < self.total else ""
         self.say(f"arena: {done} of {self.total} sessions done, {running} running, "
-                 f"{now:.0f} s")  # fmt: skip
+                 f"{now:.0f} s{eta}")  # fmt: skip

@@ -26,7 +26,7 @@ ROUND_TIMEOUT_MS, LLM_ROUND_TIMEOUT_MS = 30_000, 120_000
 SHOWN = (
     ("#", "rank", 0), ("agent", "agent", None), ("gain $", "gain_usd", 0),
     ("95% CI", ("gain_lo_usd", "gain_hi_usd"), 0), ("trades", "trades_applied", 1),
-    ("valid", "valid_first_share", 2), ("p95 ms", "answer_ms_p95", 1),
+    ("valid", "valid_first_share", 2), ("p95 s", "answer_s_p95", 1),
     ("Pareto", "pareto_share", 2),
 )  # fmt: skip
 
@@ -125,8 +125,8 @@ def arena_command(args: argparse.Namespace) -> int:
                              progress=Ticker(console.print, len(tasks)))  # fmt: skip
     ranked = finish(out, tasks)
     show(console, ranked)
-    console.print(f"{len(tasks)} sessions ({played} now, {len(tasks) - played} done before) -> "
-                  f"{out / 'leaderboard.parquet'}, leaderboard.html, sessions.parquet")  # fmt: skip
+    console.print(f"{len(tasks)} sessions ({played} now, {len(tasks) - played} done before)")
+    console.print(f"wrote {out / 'leaderboard.html'}, leaderboard.parquet and sessions.parquet")
     return 0
 
 
@@ -142,8 +142,9 @@ def merge_command(args: argparse.Namespace) -> int:
     ranked = store.write_outputs(out, manifest, rows)
     console = Console()
     show(console, ranked)
-    console.print(f"merged {len(rows)} sessions ({twice} in both, kept once) -> "
-                  f"{out / store.LEADERBOARD_FILE}, {store.PAGE_FILE}")  # fmt: skip
+    console.print(f"merged {len(rows)} sessions ({twice} in both, kept once)")
+    console.print(f"wrote {out / store.PAGE_FILE}, {store.LEADERBOARD_FILE} and "
+                  f"{store.SESSIONS_FILE}")  # fmt: skip
     return 0
 
 
@@ -155,7 +156,8 @@ def show(console: Console, ranked: list[dict[str, Any]]) -> None:
     from twin.arena.page import cell
 
     for sha in dict.fromkeys(r["scenario_sha256"] for r in ranked):
-        rows = [r for r in ranked if r["scenario_sha256"] == sha and r["role"] == ALL_ROLES]
+        rows = [{**r, "answer_s_p95": _seconds(r["answer_ms_p95"])} for r in ranked
+                if r["scenario_sha256"] == sha and r["role"] == ALL_ROLES]  # fmt: skip
         table = Table(title=f"{rows[0]['scenario']}: {rows[0]['seeds']} seeds, ranked by gain "
                       "over the paired baseline")  # fmt: skip
         for head, _, _ in SHOWN:
@@ -166,3 +168,7 @@ def show(console: Console, ranked: list[dict[str, Any]]) -> None:
         for r in rows:
             table.add_row(*(cell(r, field, digits) for _, field, digits in SHOWN))
         console.print(table)
+
+
+def _seconds(ms: float | None) -> float | None:
+    return None if ms is None else ms / 1000
