@@ -5,11 +5,10 @@ arena ran (versions, scenario hashes, seeds, agents and prompt hashes)."""
 from __future__ import annotations
 
 import html
-import string
-from importlib import resources
 from typing import Any
 
 from twin.arena.board import ALL_ROLES
+from twin.eventlog import report
 
 Row = dict[str, Any]
 
@@ -130,9 +129,12 @@ def render(board: list[Row], manifest: dict[str, Any]) -> str:
                          f"{manifest['bootstrap']['confidence']:.0%}")]  # fmt: skip
     parts.append(_section("What ran", _kv(run), "<h3>scenarios</h3>", _kv(scenarios),
                           "<h3>agents</h3>", _kv(agents)))  # fmt: skip
-    template = string.Template(
-        resources.files("twin.arena").joinpath("leaderboard.html").read_text(encoding="utf-8")
-    )
     names = ", ".join(s["name"] for s in manifest["scenarios"])
-    return template.substitute(title=html.escape(f"{names} · {len(manifest['seeds'])} seeds"),
-                               body="\n".join(parts))  # fmt: skip
+    return report.page(
+        "cluster twin arena",
+        html.escape(f"{names} · {len(manifest['seeds'])} seeds"),
+        "\n".join(parts),
+        "Written by <code>twin arena</code> from its sessions' rows; intervals are 95% "
+        "percentile bootstraps over seeds.",
+        width="1100px",
+    )

@@ -259,13 +259,22 @@ def render(events: Iterable[dict[str, Any]], beside: Path | None = None) -> str:
     if beside is not None:
         parts.append(_replay(beside / REPLAY_FILE))
     parts.append(_negotiation(round_rows, beside / AGENTS_FILE if beside is not None else None))
+    return page(
+        "cluster twin report",
+        html.escape(f"{summary.scenario} · seed {summary.seed}"),
+        "\n".join(p for p in parts if p),
+        "Written by <code>twin report</code> from the run's event log; virtual time throughout.",
+    )
+
+
+def page(heading: str, title: str, body: str, footer: str, width: str = "980px") -> str:
+    """A self-contained page (inline styles, no script, nothing loaded) around `body`; `title`,
+    `body` and `footer` are HTML already escaped."""
     template = string.Template(
         resources.files("twin.eventlog").joinpath("report.html").read_text(encoding="utf-8")
     )
-    return template.substitute(
-        title=html.escape(f"{summary.scenario} · seed {summary.seed}"),
-        body="\n".join(p for p in parts if p),
-    )
+    return template.substitute(heading=html.escape(heading), title=title, body=body,
+                               footer=footer, width=width)  # fmt: skip
 
 
 def write_report(run_dir: Path, target: Path) -> Path:
