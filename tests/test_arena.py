@@ -177,6 +177,12 @@ def test_a_stopped_arena_resumes_where_it_stopped(tmp_path: Path) -> None:
     assert other.returncode != 0
     assert "holds another arena (its agents differ)" in other.stderr
     assert "Traceback" not in other.stderr
+    runs[1].write_text("{not json")
+    broken = twin_command(*argv)
+    assert broken.returncode != 0
+    assert f"{runs[1]}: unexpected character" in broken.stderr
+    assert "delete it to play that session again" in broken.stderr
+    assert "Traceback" not in broken.stderr
 
 
 def test_two_arenas_on_the_same_seeds_merge_into_one_leaderboard(tmp_path: Path) -> None:

@@ -58,8 +58,19 @@ def identity(manifest: dict[str, Any]) -> dict[str, Any]:
 
 def rows(out: Path) -> list[Row]:
     """Every finished session's row, by key."""
-    paths = sorted((out / RUNS_DIR).glob("*.json"))
-    return [orjson.loads(p.read_bytes()) for p in paths]
+    found = []
+    for path in sorted((out / RUNS_DIR).glob("*.json")):
+        try:
+            row = orjson.loads(path.read_bytes())
+        except orjson.JSONDecodeError as exc:
+            row = None
+            why = str(exc)
+        else:
+            why = "not a session row"
+        if not isinstance(row, dict) or not {"key", "kind", "seed", "tenants"} <= row.keys():
+            raise ConfigError(f"{path}: {why}; delete it to play that session again")
+        found.append(row)
+    return found
 
 
 def _clean(value: Any) -> Any:
