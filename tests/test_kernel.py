@@ -363,3 +363,20 @@ def test_the_compiled_formula_comes_from_the_formula_source() -> None:
     assert "def assess_serve(F, I, model, gpu, n, tp, pp" in text
     assert '"cache": True, "error_model": "numpy"' in text
     assert "fastmath" not in text  # no reassociation: the numbers stay numpy's
+
+
+@pytest.mark.parametrize("rows", [1, 5])
+def test_a_few_plans_in_other_number_types_evaluate_as_the_compiled_types_do(rows: int) -> None:
+    # Columns a caller filled with ints where the batch holds floats (or the reverse) take the
+    # checked, converting path: the same numbers, and a bad tenant is still named.
+    batch = PlanBatch.from_plans([plan(n_gpus=8, tp=2)] * rows)
+    loose = dataclasses.replace(batch, n_gpus=batch.n_gpus.astype(np.int64),
+                                model=batch.model.astype(np.float64),
+                                tenant=np.arange(rows, dtype=np.float64))  # fmt: skip
+    exact = dataclasses.replace(batch, tenant=np.arange(rows, dtype=np.int64))
+    a, b = evaluate(loose), evaluate(exact)
+    for name in ("mem_bytes", "step_s", "score", "reasons", "credit"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+    bad = dataclasses.replace(exact, tenant=np.full(rows, -1, dtype=np.int64))
+    with pytest.raises(ValueError, match=r"tenant = -1 \(row 0\) is outside"):
+        evaluate(bad)

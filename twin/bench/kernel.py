@@ -19,6 +19,7 @@ Engine = Literal["compiled", "numpy"]
 
 TARGET_SINGLE_US = 2.0
 TARGET_BATCH_PER_S = 15_000_000
+TARGET_ONE_BATCH_US = 5.0
 
 
 def random_plans(n: int, seed: int, *, mode: int | None = None) -> PlanBatch:
@@ -131,6 +132,9 @@ def bench_kernel(quick: bool) -> Result:
             f"{reference[size][0]:>19,.0f} {compiled[size][0] / reference[size][0]:>15.1f}x"
             for size in sizes
         ),
+        f"  evaluate() on a batch of one plan: {1e6 / compiled[1][0]:.1f} us wall, "
+        f"{1e6 / compiled[1][0] / single_us:.1f}x evaluate_one "
+        f"(target <= {TARGET_ONE_BATCH_US} us)",
         f"  batch of {big:,}, training plans only: {train_wall:,.0f}/s wall, "
         f"{train_cpu:,.0f}/s CPU",
         f"  target for 10^6: {TARGET_BATCH_PER_S:,} evaluations/s per core (wall)",
@@ -142,6 +146,8 @@ def bench_kernel(quick: bool) -> Result:
         "single_us_median": round(single_us, 3),
         "single_us_p99": round(p99_us, 3),
         "single_vs_target": round(TARGET_SINGLE_US / single_us, 2),
+        "one_batch_us": round(1e6 / compiled[1][0], 2),
+        "one_batch_vs_target": round(TARGET_ONE_BATCH_US / (1e6 / compiled[1][0]), 2),
         **{f"batch_{size}_evals_per_s_wall": round(compiled[size][0]) for size in sizes},
         **{f"batch_{size}_evals_per_s_cpu": round(compiled[size][1]) for size in sizes},
         **{f"batch_{size}_vs_numpy": round(compiled[size][0] / reference[size][0], 2)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -20,6 +20,7 @@ from twin.kernel.tables import Tables, default_tables
 CHUNK = 8192  # rows per numpy pass: big enough to amortise calls, small enough for cache
 SMALL = 32  # at most this many rows go through the scalar formula instead
 INF = math.inf
+T = TypeVar("T")
 
 COLUMNS = (
     "mem_bytes",
@@ -142,9 +143,9 @@ def evaluate(
     """Evaluate B plans: the compiled formula over the rows (or numpy's vectorised pass)."""
     t = tables or default_tables()
     size = len(batch)
-    _validate(batch, t)
     if engine == "compiled" and size <= SMALL:
         return _evaluate_small(batch, ctx, t)
+    _validate(batch, t)
     out = _assess_numpy(batch, t) if engine == "numpy" else _assess_compiled(batch, t)
     tenant = batch.tenant if len(batch.tenant) == size else np.zeros(size, dtype=np.int64)
     n = batch.n_gpus
@@ -241,25 +242,95 @@ def _validate(batch: PlanBatch, t: Tables) -> None:
         raise ValueError("invalid plans: " + "; ".join(problems))
 
 
+ONE_ORDER = (
+    "model",
+    "gpu",
+    "n_gpus",
+    "tp",
+    "pp",
+    "mode",
+    "micro_batch",
+    "seq_len",
+    "micro_batches",
+    "optimizer",
+    "zero",
+    "checkpointing",
+    "power_cap_w",
+    "tokens",
+)
+"""The plan columns in the order the compiled single-plan formula takes them (the six
+precision codes go after `pp`)."""
+_F64, _I64 = np.dtype(np.float64), np.dtype(np.int64)
+MAX_TENANT = LIMITS["tenant"][1]
+_BOUNDS: dict[int, tuple[Tables, tuple[tuple[str, np.dtype[Any], float, float], ...]]] = {}
+
+
+def _bounds(t: Tables) -> tuple[tuple[str, np.dtype[Any], float, float], ...]:
+    """Per column of `ONE_ORDER`: its name, the type the code is compiled for, and its range."""
+    known = _BOUNDS.get(id(t))
+    if known is None or known[0] is not t:
+        n_models, n_gpus = t.layer_stride // 216, len(t.gpu_names)
+        limits = {**LIMITS, "model": (0, n_models - 1), "gpu": (0, n_gpus - 1)}
+        known = _BOUNDS[id(t)] = (t, tuple(
+            (name, _F64 if name in FLOAT_ARGS else _I64, float(limits[name][0]),
+             float(limits[name][1])) for name in ONE_ORDER
+        ))  # fmt: skip
+    return known[1]
+
+
+def _small_columns(batch: PlanBatch, t: Tables) -> tuple[list[list[Any]], list[Any]] | None:
+    """The columns (in `ONE_ORDER`) and precision rows as Python numbers, when every column
+    has the compiled type and every value is in range; None otherwise (the general check then
+    names what is wrong, or converts)."""
+    columns = []
+    for name, dtype, lo, hi in _bounds(t):
+        col = getattr(batch, name)
+        if col.dtype is not dtype:
+            return None
+        values = col.tolist()
+        for v in values:
+            if not lo <= v <= hi:  # NaN compares false: out of range
+                return None
+        columns.append(values)
+    prec = batch.precision
+    if prec.dtype is not _I64 or prec.shape != (len(batch), 6):
+        return None
+    codes = prec.tolist()
+    top = len(PRECISIONS) - 1
+    for row in codes:
+        for c in row:
+            if not 0 <= c <= top:
+                return None
+    return columns, codes
+
+
 def _evaluate_small(batch: PlanBatch, ctx: ClusterContext, t: Tables) -> Verdicts:
     """Few rows: the compiled formula row by row, and the round terms in Python, beat numpy's
-    per-call overhead.
+    per-call overhead (a batch of one costs a few times `evaluate_one`).
 
     Same operations in the same order as the array path (tenant sums accumulate in row order,
     as bincount does), so the numbers are the same.
     """
     code, packed = jit.for_tables(t)
     one, fl, il = code.one, packed.floats, packed.ints
-    cols = [c.tolist() for c in _columns(batch)]  # Python floats and ints, as compiled for
+    size = len(batch)
+    tenant_col = batch.tenant
+    mine = len(tenant_col) == size
+    checked = _small_columns(batch, t) if not mine or tenant_col.dtype is _I64 else None
+    if checked is None or (mine and not all(0 <= k <= MAX_TENANT for k in tenant_col.tolist())):
+        _validate(batch, t)  # names what is out of range; else the columns convert
+        typed = _columns(batch)
+        prec = typed.pop(5)
+        checked = ([c.tolist() for c in typed], prec.reshape(len(batch), 6).tolist())
+    columns, codes = checked
     rows = [
         one(fl, il, model, gpu, n, tp, pp, *pr, m, mb, seq, mbs, opt, zero, ckpt, cap, tok)
         for model, gpu, n, tp, pp, pr, m, mb, seq, mbs, opt, zero, ckpt, cap, tok in zip(
-            *cols, strict=True
+            *columns[:5], codes, *columns[5:], strict=True
         )
     ]
-    size = len(rows)
-    tenants = batch.tenant.tolist() if len(batch.tenant) == size else [0] * size
-    n_gpus = cols[2]
+    tenants = np.asarray(tenant_col, dtype=np.int64).tolist() if mine else [0] * size
+    n_gpus = columns[2]
     count = max(max(tenants, default=-1) + 1, len(ctx.demand_gpus))
     gpus = [0.0] * count
     for k, n in zip(tenants, n_gpus, strict=True):
@@ -281,21 +352,29 @@ def _evaluate_small(batch: PlanBatch, ctx: ClusterContext, t: Tables) -> Verdict
         _credit_one(None, utility[k], gpus[k], total, ctx.capacity_gpus, ctx.overcommit_penalty)
         for k in tenants
     ]
-    columns: dict[str, Any] = (
-        dict(zip(COLUMNS, (list(c) for c in zip(*rows, strict=True)), strict=True))
-        if rows
-        else {c: [] for c in COLUMNS}
+    # One array for the float columns (with the settled score and the credit), viewed per field.
+    block = np.array([(*row[:8], sc, c) for row, (sc, _), c in zip(rows, settled, credit,
+                                                                   strict=True)],
+                     dtype=np.float64).reshape(size, 10).T  # fmt: skip
+    shares = _made(Shares, tenant_gpus=np.array(gpus), tenant_utility=np.array(utility),
+                   others_starving=np.array(others, dtype=np.int64), fair_gpus=fair,
+                   total_gpus=total)  # fmt: skip
+    fields_ = dict(zip(COLUMNS[:9], block[:9], strict=True))
+    return _made(
+        Verdicts,
+        **fields_,
+        credit=block[9],
+        reasons=np.array([r for _, r in settled], dtype=np.int64),
+        shares=shares,
     )
-    columns["score"] = [sc for sc, _ in settled]
-    columns["reasons"] = [r for _, r in settled]
-    arrays = {
-        name: np.array(values, dtype=np.int64 if name == "reasons" else np.float64)
-        for name, values in columns.items()
-    }
-    shares = Shares(
-        np.array(gpus), np.array(utility), np.array(others, dtype=np.int64), fair, total
-    )
-    return Verdicts(credit=np.array(credit, dtype=np.float64), shares=shares, **arrays)
+
+
+def _made(cls: type[T], **values: Any) -> T:
+    """A frozen dataclass of ours built without its generated `__init__` (a microsecond saved
+    per verdict on the few-plan path; the values are the ones `__init__` would store)."""
+    obj = object.__new__(cls)
+    obj.__dict__.update(values)
+    return obj
 
 
 def _round(tenant: np.ndarray, n: np.ndarray, ctx: ClusterContext) -> tuple[Any, Any, float]:
