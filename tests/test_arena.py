@@ -292,3 +292,17 @@ def test_an_arena_spans_a_synthetic_and_a_real_trace_scenario(tmp_path: Path) ->
     assert here.sha256 == there.sha256, "a scenario hashes by its content, not where it lies"
     manifest = json.loads((out / "arena.json").read_text())
     assert here.sha256 in {s["sha256"] for s in manifest["scenarios"]}
+
+
+def test_an_llm_agent_whose_endpoint_is_down_falls_back_at_once(tmp_path: Path) -> None:
+    # Port 9 (discard) refuses the connection: every ask falls back, and no round waits.
+    out = tmp_path / "down"
+    down = "down=http://127.0.0.1:9/v1,m"
+    result = twin_command("arena", "--agents", "down,negotiator", "--llm", down, "--seeds", "1",
+                          "--out", str(out))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    (row,) = [r for r in board(out) if r["agent"] == "down" and r["role"] == "all"]
+    assert row["valid_first_share"] == 0.0
+    assert row["fallbacks"] > 0
+    walls = [c["wall_s"] for c in pq.read_table(out / "sessions.parquet").to_pylist()]
+    assert max(walls) < 10, "a dead endpoint is found dead once, not waited on every round"

@@ -158,8 +158,10 @@ def show(console: Console, ranked: list[dict[str, Any]]) -> None:
     for sha in dict.fromkeys(r["scenario_sha256"] for r in ranked):
         rows = [{**r, "answer_s_p95": _seconds(r["answer_ms_p95"])} for r in ranked
                 if r["scenario_sha256"] == sha and r["role"] == ALL_ROLES]  # fmt: skip
-        table = Table(title=f"{rows[0]['scenario']}: {rows[0]['seeds']} seeds, ranked by gain "
-                      "over the paired baseline")  # fmt: skip
+        seeds = rows[0]["seeds"]
+        plural = "s" * (seeds != 1)
+        table = Table(title=f"{rows[0]['scenario']}: {seeds} seed{plural}, ranked by gain over "
+                      "the paired baseline")  # fmt: skip
         for head, _, _ in SHOWN:
             if head == "agent":
                 table.add_column(head, no_wrap=True, min_width=max(len(r["agent"]) for r in rows))
