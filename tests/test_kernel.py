@@ -380,3 +380,21 @@ def test_a_few_plans_in_other_number_types_evaluate_as_the_compiled_types_do(row
     bad = dataclasses.replace(exact, tenant=np.full(rows, -1, dtype=np.int64))
     with pytest.raises(ValueError, match=r"tenant = -1 \(row 0\) is outside"):
         evaluate(bad)
+
+
+@settings(max_examples=200, deadline=None)
+@given(plans_st, st.integers(0, 3), st.sampled_from([(), (8.0, 0.0, 4.0, 2.0), (1.0,)]),
+       st.sampled_from([math.inf, 16.0, 2.0]))  # fmt: skip
+def test_one_plan_through_evaluate_has_the_array_path_s_numbers(
+    p: Plan, tenant: int, demand: tuple[float, ...], capacity: float
+) -> None:
+    # A batch of one takes its own short path: every field as the numpy formula gives it.
+    batch = PlanBatch.from_plans([dataclasses.replace(p, tenant=tenant)])
+    ctx = ClusterContext(capacity_gpus=capacity, demand_gpus=demand)
+    fast, ref = evaluate(batch, ctx), evaluate(batch, ctx, engine="numpy")
+    for name in ("mem_bytes", "step_s", "tokens_per_s", "power_w", "throttle", "stability",
+                 "usd_per_h", "job_s", "score", "reasons", "credit"):  # fmt: skip
+        assert np.array_equal(getattr(fast, name), getattr(ref, name), equal_nan=True), name
+    for name in ("tenant_gpus", "tenant_utility", "others_starving"):
+        assert np.array_equal(getattr(fast.shares, name), getattr(ref.shares, name)), name
+    assert fast.row(0) == ref.row(0) or math.isnan(fast.row(0).score)

@@ -7,8 +7,9 @@ formula on numpy arrays instead, the reference the compiled code is tested again
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple, TypeVar
+import operator
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
@@ -20,8 +21,21 @@ from twin.kernel.tables import Tables, default_tables
 CHUNK = 8192  # rows per numpy pass: big enough to amortise calls, small enough for cache
 SMALL = 32  # at most this many rows go through the scalar formula instead
 INF = math.inf
-T = TypeVar("T")
 
+FLOATS = (
+    "mem_bytes",
+    "step_s",
+    "tokens_per_s",
+    "power_w",
+    "throttle",
+    "stability",
+    "usd_per_h",
+    "job_s",
+    "score",
+    "credit",
+)
+"""The rows of a `Verdicts`' float block."""
+SCORE, CREDIT = FLOATS.index("score"), FLOATS.index("credit")
 COLUMNS = (
     "mem_bytes",
     "step_s",
@@ -56,15 +70,37 @@ class ClusterContext:
 ALONE = ClusterContext()
 
 
-@dataclass(frozen=True)
 class Shares:
-    """Per-tenant totals of one round, indexed by tenant id."""
+    """Per-tenant totals of one round, indexed by tenant id: GPUs, utility, how many other
+    tenants are short of their demand; the fair share and all GPUs. (Given as lists, a total
+    becomes an array when first read: a round of one plan rarely reads them.)"""
 
-    tenant_gpus: np.ndarray
-    tenant_utility: np.ndarray
-    others_starving: np.ndarray
-    fair_gpus: float
-    total_gpus: float
+    __slots__ = ("_gpus", "_starving", "_utility", "fair_gpus", "total_gpus")
+
+    def __init__(self, tenant_gpus: np.ndarray | list[float],
+                 tenant_utility: np.ndarray | list[float],
+                 others_starving: np.ndarray | list[int], fair_gpus: float,
+                 total_gpus: float) -> None:  # fmt: skip
+        self._gpus, self._utility, self._starving = tenant_gpus, tenant_utility, others_starving
+        self.fair_gpus, self.total_gpus = fair_gpus, total_gpus
+
+    @property
+    def tenant_gpus(self) -> np.ndarray:
+        if not isinstance(self._gpus, np.ndarray):
+            self._gpus = np.array(self._gpus, dtype=np.float64)
+        return self._gpus
+
+    @property
+    def tenant_utility(self) -> np.ndarray:
+        if not isinstance(self._utility, np.ndarray):
+            self._utility = np.array(self._utility, dtype=np.float64)
+        return self._utility
+
+    @property
+    def others_starving(self) -> np.ndarray:
+        if not isinstance(self._starving, np.ndarray):
+            self._starving = np.array(self._starving, dtype=np.int64)
+        return self._starving
 
 
 class Verdict(NamedTuple):
@@ -91,9 +127,8 @@ class Verdict(NamedTuple):
         return self.reasons & NOT_RUNNABLE == 0
 
 
-@dataclass(frozen=True)
 class Verdicts:
-    """Evaluations of a batch, one array per field.
+    """Evaluations of a batch, one array per field (rows of one float block, and the reasons).
 
     mem_bytes: memory needed per GPU; step_s: one optimizer step (training) or decode step
     (serving), inf when a precision is unsupported; tokens_per_s: the whole plan; power_w and
@@ -103,21 +138,68 @@ class Verdicts:
     `Reason` bits; credit: the tenant's difference reward. `shares`: the round's tenant totals.
     """
 
-    mem_bytes: np.ndarray
-    step_s: np.ndarray
-    tokens_per_s: np.ndarray
-    power_w: np.ndarray
-    throttle: np.ndarray
-    stability: np.ndarray
-    usd_per_h: np.ndarray
-    job_s: np.ndarray
-    score: np.ndarray
-    reasons: np.ndarray
-    credit: np.ndarray
-    shares: Shares = field(repr=False)
+    __slots__ = ("floats", "reasons", "shares")
+
+    def __init__(self, floats: np.ndarray, reasons: np.ndarray, shares: Shares) -> None:
+        self.floats = floats  # the `FLOATS` rows, a column per plan
+        self.reasons = reasons
+        self.shares = shares
 
     def __len__(self) -> int:
-        return len(self.score)
+        return len(self.reasons)
+
+    def __repr__(self) -> str:
+        return f"Verdicts({len(self)} plans)"
+
+    @property
+    def mem_bytes(self) -> np.ndarray:
+        row: np.ndarray = self.floats[0]
+        return row
+
+    @property
+    def step_s(self) -> np.ndarray:
+        row: np.ndarray = self.floats[1]
+        return row
+
+    @property
+    def tokens_per_s(self) -> np.ndarray:
+        row: np.ndarray = self.floats[2]
+        return row
+
+    @property
+    def power_w(self) -> np.ndarray:
+        row: np.ndarray = self.floats[3]
+        return row
+
+    @property
+    def throttle(self) -> np.ndarray:
+        row: np.ndarray = self.floats[4]
+        return row
+
+    @property
+    def stability(self) -> np.ndarray:
+        row: np.ndarray = self.floats[5]
+        return row
+
+    @property
+    def usd_per_h(self) -> np.ndarray:
+        row: np.ndarray = self.floats[6]
+        return row
+
+    @property
+    def job_s(self) -> np.ndarray:
+        row: np.ndarray = self.floats[7]
+        return row
+
+    @property
+    def score(self) -> np.ndarray:
+        row: np.ndarray = self.floats[8]
+        return row
+
+    @property
+    def credit(self) -> np.ndarray:
+        row: np.ndarray = self.floats[9]
+        return row
 
     @property
     def job_usd(self) -> np.ndarray:
@@ -130,7 +212,9 @@ class Verdicts:
         return out
 
     def row(self, i: int) -> Verdict:
-        return Verdict(*(getattr(self, name)[i].item() for name in Verdict._fields))
+        f = self.floats[:, i].tolist()
+        return Verdict(f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[SCORE],
+                       int(self.reasons[i]), f[CREDIT])  # fmt: skip
 
 
 def evaluate(
@@ -144,29 +228,32 @@ def evaluate(
     t = tables or default_tables()
     size = len(batch)
     if engine == "compiled" and size <= SMALL:
+        if size == 1:
+            single = _evaluate_single(batch, ctx, t)
+            if single is not None:
+                return single
         return _evaluate_small(batch, ctx, t)
     _validate(batch, t)
-    out = _assess_numpy(batch, t) if engine == "numpy" else _assess_compiled(batch, t)
+    floats, reasons = (_assess_numpy if engine == "numpy" else _assess_compiled)(batch, t)
     tenant = batch.tenant if len(batch.tenant) == size else np.zeros(size, dtype=np.int64)
     n = batch.n_gpus
     gpus, starving, fair = _round(tenant, n, ctx)
     if starving.any():  # else nobody is short of GPUs, and the hoarding floor cannot apply
-        out["score"], out["reasons"] = settle.floor_hoarding(
-            _NP, out["score"], out["reasons"], gpus[tenant], starving[tenant], fair,
-            ctx.hoard_slack,
+        floats[SCORE], reasons = settle.floor_hoarding(
+            _NP, floats[SCORE], reasons, gpus[tenant], starving[tenant], fair, ctx.hoard_slack,
         )  # fmt: skip
-    utility = np.bincount(tenant, weights=out["score"] * n, minlength=len(gpus))
+    utility = np.bincount(tenant, weights=floats[SCORE] * n, minlength=len(gpus))
     shares = Shares(gpus, utility, starving, fair, float(n.sum()))
     if math.isinf(ctx.capacity_gpus):
         # No over-commitment without a capacity: the credit is exactly the tenant's utility
         # (u - p * (0.0 - 0.0) == u), which the scalar path computes in full.
-        credit = utility[tenant]
+        floats[CREDIT] = utility[tenant]
     else:
-        credit = settle.credit(
+        floats[CREDIT] = settle.credit(
             _NP, utility[tenant], gpus[tenant], shares.total_gpus, ctx.capacity_gpus,
             ctx.overcommit_penalty,
         )  # fmt: skip
-    return Verdicts(credit=credit, shares=shares, **out)
+    return Verdicts(floats, reasons, shares)
 
 
 def _columns(batch: PlanBatch) -> list[np.ndarray]:
@@ -187,24 +274,21 @@ FLOAT_ARGS = frozenset(
 )
 
 
-def _assess_compiled(batch: PlanBatch, t: Tables) -> dict[str, np.ndarray]:
+def _assess_compiled(batch: PlanBatch, t: Tables) -> tuple[np.ndarray, np.ndarray]:
+    """The float block (its credit row left to fill) and the reasons, compiled."""
     code, packed = jit.for_tables(t)
     size = len(batch)
-    cols = np.empty((len(COLUMNS) - 1, size))
+    floats = np.empty((len(FLOATS), size))
     reasons = np.empty(size, dtype=np.int64)
-    code.batch(packed.floats, packed.ints, *_columns(batch), cols, reasons)
-    out: dict[str, np.ndarray] = dict(zip(COLUMNS[:-1], cols, strict=True))
-    out["reasons"] = reasons
-    return out
+    code.batch(packed.floats, packed.ints, *_columns(batch), floats[:CREDIT], reasons)
+    return floats, reasons
 
 
-def _assess_numpy(batch: PlanBatch, t: Tables) -> dict[str, np.ndarray]:
+def _assess_numpy(batch: PlanBatch, t: Tables) -> tuple[np.ndarray, np.ndarray]:
     """The formula on numpy arrays, in chunks of `CHUNK` rows."""
     size = len(batch)
-    out = {
-        name: np.empty(size, dtype=np.int64 if name == "reasons" else np.float64)
-        for name in COLUMNS
-    }
+    floats = np.empty((len(FLOATS), size))
+    reasons = np.empty(size, dtype=np.int64)
     with np.errstate(all="ignore"):
         for lo in range(0, size, CHUNK):
             sl = slice(lo, min(lo + CHUNK, size))
@@ -219,9 +303,10 @@ def _assess_numpy(batch: PlanBatch, t: Tables) -> dict[str, np.ndarray]:
                 batch.optimizer[sl], batch.zero[sl], batch.checkpointing[sl],
                 batch.power_cap_w[sl], batch.tokens[sl],
             )  # fmt: skip
-            for name, col in zip(COLUMNS, cols, strict=True):
-                out[name][sl] = col
-    return out
+            for row, col in enumerate(cols[:-1]):
+                floats[row, sl] = col
+            reasons[sl] = cols[-1]
+    return floats, reasons
 
 
 def _validate(batch: PlanBatch, t: Tables) -> None:
@@ -304,6 +389,74 @@ def _small_columns(batch: PlanBatch, t: Tables) -> tuple[list[list[Any]], list[A
     return columns, codes
 
 
+_GET_ONE = operator.attrgetter(*ONE_ORDER)
+
+
+def _evaluate_single(batch: PlanBatch, ctx: ClusterContext, t: Tables) -> Verdicts | None:
+    """One plan, in a few microseconds: `_evaluate_small`'s operations for one row, in the same
+    order (so the same numbers); None if a value is not of its compiled type (int or float) or
+    out of range (the general path then converts, or names what is wrong)."""
+    values = [col.item() for col in _GET_ONE(batch)]
+    types, lows, highs = _single_checks(t)
+    if list(map(type, values)) != types:
+        return None
+    for v, lo, hi in zip(values, lows, highs, strict=True):
+        if not lo <= v <= hi:  # NaN compares false: out of range
+            return None
+    prec, tenant_col = batch.precision, batch.tenant
+    if prec.shape != (1, 6):
+        return None
+    codes = prec.tolist()[0]
+    if list(map(type, codes)) != _SIX_INTS or not 0 <= min(codes) <= max(codes) <= _TOP_CODE:
+        return None
+    k = 0
+    if len(tenant_col) == 1:
+        k = tenant_col.item()
+        if type(k) is not int or not 0 <= k <= MAX_TENANT:
+            return None
+    model, gpu, n, tp, pp, m, mb, seq, mbs, opt, zero, ckpt, cap, tok = values
+    code, packed = jit.for_tables(t)
+    row = code.one(packed.floats, packed.ints, model, gpu, n, tp, pp, *codes, m, mb, seq, mbs,
+                   opt, zero, ckpt, cap, tok)  # fmt: skip
+    wanted = ctx.demand_gpus
+    count = max(k + 1, len(wanted))
+    gpus = [0.0] * count
+    gpus[k] += n
+    if wanted:
+        demand = list(wanted) + [0.0] * (count - len(wanted))
+        short = [g < d for g, d in zip(gpus, demand, strict=True)]
+        others = [sum(short) - s for s in short]
+        active = sum(1 for g, d in zip(gpus, demand, strict=True) if g > 0 or d > 0)
+    else:  # no demands: nobody is short, and only this plan's tenant can be active
+        others = [0] * count
+        active = 1 if n > 0 else 0
+    fair = ctx.capacity_gpus / max(active, 1)
+    score, reasons = _floor_one(None, row[8], row[9], gpus[k], others[k], fair, ctx.hoard_slack)
+    utility = [0.0] * count
+    utility[k] += score * n
+    total = float(n)
+    credit = _credit_one(None, utility[k], gpus[k], total, ctx.capacity_gpus,
+                         ctx.overcommit_penalty)  # fmt: skip
+    block = np.array((*row[:SCORE], score, credit))[:, None]
+    return Verdicts(block, np.array((reasons,)), Shares(gpus, utility, others, fair, total))
+
+
+_SIX_INTS = [int] * 6
+_TOP_CODE = len(PRECISIONS) - 1
+_CHECKS: dict[int, tuple[Tables, tuple[list[type], list[float], list[float]]]] = {}
+
+
+def _single_checks(t: Tables) -> tuple[list[type], list[float], list[float]]:
+    """Per column of `ONE_ORDER`: the Python type its value must have, and its range."""
+    known = _CHECKS.get(id(t))
+    if known is None or known[0] is not t:
+        bounds = _bounds(t)
+        types: list[type] = [float if dtype is _F64 else int for _, dtype, _, _ in bounds]
+        known = _CHECKS[id(t)] = (t, (types, [lo for *_, lo, _ in bounds],
+                                      [hi for *_, hi in bounds]))  # fmt: skip
+    return known[1]
+
+
 def _evaluate_small(batch: PlanBatch, ctx: ClusterContext, t: Tables) -> Verdicts:
     """Few rows: the compiled formula row by row, and the round terms in Python, beat numpy's
     per-call overhead (a batch of one costs a few times `evaluate_one`).
@@ -352,29 +505,12 @@ def _evaluate_small(batch: PlanBatch, ctx: ClusterContext, t: Tables) -> Verdict
         _credit_one(None, utility[k], gpus[k], total, ctx.capacity_gpus, ctx.overcommit_penalty)
         for k in tenants
     ]
-    # One array for the float columns (with the settled score and the credit), viewed per field.
-    block = np.array([(*row[:8], sc, c) for row, (sc, _), c in zip(rows, settled, credit,
-                                                                   strict=True)],
-                     dtype=np.float64).reshape(size, 10).T  # fmt: skip
-    shares = _made(Shares, tenant_gpus=np.array(gpus), tenant_utility=np.array(utility),
-                   others_starving=np.array(others, dtype=np.int64), fair_gpus=fair,
-                   total_gpus=total)  # fmt: skip
-    fields_ = dict(zip(COLUMNS[:9], block[:9], strict=True))
-    return _made(
-        Verdicts,
-        **fields_,
-        credit=block[9],
-        reasons=np.array([r for _, r in settled], dtype=np.int64),
-        shares=shares,
-    )
-
-
-def _made(cls: type[T], **values: Any) -> T:
-    """A frozen dataclass of ours built without its generated `__init__` (a microsecond saved
-    per verdict on the few-plan path; the values are the ones `__init__` would store)."""
-    obj = object.__new__(cls)
-    obj.__dict__.update(values)
-    return obj
+    # One array for the float rows (with the settled score and the credit).
+    block = np.array([(*row[:SCORE], sc, c) for row, (sc, _), c in zip(rows, settled, credit,
+                                                                       strict=True)],
+                     dtype=np.float64).reshape(size, len(FLOATS)).T  # fmt: skip
+    reasons = np.array([r for _, r in settled], dtype=np.int64)
+    return Verdicts(block, reasons, Shares(gpus, utility, others, fair, total))
 
 
 def _round(tenant: np.ndarray, n: np.ndarray, ctx: ClusterContext) -> tuple[Any, Any, float]:
