@@ -7,15 +7,19 @@ from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import TRACES
 from twin.cli.main import main
+from twin.replay import calibrate as calibrate_module
 from twin.replay.calibrate import OVERLOAD_P99, Point, calibrate, fit_score, split_time_s
 from twin.replay.run import ReplayOptions, replay
+from twin.replay.tenant_delays import ReplayMetrics
 from twin.replay.trace import Trace
+from twin.replay.window import Window
 from twin.schema.scenario import ClusterScenario
 from twin.schema.scheduling import ReplayParams, SchedulerConfig
 from twin.schema.vocabulary import CALIBRATION_FILE, EVENTS_FILE, PLACEMENTS, WHAT_IF_FILE
@@ -444,3 +448,44 @@ def test_whole_gpu_fragmentation_from_summaries_equals_the_per_gpu_measure(
     assert whole_fragmentation_milli(pn, mix).tolist() == pytest.approx(
         fragmentation_milli(pn.free, pn.whole, mix).tolist()
     )
+
+
+def test_calibrating_on_alternate_days_fits_even_days_and_validates_on_odd_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    window = ["--start-h", "2780", "--max-jobs", "1500"]
+    out = tmp_path / "cal"
+    assert main(["calibrate", "--trace", str(OPENB), "--cluster", str(OPENB_NODES), *window,
+                 "--placement", "first_fit", "--split", "alternate-days", "--workers", "2",
+                 "--out", str(out)]) == 0  # fmt: skip
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "fitted on the even days" in printed
+    assert "validation (odd days)" in printed
+    result = json.loads((out / CALIBRATION_FILE).read_text())
+    assert result["split"] == "alternate-days"
+    # The validation KS is the fitted params' KS over odd-day submissions, recomputed here.
+    params = ReplayParams.model_validate(result["params"])
+    options = ReplayOptions(cluster=OPENB_NODES, params=params,
+                            window=Window(start_s=2780 * 3600, max_jobs=1500))  # fmt: skip
+    metrics = ReplayMetrics()
+    replay(OPENB, options, metrics=metrics)
+    seen = calibrate_module._part(metrics, observed=True, keep=calibrate_module._odd_day)
+    simulated = calibrate_module._part(metrics, observed=False, keep=calibrate_module._odd_day)
+    assert len(seen) > 100
+    assert result["ks_validation"] == pytest.approx(calibrate_module._distance(seen, simulated))
+
+
+def test_openb_calibrated_on_even_days_validates_on_odd_days_body_and_tail() -> None:
+    # The shipped fit of `twin calibrate --split alternate-days` on openb's nodes: lost bind
+    # races that may be lost again at every retry give the long waits; on the odd days the
+    # fit never saw, the KS is at most 0.15 and the p99 within 2x of the observed one.
+    params = ReplayParams.model_validate_json(
+        (OPENB.parent / "calibrated-params-alternate-days.json").read_text()
+    )
+    metrics = ReplayMetrics()
+    replay(OPENB, ReplayOptions(cluster=OPENB_NODES, params=params), metrics=metrics)
+    seen = calibrate_module._part(metrics, observed=True, keep=calibrate_module._odd_day)
+    simulated = calibrate_module._part(metrics, observed=False, keep=calibrate_module._odd_day)
+    assert calibrate_module._distance(seen, simulated) <= 0.15
+    p99_seen, p99_simulated = np.quantile(seen, 0.99), np.quantile(simulated, 0.99)
+    assert p99_seen / 2 <= p99_simulated <= p99_seen * 2

@@ -102,7 +102,7 @@ def _cell(value: object) -> str:
 
 
 def _tails(result: Calibration) -> str:
-    """The second half's delay tail, observed beside simulated (a line, or nothing)."""
+    """The validation jobs' delay tail, observed beside simulated (a line, or nothing)."""
     seen, simulated = result.observed_tail_s, result.simulated_tail_s
     if seen is None or simulated is None or not seen.jobs:
         return ""
@@ -111,7 +111,7 @@ def _tails(result: Calibration) -> str:
         return "-" if value is None else f"{value:,.0f} s"
 
     return (
-        f"delay tail, second half (observed · simulated): p90 {s(seen.p90)} · {s(simulated.p90)}"
+        f"delay tail, validation (observed · simulated): p90 {s(seen.p90)} · {s(simulated.p90)}"
         f", p99 {s(seen.p99)} · {s(simulated.p99)}, max {s(seen.max)} · {s(simulated.max)}\n"
     )
 
@@ -139,7 +139,8 @@ def calibrate_command(args: argparse.Namespace) -> int:
             raise ConfigError("--placement needs a node inventory (--cluster)")
         fixed = options.params.model_copy(update={"placement": args.placement})
         options = replace(options, params=fixed)
-    result = calibrate(Path(args.trace), options, hear=console.print, workers=args.workers)
+    result = calibrate(Path(args.trace), options, hear=console.print, workers=args.workers,
+                       split=args.split)  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     (out / CALIBRATION_FILE).write_text(result.model_dump_json(indent=2) + "\n")
     figure = ""
@@ -154,15 +155,17 @@ def calibrate_command(args: argparse.Namespace) -> int:
                 result.ks_validation,
             )
         )
-        figure = f" and {out / CALIBRATION_FIGURE} (second half: observed vs simulated)"
+        figure = f" and {out / CALIBRATION_FIGURE} (validation: observed vs simulated)"
     s = result.params.scheduler
+    fit, checked = (("the even days", "odd days") if result.split == "alternate-days"
+                    else ("the first half", "second half"))  # fmt: skip
     print(
-        f"fitted on the first half ({result.evaluations} replays): capacity_share "
+        f"fitted on {fit} ({result.evaluations} replays): capacity_share "
         f"{result.params.capacity_share:g}, cycle {s.cycle_s:g} s, bind {s.bind_s:g} s, "
         f"back-off {s.backoff_s:g}-{s.backoff_max_s:g} s, bind conflicts {s.bind_conflict:g} "
         f"(held up to {s.conflict_hold_s:g} s), retry every {s.retry_s:g} s, "
         f"placement {result.params.placement or '-'}\n"
-        f"KS fit {result.ks_fit:.3f} · validation (second half) {result.ks_validation:.3f} · "
+        f"KS fit {result.ks_fit:.3f} · validation ({checked}) {result.ks_validation:.3f} · "
         f"whole trace {result.ks_whole:.3f}\n"
         f"{_tails(result)}"
         f"wrote {out / CALIBRATION_FILE}{figure}; replay with --params {out / CALIBRATION_FILE}"

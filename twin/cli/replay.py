@@ -18,6 +18,7 @@ from twin.schema.vocabulary import (
     PLACEMENTS,
     QUEUE_POLICIES,
     REPLAY_FILE,
+    SPLITS,
     SUMMARY_FILE,
 )
 
@@ -60,6 +61,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     cal.add_argument(
         "--placement", choices=PLACEMENTS, help="keep this node choice (default: fit one)"
     )
+    cal.add_argument("--split", choices=SPLITS, default="halves",
+                     help="fit on the first half and validate on the second (default), or fit "
+                     "on even days and validate on odd days")  # fmt: skip
     cal.add_argument("--out", required=True, help=f"directory for {CALIBRATION_FILE}")
     cal.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                      help="replays at once, in processes (default: the cores)")  # fmt: skip

@@ -1,6 +1,9 @@
 """Calibrate the scheduler model to a trace: fit a handful of scalars on the first half of the
 trace's time span by minimising the KS distance between simulated and observed queueing delay,
-then report the KS on the second half with the fitted values.
+then report the KS on the second half with the fitted values. (With the `alternate-days` split,
+fit on the jobs submitted on even days of the span and validate on those of odd days: both
+halves then sample the same weeks, so a load that drifts across the span does not set the
+validation's floor.)
 
 The delays come out of the simulated mechanism only: the cluster's share available to the
 trace (queueing and fragmentation), scheduling cycles, bind latency and back-off. The search is
@@ -18,6 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
+from functools import partial
 from itertools import repeat
 from pathlib import Path
 
@@ -31,9 +35,10 @@ from twin.replay.tenant_delays import ReplayMetrics
 from twin.replay.trace import Reading, Trace
 from twin.schema.scheduling import ReplayParams, SchedulerConfig
 from twin.schema.summary import Calibration, CalibrationStep, DelayTail
-from twin.schema.vocabulary import PLACEMENTS, Placement
+from twin.schema.vocabulary import PLACEMENTS, CalibrationSplit, Placement
 from twin.sim.jobrecord import JobRecord
 
+DAY_S = 86_400.0
 SPAN_QUANTILE = 0.01  # the span starts at this quantile of submissions (skips a sparse lead-in)
 SHARES = (1.0, 0.5, 0.2, 0.1, 0.05, 0.03, 0.02, 0.015, 0.01, 0.008, 0.007, 0.006)
 OVERLOAD_KS = 0.15  # a smaller share this much worse than the best: stop shrinking (overload)
@@ -116,6 +121,7 @@ def calibrate(
     *,
     hear: Callable[[str], None] = lambda _: None,
     workers: int = 1,
+    split: CalibrationSplit = "halves",
 ) -> Calibration:
     """Fit `base.params` to `trace` (see the module doc); `hear` is told of each improvement.
     With `workers` > 1, an axis's replays run in that many processes (same result). The trace
@@ -136,25 +142,31 @@ def calibrate(
         # Both halves on the pool the whole trace sizes (the first half alone would size less).
         base = replace(base, gpus=gpus)
     window = base.window  # split_s counts from its start, as the replay's times do
-    fit_options = replace(base, window=replace(window, end_s=window.start_s + split_s))
+    fit_keep: Callable[[float], bool]
+    later: Callable[[float], bool]
+    if split == "alternate-days":
+        fit_options, fit_keep, later = base, _even_day, _odd_day
+    else:
+        fit_options = replace(base, window=replace(window, end_s=window.start_s + split_s))
+        fit_keep = _always
+        later = partial(_at_or_after, split_s)
+
     with _pool(workers, trace, fit_options) as pool:
         search = _Search(lambda p: p.params(base.params), Trace(trace, fit_options.reading),
-                         fit_options, pool=pool, workers=workers, hear=hear)  # fmt: skip
+                         fit_options, pool=pool, workers=workers, hear=hear,
+                         keep=fit_keep)  # fmt: skip
         _descend(search, base)
     best, best_ks, steps = search.best, search.best_ks, search.steps
     params = best.params(base.params)
     metrics = ReplayMetrics()
     _, report = replay(trace, replace(base, params=params), metrics=metrics, trace=whole)
-
-    def later(at: float) -> bool:
-        return at >= split_s
-
     validation = _ks(metrics, later)
     return Calibration(
         trace=str(trace),
         cluster=report.cluster_source,
         window=None if window.whole else window.describe(),
         seed=base.seed,
+        split=split,
         split_s=split_s,
         params=params,
         ks_fit=best_ks,
@@ -216,9 +228,10 @@ def _open_fit(path: Path, reading: Reading) -> None:
     _FIT = Trace(path, reading)
 
 
-def _fit_in_worker(options: ReplayOptions, params: ReplayParams) -> float:
+def _fit_in_worker(options: ReplayOptions, params: ReplayParams,
+                   keep: Callable[[float], bool]) -> float:  # fmt: skip
     assert _FIT is not None, "the pool's initializer opens the fit window"
-    return fit_score(_FIT, options, params)
+    return fit_score(_FIT, options, params, keep)
 
 
 class _Search:
@@ -234,8 +247,10 @@ class _Search:
         pool: ProcessPoolExecutor | None,
         workers: int,
         hear: Callable[[str], None],
+        keep: Callable[[float], bool],
     ) -> None:
         self._params, self._trace, self._options = params, trace, options
+        self._keep = keep
         self._pool, self._workers, self._hear = pool, workers, hear
         self.cache: dict[Point, float] = {}
         self.best = Point(cycle_s=1.0)
@@ -247,9 +262,10 @@ class _Search:
         todo = [p for p in dict.fromkeys(points) if p not in self.cache]
         params = [self._params(p) for p in todo]
         if self._pool is not None and len(todo) > 1:
-            done = list(self._pool.map(_fit_in_worker, repeat(self._options), params))
+            done = list(self._pool.map(_fit_in_worker, repeat(self._options), params,
+                                       repeat(self._keep)))  # fmt: skip
         else:
-            done = [fit_score(self._trace, self._options, p) for p in params]
+            done = [fit_score(self._trace, self._options, p, self._keep) for p in params]
         self.cache.update(zip(todo, done, strict=True))
         return [self.cache[p] for p in points]
 
@@ -288,13 +304,15 @@ def _axes(shares: tuple[float, ...], *, placements: bool) -> list[Axis]:
     return axes
 
 
-def fit_score(trace: Trace, options: ReplayOptions, params: ReplayParams) -> float:
-    """The KS of queueing delay of one replay (of the fit window) with `params`; 1 if its tail
-    says the pool is overloaded (see OVERLOAD_P99)."""
+def fit_score(trace: Trace, options: ReplayOptions, params: ReplayParams,
+              keep: Callable[[float], bool] | None = None) -> float:  # fmt: skip
+    """The KS of queueing delay of one replay (of the fit window) with `params`, over the jobs
+    whose submit time `keep`s; 1 if its tail says the pool is overloaded (see OVERLOAD_P99)."""
     metrics = ReplayMetrics()
     Replay(trace, replace(options, params=params)).run(metrics=metrics)
-    seen = _part(metrics, observed=True, keep=_always)
-    simulated = _part(metrics, observed=False, keep=_always)
+    keep = keep or _always
+    seen = _part(metrics, observed=True, keep=keep)
+    simulated = _part(metrics, observed=False, keep=keep)
     if _overloaded(seen, simulated):
         return 1.0
     return _distance(seen, simulated)
@@ -309,6 +327,19 @@ def _overloaded(seen: np.ndarray, simulated: np.ndarray) -> bool:
 
 def _always(_: float) -> bool:
     return True
+
+
+def _at_or_after(split_s: float, at: float) -> bool:
+    return at >= split_s
+
+
+def _even_day(at: float) -> bool:
+    """Submitted on an even day of the span (day 0 first)."""
+    return int(at // DAY_S) % 2 == 0
+
+
+def _odd_day(at: float) -> bool:
+    return int(at // DAY_S) % 2 == 1
 
 
 def _first_pass(trace: Trace, base: ReplayOptions, *, size: bool) -> tuple[list[float], int | None]:

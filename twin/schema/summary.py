@@ -6,7 +6,7 @@ from pydantic import Field
 
 from twin.schema.base import Frozen
 from twin.schema.scheduling import ReplayParams
-from twin.schema.vocabulary import Placement
+from twin.schema.vocabulary import CalibrationSplit, Placement
 
 
 class Quantiles(Frozen):
@@ -187,7 +187,14 @@ class Calibration(Frozen):
         default=None, description="The part of the trace calibrated on, when not all of it."
     )
     seed: int = 0
-    split_s: float = Field(description="The split, in seconds from the window's start.")
+    split: CalibrationSplit = Field(
+        "halves",
+        description="halves: fit on the first half of the span, validate on the second; "
+        "alternate-days: fit on jobs submitted on even days of the window, validate on odd days.",
+    )
+    split_s: float = Field(
+        description="The middle of the span, in seconds from the window's start."
+    )
     params: ReplayParams
     ks_fit: float
     ks_validation: float

@@ -65,3 +65,7 @@ least growth of expected fragmentation (after FGD, ATC '23)."""
 CALIBRATION_FILE = "calibration.json"  # what `twin calibrate` fitted
 CALIBRATION_FIGURE = "calibration.svg"  # its validation CDFs, observed against simulated
 WHAT_IF_FILE = "what_if.csv"  # one replay per placement policy, side by side
+
+CalibrationSplit = Literal["halves", "alternate-days"]
+SPLITS: tuple[CalibrationSplit, ...] = get_args(CalibrationSplit)
+"""How `twin calibrate` splits a trace into fit and validation."""
