@@ -72,6 +72,7 @@ def tidy(rows: list[Row]) -> list[Row]:
         if paired is None:
             raise ConfigError(f"session {r['key']} has no baseline session for its seed")
         before = {t["tenant"]: t["return_usd"] for t in paired["tenants"]}
+        dominates = _pareto(r, paired) if r["kind"] != BASELINE else None
         for t in r["tenants"]:
             llm = t.get("llm") or {}
             out.append({
@@ -90,7 +91,7 @@ def tidy(rows: list[Row]) -> list[Row]:
                 "total_return_usd": r["total_return_usd"],
                 "welfare_gain_usd": r["total_return_usd"] - paired["total_return_usd"],
                 "jain_delay": r["jain_delay"],
-                "pareto_dominates": _pareto(r, paired) if r["kind"] != BASELINE else None,
+                "pareto_dominates": dominates,
                 "wall_s": r["wall_s"],
             })  # fmt: skip
     return out
@@ -136,14 +137,13 @@ def _entry(agent: str, role: str, cells: list[Row], sessions: dict[str, Row]) ->
     first = cells[0]
     ret, ret_lo, ret_hi = _interval(_per_seed(cells, "return_usd"))
     gain, gain_lo, gain_hi = _interval(_per_seed(cells, "gain_usd"))
-    played = {c["key"] for c in cells}
+    per_session = {c["key"]: c for c in cells}  # a session's cell carries its welfare
     answers = [ms for c in cells
                for t in sessions[c["key"]]["tenants"] if t["tenant"] == c["tenant"]
                for ms in t.get("answer_ms", [])]  # fmt: skip
     asks = [c["llm_asks"] for c in cells if c["llm_asks"] is not None]
     valid = sum(c["llm_valid_first_try"] for c in cells if c["llm_valid_first_try"] is not None)
     n = len(cells)
-    keys = sorted(played)
     return {
         "scenario": first["scenario"],
         "scenario_sha256": first["scenario_sha256"],
@@ -151,7 +151,7 @@ def _entry(agent: str, role: str, cells: list[Row], sessions: dict[str, Row]) ->
         "role": role,
         "rank": None,
         "seeds": len({c["seed"] for c in cells}),
-        "sessions": len(played),
+        "sessions": len(per_session),
         "return_usd": ret,
         "return_lo_usd": ret_lo,
         "return_hi_usd": ret_hi,
@@ -167,13 +167,11 @@ def _entry(agent: str, role: str, cells: list[Row], sessions: dict[str, Row]) ->
         "fallbacks": _fallbacks(cells) if asks else None,
         "answer_ms_p50": _quantile(answers, 50),
         "answer_ms_p95": _quantile(answers, 95),
-        "welfare_usd": statistics.fmean(sessions[k]["total_return_usd"] for k in keys),
-        "welfare_gain_usd": statistics.fmean(
-            c["welfare_gain_usd"] for c in {c["key"]: c for c in cells}.values()
-        ),
-        "jain_delay": _mean_of(sessions[k]["jain_delay"] for k in keys),
+        "welfare_usd": statistics.fmean(c["total_return_usd"] for c in per_session.values()),
+        "welfare_gain_usd": statistics.fmean(c["welfare_gain_usd"] for c in per_session.values()),
+        "jain_delay": _mean_of(c["jain_delay"] for c in per_session.values()),
         "pareto_share": statistics.fmean(
-            float(c["pareto_dominates"]) for c in {c["key"]: c for c in cells}.values()
+            float(c["pareto_dominates"]) for c in per_session.values()
         ),
     }
 

@@ -82,8 +82,7 @@ def reduce(task: SessionTask, events: bytes, stats: dict[str, AgentStats],
            llm: dict[str, Any], wall_s: float) -> Row:  # fmt: skip
     """A played session's row, from its event log and its agents' counts."""
     from twin.eventlog.jobs import JobTable
-    from twin.eventlog.log import from_dict
-    from twin.eventlog.metrics import Metrics
+    from twin.eventlog.metrics import summarise
 
     records = [orjson.loads(line) for line in events.splitlines()]
     delays: dict[str, list[float]] = {}
@@ -96,10 +95,7 @@ def reduce(task: SessionTask, events: bytes, stats: dict[str, AgentStats],
     for record in records:
         jobs.take(record)
     jobs.close()
-    metrics = Metrics()
-    metrics.session = records[0]["session"] if records else ""
-    metrics.consume([from_dict(r) for r in records])
-    summary = metrics.summary()
+    summary = summarise(records)
     if task.logs is not None:
         from pathlib import Path
 

@@ -17,10 +17,10 @@ import orjson
 
 from twin.arena import board
 from twin.errors import ConfigError
+from twin.sweep.execute import RUNS_DIR, save
 
 Row = dict[str, Any]
 MANIFEST_FILE = "arena.json"
-RUNS_DIR = "runs"
 LEADERBOARD_FILE = "leaderboard.parquet"
 SESSIONS_FILE = "sessions.parquet"
 PAGE_FILE = "leaderboard.html"
@@ -128,9 +128,8 @@ def merge(a: Path, b: Path, out: Path) -> tuple[dict[str, Any], list[Row], int]:
         "merged_from": [str(a), str(b)],
     }
     out.mkdir(parents=True, exist_ok=True)
-    (out / RUNS_DIR).mkdir(exist_ok=True)
     for r in merged:
-        write_json(out / RUNS_DIR / f"{r['key']}.json", r)
+        save(out, r)
     write_json(out / MANIFEST_FILE, manifest)
     return manifest, merged, len(theirs) - (len(merged) - len(mine))
 

@@ -181,8 +181,7 @@ def _report(console: Any, agents: dict[str, str], llm_stats: dict[str, Any], *,
     from rich.table import Table
 
     from twin.cli.render import print_summary
-    from twin.eventlog.log import from_dict
-    from twin.eventlog.metrics import Metrics
+    from twin.eventlog.metrics import summarise
 
     trades = Table(title="negotiation")
     trades.caption = "offers made (taken, refused) and answered (accepted); applied trades"
@@ -205,11 +204,7 @@ def _report(console: Any, agents: dict[str, str], llm_stats: dict[str, Any], *,
                         f"{llm.fallbacks + llm.offer_fallbacks}" if llm else "-")  # fmt: skip
     console.print(trades)
     console.print(rewards)
-    metrics = Metrics()
-    records = [orjson.loads(line) for line in events.splitlines()]
-    metrics.session = records[0]["session"] if records else ""
-    metrics.consume([from_dict(r) for r in records])
-    summary = metrics.summary()
+    summary = summarise([orjson.loads(line) for line in events.splitlines()])
     print_summary(summary, console)
     if out is not None:
         directory = Path(out)

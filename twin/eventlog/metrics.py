@@ -17,7 +17,7 @@ import numpy as np
 from twin.eventlog.gpu_tally import GpuTally
 from twin.eventlog.job_tally import JobTally
 from twin.eventlog.kind_summaries import SUMMARIES, ClusterSummary, KindSummary
-from twin.eventlog.log import Record
+from twin.eventlog.log import Record, from_dict
 from twin.eventlog.money_tally import MoneyTally
 from twin.eventlog.quantiles import quantiles
 from twin.eventlog.reward import money_reward
@@ -166,3 +166,11 @@ def _chain(handlers: list[Handler]) -> Handler:
             handler(rec)
 
     return each
+
+
+def summarise(events: list[dict[str, Any]]) -> Summary:
+    """The summary of a log's events (as JSON objects, in log order)."""
+    metrics = Metrics()
+    metrics.session = events[0]["session"] if events else ""
+    metrics.consume([from_dict(e) for e in events])
+    return metrics.summary()

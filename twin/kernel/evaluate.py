@@ -36,18 +36,8 @@ FLOATS = (
 )
 """The rows of a `Verdicts`' float block."""
 SCORE, CREDIT = FLOATS.index("score"), FLOATS.index("credit")
-COLUMNS = (
-    "mem_bytes",
-    "step_s",
-    "tokens_per_s",
-    "power_w",
-    "throttle",
-    "stability",
-    "usd_per_h",
-    "job_s",
-    "score",
-    "reasons",
-)
+COLUMNS = (*FLOATS[:CREDIT], "reasons")
+"""The formula's outputs, in its order."""
 NOT_RUNNABLE = int(INFEASIBLE | Reason.DEGENERATE_ZERO_GPUS)
 
 _NP = NumpyOps()
@@ -345,22 +335,29 @@ ONE_ORDER = (
 )
 """The plan columns in the order the compiled single-plan formula takes them (the six
 precision codes go after `pp`)."""
-_F64, _I64 = np.dtype(np.float64), np.dtype(np.int64)
+_I64 = np.dtype(np.int64)
 MAX_TENANT = LIMITS["tenant"][1]
-_BOUNDS: dict[int, tuple[Tables, tuple[tuple[str, np.dtype[Any], float, float], ...]]] = {}
+_SIX_INTS = [int] * 6
+_TOP_CODE = len(PRECISIONS) - 1
+_CHECKS: dict[int, tuple[Tables, tuple[list[type], list[float], list[float]]]] = {}
 
 
-def _bounds(t: Tables) -> tuple[tuple[str, np.dtype[Any], float, float], ...]:
-    """Per column of `ONE_ORDER`: its name, the type the code is compiled for, and its range."""
-    known = _BOUNDS.get(id(t))
+def _checks(t: Tables) -> tuple[list[type], list[float], list[float]]:
+    """Per column of `ONE_ORDER`: the Python type its values have in the compiled types (a
+    float64 column's are floats, an int64 column's ints), and its range."""
+    known = _CHECKS.get(id(t))
     if known is None or known[0] is not t:
         n_models, n_gpus = t.layer_stride // 216, len(t.gpu_names)
         limits = {**LIMITS, "model": (0, n_models - 1), "gpu": (0, n_gpus - 1)}
-        known = _BOUNDS[id(t)] = (t, tuple(
-            (name, _F64 if name in FLOAT_ARGS else _I64, float(limits[name][0]),
-             float(limits[name][1])) for name in ONE_ORDER
+        known = _CHECKS[id(t)] = (t, (
+            [float if name in FLOAT_ARGS else int for name in ONE_ORDER],
+            [float(limits[name][0]) for name in ONE_ORDER],
+            [float(limits[name][1]) for name in ONE_ORDER],
         ))  # fmt: skip
     return known[1]
+
+
+_GET_ONE = operator.attrgetter(*ONE_ORDER)
 
 
 def _small_columns(batch: PlanBatch, t: Tables) -> tuple[list[list[Any]], list[Any]] | None:
@@ -368,28 +365,22 @@ def _small_columns(batch: PlanBatch, t: Tables) -> tuple[list[list[Any]], list[A
     has the compiled type and every value is in range; None otherwise (the general check then
     names what is wrong, or converts)."""
     columns = []
-    for name, dtype, lo, hi in _bounds(t):
-        col = getattr(batch, name)
-        if col.dtype is not dtype:
-            return None
-        values = col.tolist()
+    types, lows, highs = _checks(t)
+    cols: tuple[np.ndarray, ...] = _GET_ONE(batch)
+    for col, ty, lo, hi in zip(cols, types, lows, highs, strict=True):
+        values: list[float] = col.tolist()
         for v in values:
-            if not lo <= v <= hi:  # NaN compares false: out of range
+            if type(v) is not ty or not lo <= v <= hi:  # NaN compares false: out of range
                 return None
         columns.append(values)
     prec = batch.precision
-    if prec.dtype is not _I64 or prec.shape != (len(batch), 6):
+    if prec.shape != (len(batch), 6):
         return None
     codes = prec.tolist()
-    top = len(PRECISIONS) - 1
     for row in codes:
-        for c in row:
-            if not 0 <= c <= top:
-                return None
+        if list(map(type, row)) != _SIX_INTS or not 0 <= min(row) <= max(row) <= _TOP_CODE:
+            return None
     return columns, codes
-
-
-_GET_ONE = operator.attrgetter(*ONE_ORDER)
 
 
 def _evaluate_single(batch: PlanBatch, ctx: ClusterContext, t: Tables) -> Verdicts | None:
@@ -397,7 +388,7 @@ def _evaluate_single(batch: PlanBatch, ctx: ClusterContext, t: Tables) -> Verdic
     order (so the same numbers); None if a value is not of its compiled type (int or float) or
     out of range (the general path then converts, or names what is wrong)."""
     values = [col.item() for col in _GET_ONE(batch)]
-    types, lows, highs = _single_checks(t)
+    types, lows, highs = _checks(t)
     if list(map(type, values)) != types:
         return None
     for v, lo, hi in zip(values, lows, highs, strict=True):
@@ -418,43 +409,7 @@ def _evaluate_single(batch: PlanBatch, ctx: ClusterContext, t: Tables) -> Verdic
     code, packed = jit.for_tables(t)
     row = code.one(packed.floats, packed.ints, model, gpu, n, tp, pp, *codes, m, mb, seq, mbs,
                    opt, zero, ckpt, cap, tok)  # fmt: skip
-    wanted = ctx.demand_gpus
-    count = max(k + 1, len(wanted))
-    gpus = [0.0] * count
-    gpus[k] += n
-    if wanted:
-        demand = list(wanted) + [0.0] * (count - len(wanted))
-        short = [g < d for g, d in zip(gpus, demand, strict=True)]
-        others = [sum(short) - s for s in short]
-        active = sum(1 for g, d in zip(gpus, demand, strict=True) if g > 0 or d > 0)
-    else:  # no demands: nobody is short, and only this plan's tenant can be active
-        others = [0] * count
-        active = 1 if n > 0 else 0
-    fair = ctx.capacity_gpus / max(active, 1)
-    score, reasons = _floor_one(None, row[8], row[9], gpus[k], others[k], fair, ctx.hoard_slack)
-    utility = [0.0] * count
-    utility[k] += score * n
-    total = float(n)
-    credit = _credit_one(None, utility[k], gpus[k], total, ctx.capacity_gpus,
-                         ctx.overcommit_penalty)  # fmt: skip
-    block = np.array((*row[:SCORE], score, credit))[:, None]
-    return Verdicts(block, np.array((reasons,)), Shares(gpus, utility, others, fair, total))
-
-
-_SIX_INTS = [int] * 6
-_TOP_CODE = len(PRECISIONS) - 1
-_CHECKS: dict[int, tuple[Tables, tuple[list[type], list[float], list[float]]]] = {}
-
-
-def _single_checks(t: Tables) -> tuple[list[type], list[float], list[float]]:
-    """Per column of `ONE_ORDER`: the Python type its value must have, and its range."""
-    known = _CHECKS.get(id(t))
-    if known is None or known[0] is not t:
-        bounds = _bounds(t)
-        types: list[type] = [float if dtype is _F64 else int for _, dtype, _, _ in bounds]
-        known = _CHECKS[id(t)] = (t, (types, [lo for *_, lo, _ in bounds],
-                                      [hi for *_, hi in bounds]))  # fmt: skip
-    return known[1]
+    return _settled([row], [k], [n], ctx)
 
 
 def _evaluate_small(batch: PlanBatch, ctx: ClusterContext, t: Tables) -> Verdicts:
@@ -483,32 +438,50 @@ def _evaluate_small(batch: PlanBatch, ctx: ClusterContext, t: Tables) -> Verdict
         )
     ]
     tenants = np.asarray(tenant_col, dtype=np.int64).tolist() if mine else [0] * size
-    n_gpus = columns[2]
-    count = max(max(tenants, default=-1) + 1, len(ctx.demand_gpus))
+    return _settled(rows, tenants, columns[2], ctx)
+
+
+def _settled(rows: list[tuple[Any, ...]], tenants: list[int], n_gpus: list[float],
+             ctx: ClusterContext) -> Verdicts:  # fmt: skip
+    """The round terms of a few plans in Python, and their verdicts: the array path's
+    operations in its order (tenant sums accumulate in row order, as bincount does)."""
+    count = max(max(tenants) + 1 if tenants else 0, len(ctx.demand_gpus))
     gpus = [0.0] * count
     for k, n in zip(tenants, n_gpus, strict=True):
         gpus[k] += n
-    demand = list(ctx.demand_gpus) + [0.0] * (count - len(ctx.demand_gpus))
-    short = [g < d for g, d in zip(gpus, demand, strict=True)]
-    others = [sum(short) - s for s in short]
-    active = sum(1 for g, d in zip(gpus, demand, strict=True) if g > 0 or d > 0)
+    if ctx.demand_gpus:
+        demand = list(ctx.demand_gpus) + [0.0] * (count - len(ctx.demand_gpus))
+        short = [g < d for g, d in zip(gpus, demand, strict=True)]
+        others = [sum(short) - s for s in short]
+        active = sum(1 for g, d in zip(gpus, demand, strict=True) if g > 0 or d > 0)
+    else:  # no demands: nobody is short, and the active tenants are those with GPUs (>= 0)
+        others = [0] * count
+        active = count - gpus.count(0.0)
     fair = ctx.capacity_gpus / max(active, 1)
-    settled = [
-        _floor_one(None, row[8], row[9], gpus[k], others[k], fair, ctx.hoard_slack)
-        for row, k in zip(rows, tenants, strict=True)
-    ]
+    if any(others):
+        settled = [
+            _floor_one(None, row[SCORE], row[SCORE + 1], gpus[k], others[k], fair,
+                       ctx.hoard_slack)
+            for row, k in zip(rows, tenants, strict=True)
+        ]  # fmt: skip
+    else:  # as the array path: nobody is short of GPUs, so the hoarding floor cannot apply
+        settled = [(row[SCORE], row[SCORE + 1]) for row in rows]
     utility = [0.0] * count
     for (score, _), k, n in zip(settled, tenants, n_gpus, strict=True):
         utility[k] += score * n
     total = float(sum(n_gpus))
-    credit = [
-        _credit_one(None, utility[k], gpus[k], total, ctx.capacity_gpus, ctx.overcommit_penalty)
-        for k in tenants
-    ]
+    if ctx.capacity_gpus == INF:  # as the array path: the credit is the utility itself
+        credit = [utility[k] for k in tenants]
+    else:
+        credit = [
+            _credit_one(None, utility[k], gpus[k], total, ctx.capacity_gpus,
+                        ctx.overcommit_penalty)
+            for k in tenants
+        ]  # fmt: skip
     # One array for the float rows (with the settled score and the credit).
-    block = np.array([(*row[:SCORE], sc, c) for row, (sc, _), c in zip(rows, settled, credit,
-                                                                       strict=True)],
-                     dtype=np.float64).reshape(size, len(FLOATS)).T  # fmt: skip
+    block = (np.array([(*row[:SCORE], sc, c) for row, (sc, _), c in zip(rows, settled, credit,
+                                                                        strict=True)]).T
+             if rows else np.empty((len(FLOATS), 0)))  # fmt: skip
     reasons = np.array([r for _, r in settled], dtype=np.int64)
     return Verdicts(block, reasons, Shares(gpus, utility, others, fair, total))
 
