@@ -13,7 +13,8 @@ Reason bits set by `flag * BIT` become `BIT if flag else 0` in scalar code (the 
 other mode's terms. The surviving operations are unchanged, so results are unchanged too.
 
 `packed_source` also turns table reads `T.x[key]` into reads of two packed arrays, at offsets
-`twin.kernel.jit` lays out.
+`twin.kernel.jit` lays out. `flat_source` gives the same scalar formula as branch-free
+statements (each selection between named, already computed values) for the batch loop.
 """
 
 from __future__ import annotations
@@ -275,12 +276,10 @@ class _Packed(ast.NodeTransformer):
         return node
 
 
-def packed_source(
-    fn: Callable[..., Any], name: str, slots: dict[str, Slot], ints: dict[str, int],
-    **fixed: bool,
-) -> str:  # fmt: skip
-    """The scalar formula as source text for numba: tables read from the packed arrays `F`
-    (floats) and `I` (ints), passed first instead of `O` and `T`; same operations, same order."""
+def _scalar_tree(fn: Callable[..., Any], name: str, slots: dict[str, Slot], ints: dict[str, int],
+                 **fixed: bool) -> ast.Module:  # fmt: skip
+    """The formula as a scalar function over the packed arrays `F` and `I` (passed first
+    instead of `O` and `T`); same operations, same order."""
     tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
     for transformer in (_Fix(fixed), _Packed(slots, ints), _Constants(fn.__globals__), _Bits(),
                         _Inline()):  # fmt: skip
@@ -296,4 +295,64 @@ def packed_source(
     func.returns = None
     func.body = [s for s in func.body if not (isinstance(s, ast.Expr)
                                                 and isinstance(s.value, ast.Constant))]  # fmt: skip
-    return ast.unparse(ast.fix_missing_locations(tree))
+    return tree
+
+
+def packed_source(
+    fn: Callable[..., Any], name: str, slots: dict[str, Slot], ints: dict[str, int],
+    **fixed: bool,
+) -> str:  # fmt: skip
+    """The scalar formula as source text for numba: tables read from the packed arrays `F`
+    (floats) and `I` (ints), passed first instead of `O` and `T`; same operations, same order."""
+    return ast.unparse(ast.fix_missing_locations(_scalar_tree(fn, name, slots, ints, **fixed)))
+
+
+class _Hoist(ast.NodeTransformer):
+    """Every conditional expression selects between names: each arm and test that is not a
+    name or constant becomes a temporary assigned before the statement. Both arms are then
+    always computed (as numpy computes both), and the selection compiles to a branch-free
+    `select` that LLVM can vectorise."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.pending: list[ast.stmt] = []
+
+    def _name(self, node: ast.expr) -> ast.expr:
+        if _simple(node):
+            return node
+        self.count += 1
+        name = f"_v{self.count}"
+        self.pending.append(ast.Assign(targets=[ast.Name(name, ast.Store())], value=node))
+        return ast.Name(name, ast.Load())
+
+    def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
+        self.generic_visit(node)
+        return ast.IfExp(self._name(node.test), self._name(node.body), self._name(node.orelse))
+
+    def hoist(self, body: list[ast.stmt]) -> list[ast.stmt]:
+        out: list[ast.stmt] = []
+        for stmt in body:
+            self.pending = []
+            hoisted = self.visit(stmt)
+            out += [*self.pending, hoisted]
+        return out
+
+
+def flat_source(
+    fn: Callable[..., Any], slots: dict[str, Slot], ints: dict[str, int]
+) -> tuple[list[str], list[str], list[str]]:
+    """The formula (both modes) as branch-free statements to inline into a loop: its parameter
+    names (after `O` and `T`), its statements, and its returned expressions. Same operations
+    in the same order as numpy (which also computes both arms of every `where`)."""
+    func = _scalar_tree(fn, "flat", slots, ints).body[0]
+    assert isinstance(func, ast.FunctionDef)
+    *body, last = func.body
+    assert isinstance(last, ast.Return)
+    assert isinstance(last.value, ast.Tuple)
+    returned = [ast.Name(f"_out{k}", ast.Load()) for k in range(len(last.value.elts))]
+    body += [ast.Assign(targets=[ast.Name(r.id, ast.Store())], value=v)
+             for r, v in zip(returned, last.value.elts, strict=True)]  # fmt: skip
+    body = _Hoist().hoist(body)
+    params = [a.arg for a in func.args.args[2:]]
+    lines = [ast.unparse(ast.fix_missing_locations(s)) for s in body]
+    return params, lines, [r.id for r in returned]

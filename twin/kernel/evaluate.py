@@ -223,38 +223,57 @@ def evaluate(
             if single is not None:
                 return single
         return _evaluate_small(batch, ctx, t)
-    _validate(batch, t)
-    floats, reasons = (_assess_numpy if engine == "numpy" else _assess_compiled)(batch, t)
-    tenant = batch.tenant if len(batch.tenant) == size else np.zeros(size, dtype=np.int64)
-    n = batch.n_gpus
-    gpus, starving, fair = _round(tenant, n, ctx)
+    if engine == "numpy":
+        _validate(batch, t)
+        floats, reasons = _assess_numpy(batch, t)
+    else:
+        floats, reasons = _assess_compiled(batch, t)  # checks the values in the same pass
+    tenant, count = _tenants(batch, t)
+    count = max(count, len(ctx.demand_gpus))
+    n = np.asarray(batch.n_gpus, dtype=np.float64)
+    code = jit.for_tables(t)[0] if engine == "compiled" else None
+    utility: np.ndarray | None = None
+    if code is not None:  # both sums in one compiled pass, accumulated in row order as bincount
+        gpus, utility = code.tenant_sums(tenant, n, floats[SCORE], count)
+    else:
+        gpus = np.bincount(tenant, weights=n, minlength=count)
+    starving, fair = _shortfall(gpus, ctx)
     if starving.any():  # else nobody is short of GPUs, and the hoarding floor cannot apply
         floats[SCORE], reasons = settle.floor_hoarding(
             _NP, floats[SCORE], reasons, gpus[tenant], starving[tenant], fair, ctx.hoard_slack,
         )  # fmt: skip
-    utility = np.bincount(tenant, weights=floats[SCORE] * n, minlength=len(gpus))
+        utility = None  # the floor changed scores
+    if utility is None:
+        utility = np.bincount(tenant, weights=floats[SCORE] * n, minlength=count)
     shares = Shares(gpus, utility, starving, fair, float(n.sum()))
-    if math.isinf(ctx.capacity_gpus):
-        # No over-commitment without a capacity: the credit is exactly the tenant's utility
-        # (u - p * (0.0 - 0.0) == u), which the scalar path computes in full.
-        floats[CREDIT] = utility[tenant]
-    else:
+    if not math.isinf(ctx.capacity_gpus):
         floats[CREDIT] = settle.credit(
             _NP, utility[tenant], gpus[tenant], shares.total_gpus, ctx.capacity_gpus,
             ctx.overcommit_penalty,
         )  # fmt: skip
+    # No over-commitment without a capacity: the credit is exactly the tenant's utility
+    # (u - p * (0.0 - 0.0) == u), which the scalar path computes in full.
+    elif code is not None:
+        code.spread(utility, tenant, floats[CREDIT])
+    else:
+        floats[CREDIT] = utility[tenant]
     return Verdicts(floats, reasons, shares)
 
 
+_COLUMN_NAMES = ("model", "gpu", "n_gpus", "tp", "pp", "precision", "mode", "micro_batch",
+                 "seq_len", "micro_batches", "optimizer", "zero", "checkpointing", "power_cap_w",
+                 "tokens")  # fmt: skip
+"""The plan columns in the compiled batch's argument order (`twin.kernel.jit.COLUMNS`)."""
+
+
 def _columns(batch: PlanBatch) -> list[np.ndarray]:
-    """The plan columns in the formula's argument order, contiguous, in the compiled types."""
-    names = ("model", "gpu", "n_gpus", "tp", "pp", "precision", "mode", "micro_batch",
-             "seq_len", "micro_batches", "optimizer", "zero", "checkpointing", "power_cap_w",
-             "tokens")  # fmt: skip
+    """The plan columns in the formula's argument order, contiguous, in the compiled types (the
+    precision codes column-major)."""
     return [
-        np.ascontiguousarray(getattr(batch, n), dtype=np.float64 if n in FLOAT_ARGS else np.int64)
-        for n in names
-    ]
+        np.require(getattr(batch, n), np.float64 if n in FLOAT_ARGS else np.int64,
+                   "F" if n == "precision" else "C")
+        for n in _COLUMN_NAMES
+    ]  # fmt: skip
 
 
 _COMPILED_DTYPES = (np.dtype(np.float64), np.dtype(np.int64))
@@ -264,13 +283,71 @@ FLOAT_ARGS = frozenset(
 )
 
 
+def _native_columns(batch: PlanBatch) -> list[np.ndarray] | None:
+    """The columns as they are, when each is contiguous and of its compiled type (else None:
+    they must be checked, then converted)."""
+    cols = [getattr(batch, n) for n in _COLUMN_NAMES]
+    for name, col in zip(_COLUMN_NAMES, cols, strict=True):
+        wanted = np.float64 if name in FLOAT_ARGS else np.int64
+        if col.dtype != wanted or not (col.flags.c_contiguous or col.flags.f_contiguous):
+            return None
+    return cols
+
+
+def _check_shapes(batch: PlanBatch) -> None:
+    """Refuse columns of the wrong length or shape (the compiled loop reads row i of each)."""
+    size = len(batch)
+    for name in _COLUMN_NAMES:
+        col = np.asarray(getattr(batch, name))
+        want = (size, 6) if name == "precision" else (size,)
+        if col.shape != want:
+            raise ValueError(f"invalid plans: {name} has shape {col.shape}, expected {want}")
+    if len(batch.tenant) not in (0, size):
+        raise ValueError(f"invalid plans: tenant has {len(batch.tenant)} rows, expected {size}")
+
+
+_BOUNDS: dict[int, tuple[Tables, tuple[np.ndarray, ...]]] = {}
+
+
+def _bounds(t: Tables) -> tuple[np.ndarray, ...]:
+    """Per formula parameter (`jit.COLUMNS` with the six precision codes): its range, as ints
+    and as floats (each parameter reads the one of its type)."""
+    known = _BOUNDS.get(id(t))
+    if known is None or known[0] is not t:
+        n_models, n_gpus = t.layer_stride // 216, len(t.gpu_names)
+        limits = {**LIMITS, "model": (0, n_models - 1), "gpu": (0, n_gpus - 1)}
+        ranges = [limits[name] for name in _COLUMN_NAMES[:5]] + [(0, len(PRECISIONS) - 1)] * 6
+        ranges += [limits[name] for name in _COLUMN_NAMES[6:]]
+        lo, hi = [r[0] for r in ranges], [r[1] for r in ranges]
+        known = _BOUNDS[id(t)] = (t, (
+            np.array(lo, dtype=np.int64), np.array(hi, dtype=np.int64),
+            np.array(lo, dtype=np.float64), np.array(hi, dtype=np.float64),
+        ))  # fmt: skip
+    return known[1]
+
+
+def _refuse(batch: PlanBatch, t: Tables) -> None:
+    """Raise naming what is out of range (nothing is when this returns)."""
+    problems = batch.problems(t.layer_stride // 216, len(t.gpu_names))
+    if problems:
+        raise ValueError("invalid plans: " + "; ".join(problems))
+
+
 def _assess_compiled(batch: PlanBatch, t: Tables) -> tuple[np.ndarray, np.ndarray]:
-    """The float block (its credit row left to fill) and the reasons, compiled."""
+    """The float block (its credit row left to fill) and the reasons, compiled; the values are
+    range-checked in the same pass."""
     code, packed = jit.for_tables(t)
+    _check_shapes(batch)
+    columns = _native_columns(batch)
+    if columns is None:  # check before converting, which could hide a bad value
+        _refuse(batch, t)
+        columns = _columns(batch)
     size = len(batch)
     floats = np.empty((len(FLOATS), size))
     reasons = np.empty(size, dtype=np.int64)
-    code.batch(packed.floats, packed.ints, *_columns(batch), floats[:CREDIT], reasons)
+    if code.batch(packed.floats, packed.ints, *columns, *_bounds(t), floats[:CREDIT], reasons):
+        _refuse(batch, t)
+        raise AssertionError("the compiled range check and the plan check disagree")
     return floats, reasons
 
 
@@ -486,15 +563,28 @@ def _settled(rows: list[tuple[Any, ...]], tenants: list[int], n_gpus: list[float
     return Verdicts(block, reasons, Shares(gpus, utility, others, fair, total))
 
 
-def _round(tenant: np.ndarray, n: np.ndarray, ctx: ClusterContext) -> tuple[Any, Any, float]:
-    """GPUs per tenant, how many other tenants are short of their demand, the fair share."""
-    count = max(int(tenant.max(initial=-1)) + 1, len(ctx.demand_gpus))
-    gpus = np.bincount(tenant, weights=n, minlength=count)
-    demand = np.zeros(count)
+def _tenants(batch: PlanBatch, t: Tables) -> tuple[np.ndarray, int]:
+    """The tenant column as int64 (all zeros when the batch names none), range-checked, and
+    the highest tenant + 1."""
+    size, tenant = len(batch), batch.tenant
+    if len(tenant) != size:
+        return np.zeros(size, dtype=np.int64), 1 if size else 0
+    if not size:
+        return tenant.astype(np.int64), 0
+    lo, hi = LIMITS["tenant"]
+    top = tenant.max()
+    if not (tenant.min() >= lo and top <= hi):  # NaN fails both
+        _refuse(batch, t)
+    return (tenant if tenant.dtype == _I64 else tenant.astype(np.int64)), int(top) + 1
+
+
+def _shortfall(gpus: np.ndarray, ctx: ClusterContext) -> tuple[np.ndarray, float]:
+    """How many other tenants are short of their demand, per tenant; the fair share."""
+    demand = np.zeros(len(gpus))
     demand[: len(ctx.demand_gpus)] = ctx.demand_gpus
     short = gpus < demand
     active = int(np.count_nonzero((gpus > 0) | (demand > 0)))
-    return gpus, (short.sum() - short).astype(np.int64), ctx.capacity_gpus / max(active, 1)
+    return (short.sum() - short).astype(np.int64), ctx.capacity_gpus / max(active, 1)
 
 
 def evaluate_one(

@@ -1,16 +1,20 @@
 """The formula compiled with numba, for single plans and batches alike.
 
-`twin.kernel.compile.packed_source` turns `formula.assess` into scalar source (per mode, tables
-read from two packed arrays); this module writes it, with a batch loop around it, to a module
-file in the cache directory (named by a hash of its source, so an edited formula or table
-layout gets a new file) and imports it. numba compiles it on first use and caches the machine
-code beside it (`cache=True`), so later processes load it in milliseconds; `warm()` compiles
-ahead (the Makefile and the Dockerfile call it). `error_model="numpy"` keeps IEEE division
-(no zero-division checks), and without `fastmath` nothing is reassociated or fused: the
-compiled numbers are the numpy path's, bit for bit (the tests check).
+`twin.kernel.compile` turns `formula.assess` into scalar source: per mode for a single plan
+(`one`), and for the batch one branch-free loop body (both modes, every selection between
+computed values) inlined into a loop that range-checks each value as it reads it. This module
+writes both to a module file in the cache directory (named by a hash of its source, so an edited
+formula or table layout gets a new file) and imports it. numba compiles it on first use and
+caches the machine code beside it (`cache=True`), so later processes load it in milliseconds;
+`warm()` compiles ahead (the Makefile and the Dockerfile call it). `error_model="numpy"` keeps
+IEEE division (no zero-division checks), and without `fastmath` nothing is reassociated or
+fused: the compiled numbers are the numpy path's, bit for bit (the tests check).
 
-Tables are arguments, not constants: any `Tables` works with the same compiled code. Tables read
-with the same key are interleaved (one row per key), so a plan's reads touch few cache lines.
+The batch loop vectorises (8 lanes with AVX-512: a table read is a gather, every lane performs
+the same operations): its array arguments are declared `noalias` and LLVM is asked for 8 lanes
+while it compiles. Tables are arguments, not constants: any `Tables` works with the same
+compiled code. Tables read with the same key are interleaved (one row per key), so a plan's
+reads touch few cache lines.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -29,13 +35,13 @@ from typing import Any
 import numpy as np
 
 from twin.kernel import formula
-from twin.kernel.compile import Slot, packed_source, table_keys
+from twin.kernel.compile import Slot, flat_source, packed_source, table_keys
 from twin.kernel.tables import Tables
 
 CACHE_ENV = "TWIN_CACHE_DIR"
 MODULE = "twin_kernel_compiled"
 
-_BATCH_LOOP = """
+_DISPATCH = """
 
 @njit(**OPTIONS)
 def one(F, I, model, gpu, n, tp, pp, pe, pa, pm, px, pn, ph, mode, mb, seq, mbs, opt, zero, ckpt,
@@ -48,22 +54,20 @@ def one(F, I, model, gpu, n, tp, pp, pe, pa, pm, px, pn, ph, mode, mb, seq, mbs,
 
 
 @njit(**OPTIONS)
-def batch(F, I, model, gpu, n, tp, pp, prec, mode, mb, seq, mbs, opt, zero, ckpt, cap_w, tokens,
-          out, reasons):
-    for i in range(model.shape[0]):
-        r = one(F, I, model[i], gpu[i], n[i], tp[i], pp[i], prec[i, 0], prec[i, 1], prec[i, 2],
-                prec[i, 3], prec[i, 4], prec[i, 5], mode[i], mb[i], seq[i], mbs[i], opt[i],
-                zero[i], ckpt[i], cap_w[i], tokens[i])
-        out[0, i] = r[0]
-        out[1, i] = r[1]
-        out[2, i] = r[2]
-        out[3, i] = r[3]
-        out[4, i] = r[4]
-        out[5, i] = r[5]
-        out[6, i] = r[6]
-        out[7, i] = r[7]
-        out[8, i] = r[8]
-        reasons[i] = r[9]
+def tenant_sums(tenant, n, score, count):
+    gpus = np.zeros(count)
+    utility = np.zeros(count)
+    for i in range(tenant.shape[0]):
+        k = tenant[i]
+        gpus[k] += n[i]
+        utility[k] += score[i] * n[i]
+    return gpus, utility
+
+
+@njit(**OPTIONS)
+def spread(values, index, out):
+    for i in range(index.shape[0]):
+        out[i] = values[index[i]]
 
 
 @njit(**OPTIONS)
@@ -144,14 +148,79 @@ def pack(tables: Tables, shape: Layout) -> Packed:
     return Packed(np.ascontiguousarray(floats), np.ascontiguousarray(ints))
 
 
+COLUMNS = ("model", "gpu", "n", "tp", "pp", "prec", "mode", "mb", "seq", "mbs", "opt", "zero",
+           "ckpt", "cap_w", "tokens")  # fmt: skip
+"""The batch's plan columns, in its argument order (`prec` holds the six precision codes)."""
+PRECISION_PARAMS = ("pe", "pa", "pm", "px", "pn", "ph")
+INT_PARAMS = frozenset(("model", "gpu", *PRECISION_PARAMS, "mode", "opt", "zero", "ckpt"))
+"""The formula's integer parameters: codes that index tables."""
+
+
+def _batch_source(shape: Layout) -> str:
+    """The batch loop: each row's values read, range-checked (codes clamped into range, so a
+    bad row never reads outside the tables: the caller refuses the batch when told), then the
+    formula inlined branch-free and its outputs stored. With no calls or branches in it, LLVM
+    vectorises the loop: one table read per lane, the same IEEE operations per lane."""
+    params, body, returned = flat_source(formula.assess, shape.slots, shape.ints)
+    expected = [c for c in COLUMNS if c != "prec"]
+    expected[5:5] = PRECISION_PARAMS
+    assert params == expected, params  # the formula's parameters are the columns, in order
+    # The loop's own names start with "_b" (the formula's never do: its names are checked).
+    assert not any(line.startswith("_b") for line in body)
+    lines = []
+    for k, name in enumerate(params):
+        if name in PRECISION_PARAMS:
+            read = f"_bc_prec[_bi, {PRECISION_PARAMS.index(name)}]"
+        else:
+            read = f"_bc_{name}[_bi]"
+        if name in INT_PARAMS:
+            lines += [f"_br = {read}", f"{name} = min(max(_br, _bklo[{k}]), _bkhi[{k}])",
+                      f"_bad |= {name} != _br"]  # fmt: skip
+        else:
+            outside = f"({name} < _bflo[{k}]) | ({name} > _bfhi[{k}]) | ({name} != {name})"
+            lines += [f"{name} = {read}", f"_bad |= {outside}"]
+    lines += body
+    lines += [f"_bout[{k}, _bi] = {name}" for k, name in enumerate(returned[:-1])]
+    lines.append(f"_breasons[_bi] = {returned[-1]}")
+    args = ", ".join(f"_bc_{c}" for c in COLUMNS)
+    return (
+        "@njit(**BATCH_OPTIONS)\n"
+        f"def batch(F, I, {args}, _bklo, _bkhi, _bflo, _bfhi, _bout, _breasons):\n"
+        "    _bad = False\n"
+        "    for _bi in range(_bc_model.shape[0]):\n"
+        + "".join(f"        {line}\n" for line in lines)
+        + "    return _bad\n"
+    )
+
+
 def source(shape: Layout) -> str:
-    """The generated module: the formula per mode, the dispatcher and the batch loop."""
+    """The generated module: the formula per mode and the single-plan dispatcher, the batch
+    loop, and the range check."""
     variants = [
         packed_source(formula.assess, f"assess_{name}", shape.slots, shape.ints, train=train)
         for name, train in (("train", True), ("serve", False))
     ]
     body = "\n\n\n".join(f"@njit(**OPTIONS)\n{v}" for v in variants)
-    return _HEAD + "\n" + body + "\n" + _BATCH_LOOP
+    options = '{**OPTIONS, "noalias": True}' if _noalias_option() else "OPTIONS"
+    return (_HEAD + f"BATCH_OPTIONS = {options}\n\n\n" + body + "\n" + _DISPATCH + "\n\n"
+            + _batch_source(shape))  # fmt: skip
+
+
+def _noalias_option() -> bool:
+    """Make numba's `noalias` flag (LLVM `noalias` on array arguments) a decorator option.
+
+    Without it LLVM cannot rule out that the outputs overlap the tables and leaves the batch
+    loop scalar (about 2x slower here, with AVX-512 3x). The flag is part of numba's compiler
+    but not of its public options; where it is missing the batch runs unvectorised. Sound for
+    the batch: its outputs are arrays it was given fresh; inputs that overlap are only read.
+    """
+    from numba.core import compiler, cpu, options
+
+    if not hasattr(compiler.Flags, "noalias"):
+        return False
+    if not hasattr(cpu.CPUTargetOptions, "noalias"):
+        cpu.CPUTargetOptions.noalias = options._mapping("noalias")  # type: ignore[no-untyped-call]
+    return True
 
 
 def cache_dir() -> Path:
@@ -174,8 +243,10 @@ class Compiled:
     """The compiled module's entry points, for one table layout."""
 
     one: Any
-    batch: Any
+    batch: Any  # -> True if a value was out of range (the outputs are then meaningless)
     within: Any  # (array, lo, hi) -> every value in [lo, hi]
+    tenant_sums: Any  # (tenant, n, score, count) -> GPUs and utility per tenant, in row order
+    spread: Any  # (values, index, out): out[i] = values[index[i]]
 
 
 _MODULES: dict[str, Compiled] = {}
@@ -212,7 +283,7 @@ def compiled(shape: Layout, packed: Packed) -> Compiled:
         partial.replace(path)  # atomic: concurrent processes see a whole file or none
     module = _import(path, digest)
     _warm(module, packed)
-    made = Compiled(module.one, module.batch, module.within)
+    made = Compiled(module.one, module.batch, module.within, module.tenant_sums, module.spread)
     _MODULES[digest] = made
     return made
 
@@ -228,17 +299,37 @@ def _import(path: Path, digest: str) -> ModuleType:
     return module
 
 
+@contextmanager
+def _wide_vectors() -> Iterator[None]:
+    """Let LLVM vectorise the kernel's loops 8 lanes wide while they compile (by default it
+    stops at 4 on AVX-512 machines, about half the speed here; narrower hardware splits the
+    lanes). LLVM's options are process-wide, so the default is restored after."""
+    import llvmlite.binding as llvm
+
+    llvm.set_option("", "-force-vector-width=8")
+    try:
+        yield
+    finally:
+        llvm.set_option("", "-force-vector-width=0")
+
+
 def _warm(module: ModuleType, packed: Packed) -> None:
-    """Compile (or load from the cache) the entry points for the plan column types, with one
-    valid plan (the first model and accelerator) read from real tables."""
-    f, i = np.zeros(1), np.zeros(1, dtype=np.int64)
-    prec = np.zeros((1, 6), dtype=np.int64)
-    module.batch(packed.floats, packed.ints, i, i, f + 1, f + 1, f + 1, prec, i, f + 1, f + 1,
-                 f + 1, i, i, i, f, f, np.zeros((9, 1)), np.zeros(1, dtype=np.int64))  # fmt: skip
+    """Compile (or load from the cache) the entry points for the plan column types, with valid
+    plans (the first model and accelerator) read from real tables; the batch for precision
+    codes stored column-major (the fast layout) and row-major."""
+    f, i = np.zeros(2), np.zeros(2, dtype=np.int64)
+    lo, hi = np.zeros(len(COLUMNS) + 5, dtype=np.int64), np.ones(len(COLUMNS) + 5, dtype=np.int64)
+    with _wide_vectors():  # only the batch loop: LLVM reports every other loop it cannot widen
+        for prec in (np.zeros((2, 6), dtype=np.int64, order="F"), np.zeros((2, 6), dtype=np.int64)):
+            module.batch(packed.floats, packed.ints, i, i, f + 1, f + 1, f + 1, prec, i, f + 1,
+                         f + 1, f + 1, i, i, i, f, f, lo, hi, lo + 0.0, hi + 1.0,
+                         np.zeros((9, 2)), np.zeros(2, dtype=np.int64))  # fmt: skip
     module.one(packed.floats, packed.ints, 0, 0, 1.0, 1.0, 1.0, 0, 0, 0, 0, 0, 0, 0, 1.0, 1.0,
                1.0, 0, 0, 0, 0.0, 0.0)  # fmt: skip
-    for column in (f, i, prec):
+    for column in (f, i, np.zeros((2, 6), dtype=np.int64)):
         module.within(column, 0.0, 1.0)
+    gpus, _ = module.tenant_sums(i, f, f, 1)
+    module.spread(gpus, i, f)
 
 
 def warm() -> float:
