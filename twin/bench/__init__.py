@@ -12,6 +12,7 @@ import importlib
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import orjson
 
@@ -34,14 +35,15 @@ BENCHMARKS = {
 """Each benchmark by name, as `module:function` (imported only when it runs)."""
 
 
-def benchmark(name: str) -> Callable[[bool], Result]:
+def benchmark(name: str) -> Callable[..., Result]:
     module, _, function = BENCHMARKS[name].partition(":")
-    bench: Callable[[bool], Result] = getattr(importlib.import_module(module), function)
+    bench: Callable[..., Result] = getattr(importlib.import_module(module), function)
     return bench
 
 
-def run_benchmarks(which: str, *, as_json: bool, quick: bool) -> int:
-    """Run one benchmark or all; 2 for an unknown name.
+def run_benchmarks(which: str, *, as_json: bool, quick: bool, libratio: Path | None = None) -> int:
+    """Run one benchmark or all; 2 for an unknown name. `libratio`, a checkout of the seed's
+    kernel, runs its benchmark beside the kernel's.
 
     `all` runs each benchmark in a fresh interpreter, so none inherits another's heap (whose
     garbage collections would show up as latency) or memory high-water mark.
@@ -50,16 +52,21 @@ def run_benchmarks(which: str, *, as_json: bool, quick: bool) -> int:
         flags = [*(["--json"] if as_json else []), *(["--quick"] if quick else [])]
         codes = [
             subprocess.run(
-                [sys.executable, "-m", "twin", "bench", name, *flags], check=False
+                [sys.executable, "-m", "twin", "bench", name, *flags,
+                 *(["--libratio", str(libratio)] if libratio and name == "kernel" else [])],
+                check=False,
             ).returncode
             for name in BENCHMARKS
-        ]
+        ]  # fmt: skip
         return max(codes)
     if which not in BENCHMARKS:
         allowed = ", ".join(["all", *BENCHMARKS])
         print(f"twin: error: unknown benchmark {which!r}; allowed: {allowed}", file=sys.stderr)
         return 2
-    result = benchmark(which)(quick)
+    if libratio is not None and which != "kernel":
+        print("twin: error: --libratio goes with the kernel benchmark (or all)", file=sys.stderr)
+        return 2
+    result = benchmark(which)(quick, libratio) if libratio else benchmark(which)(quick)
     if not as_json:
         for line in result.lines:
             print(line, flush=True)

@@ -8,11 +8,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
 
 from twin.bench.harness import Result
+from twin.bench.libratio import run as libratio_run
 from twin.kernel import Plan, PlanBatch, default_tables, evaluate, evaluate_one, jit
 
 Engine = Literal["compiled", "numpy"]
@@ -20,6 +22,7 @@ Engine = Literal["compiled", "numpy"]
 TARGET_SINGLE_US = 2.0
 TARGET_BATCH_PER_S = 15_000_000
 TARGET_ONE_BATCH_US = 5.0
+TARGET_VS_LIBRATIO = 1000  # a batch of 10^6 against Libratio's batch mode, side by side
 
 
 def random_plans(n: int, seed: int, *, mode: int | None = None) -> PlanBatch:
@@ -87,7 +90,9 @@ def first_use() -> dict[str, float]:
     }
 
 
-def bench_kernel(quick: bool) -> Result:
+def bench_kernel(quick: bool, libratio: Path | None = None) -> Result:
+    """The kernel's rates; with a Libratio checkout, its benchmark side by side."""
+    seed = libratio_run(libratio) if libratio is not None else None
     repeats = 1 if quick else 5
     jit.warm()
     sample = random_plans(2_000, seed=1)
@@ -156,4 +161,22 @@ def bench_kernel(quick: bool) -> Result:
         "batch_vs_target": round(compiled[big][0] / TARGET_BATCH_PER_S, 2),
         **{k: round(v, 3) for k, v in starts.items()},
     }  # fmt: skip
+    if seed is not None:
+        single_per_s = 1e6 / single_us
+        r.lines += [
+            f"  Libratio's kernel here: {seed.single_per_s:,.0f} evaluations/s one call at a "
+            f"time, {seed.batch_per_s:,.0f}/s in its batch mode",
+            f"  against it: evaluate_one {single_per_s / seed.single_per_s:,.0f}x; "
+            f"a batch of {big:,} {compiled[big][0] / seed.batch_per_s:,.0f}x "
+            f"(target >= {TARGET_VS_LIBRATIO:,}x)",
+        ]
+        r.figures |= {
+            "libratio_single_evals_per_s": round(seed.single_per_s),
+            "libratio_batch_evals_per_s": round(seed.batch_per_s),
+            "single_vs_libratio": round(single_per_s / seed.single_per_s, 1),
+            f"batch_{big}_vs_libratio": round(compiled[big][0] / seed.batch_per_s, 1),
+            "batch_vs_libratio_target": round(
+                compiled[big][0] / seed.batch_per_s / TARGET_VS_LIBRATIO, 2
+            ),
+        }
     return r

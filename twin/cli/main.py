@@ -76,7 +76,7 @@ def _schema(args: argparse.Namespace) -> int:
 def _bench(args: argparse.Namespace) -> int:
     from twin.bench import run_benchmarks
 
-    return run_benchmarks(args.which, as_json=args.json, quick=args.quick)
+    return run_benchmarks(args.which, as_json=args.json, quick=args.quick, libratio=args.libratio)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -136,6 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--json", action="store_true", help="print only the JSON figures")
     bench.add_argument("--quick", action="store_true", help="fewer repetitions (smoke test)")
+    bench.add_argument(
+        "--libratio", type=Path, metavar="DIR",
+        help="a checkout of SnippyCodes/Libratio: run its kernel_benchmark.py beside the kernel's",
+    )  # fmt: skip
     bench.set_defaults(func=_bench)
     return parser
 

@@ -19,7 +19,7 @@ from twin.kernel.plans import INFEASIBLE, LIMITS, PRECISIONS, Plan, PlanBatch, R
 from twin.kernel.tables import Tables, default_tables
 
 CHUNK = 8192  # rows per numpy pass: big enough to amortise calls, small enough for cache
-SMALL = 32  # at most this many rows go through the scalar formula instead
+SMALL = 32  # at most this many rows settle their round in Python numbers instead of numpy
 INF = math.inf
 
 FLOATS = (
@@ -36,6 +36,7 @@ FLOATS = (
 )
 """The rows of a `Verdicts`' float block."""
 SCORE, CREDIT = FLOATS.index("score"), FLOATS.index("credit")
+_N_FLOATS = len(FLOATS)
 COLUMNS = (*FLOATS[:CREDIT], "reasons")
 """The formula's outputs, in its order."""
 NOT_RUNNABLE = int(INFEASIBLE | Reason.DEGENERATE_ZERO_GPUS)
@@ -216,22 +217,43 @@ def evaluate(
 ) -> Verdicts:
     """Evaluate B plans: the compiled formula over the rows (or numpy's vectorised pass)."""
     t = tables or default_tables()
-    size = len(batch)
-    if engine == "compiled" and size <= SMALL:
-        if size == 1:
-            single = _evaluate_single(batch, ctx, t)
-            if single is not None:
-                return single
-        return _evaluate_small(batch, ctx, t)
     if engine == "numpy":
-        _validate(batch, t)
+        _check_shapes(batch)
+        _refuse(batch, t)
         floats, reasons = _assess_numpy(batch, t)
-    else:
-        floats, reasons = _assess_compiled(batch, t)  # checks the values in the same pass
+        return _settle(floats, reasons, batch, ctx, t)
+    code, packed, ranges = _compiled(t)
+    size = len(batch)
+    floats = np.empty((_N_FLOATS, size))
+    reasons = np.empty(size, dtype=np.int64)
+    columns: tuple[np.ndarray, ...] = _GET_COLUMNS(batch)
+    # The compiled loop checks every length, and every value as it reads it (it reads no
+    # table with a bad code); numba's dispatch checks each column's type and layout. It fills
+    # the float block's rows but the credit.
+    try:
+        verdict = code.batch(*packed, *columns, *ranges, floats, reasons)
+    except TypeError:  # a column of another type or layout: check, then convert
+        _check_shapes(batch)
+        _refuse(batch, t)
+        columns = _columns(batch)
+        verdict = code.batch(*packed, *columns, *ranges, floats, reasons)
+    if verdict != jit.IN_RANGE:
+        _check_shapes(batch)
+        _refuse(batch, t)
+        raise AssertionError("the compiled checks and the plan check disagree")
+    if size <= SMALL:
+        tenants = _few_tenants(batch)
+        if tenants is not None:
+            return _settle_few(floats, reasons, tenants, columns[2].tolist(), ctx)
+    return _settle(floats, reasons, batch, ctx, t, code=code)
+
+
+def _settle(floats: np.ndarray, reasons: np.ndarray, batch: PlanBatch, ctx: ClusterContext,
+            t: Tables, *, code: jit.Compiled | None = None) -> Verdicts:  # fmt: skip
+    """The round terms on arrays (compiled sums where `code` is given), and the verdicts."""
     tenant, count = _tenants(batch, t)
     count = max(count, len(ctx.demand_gpus))
     n = np.asarray(batch.n_gpus, dtype=np.float64)
-    code = jit.for_tables(t)[0] if engine == "compiled" else None
     utility: np.ndarray | None = None
     if code is not None:  # both sums in one compiled pass, accumulated in row order as bincount
         gpus, utility = code.tenant_sums(tenant, n, floats[SCORE], count)
@@ -264,34 +286,22 @@ _COLUMN_NAMES = ("model", "gpu", "n_gpus", "tp", "pp", "precision", "mode", "mic
                  "seq_len", "micro_batches", "optimizer", "zero", "checkpointing", "power_cap_w",
                  "tokens")  # fmt: skip
 """The plan columns in the compiled batch's argument order (`twin.kernel.jit.COLUMNS`)."""
-
-
-def _columns(batch: PlanBatch) -> list[np.ndarray]:
-    """The plan columns in the formula's argument order, contiguous, in the compiled types (the
-    precision codes column-major)."""
-    return [
-        np.require(getattr(batch, n), np.float64 if n in FLOAT_ARGS else np.int64,
-                   "F" if n == "precision" else "C")
-        for n in _COLUMN_NAMES
-    ]  # fmt: skip
-
-
-_COMPILED_DTYPES = (np.dtype(np.float64), np.dtype(np.int64))
-
 FLOAT_ARGS = frozenset(
     ("n_gpus", "tp", "pp", "micro_batch", "seq_len", "micro_batches", "power_cap_w", "tokens")
 )
+_I64 = np.dtype(np.int64)
+_GET_COLUMNS = operator.attrgetter(*_COLUMN_NAMES)
+MAX_TENANT = LIMITS["tenant"][1]
 
 
-def _native_columns(batch: PlanBatch) -> list[np.ndarray] | None:
-    """The columns as they are, when each is contiguous and of its compiled type (else None:
-    they must be checked, then converted)."""
-    cols = [getattr(batch, n) for n in _COLUMN_NAMES]
-    for name, col in zip(_COLUMN_NAMES, cols, strict=True):
-        wanted = np.float64 if name in FLOAT_ARGS else np.int64
-        if col.dtype != wanted or not (col.flags.c_contiguous or col.flags.f_contiguous):
-            return None
-    return cols
+def _columns(batch: PlanBatch) -> tuple[np.ndarray, ...]:
+    """The plan columns in the formula's argument order, contiguous, writeable and aligned, in
+    the compiled types (the precision codes column-major): the types the batch is compiled for."""
+    return tuple(
+        np.require(getattr(batch, n), np.float64 if n in FLOAT_ARGS else np.int64,
+                   ("F" if n == "precision" else "C", "W", "A"))
+        for n in _COLUMN_NAMES
+    )  # fmt: skip
 
 
 def _check_shapes(batch: PlanBatch) -> None:
@@ -306,24 +316,27 @@ def _check_shapes(batch: PlanBatch) -> None:
         raise ValueError(f"invalid plans: tenant has {len(batch.tenant)} rows, expected {size}")
 
 
-_BOUNDS: dict[int, tuple[Tables, tuple[np.ndarray, ...]]] = {}
+_Arrays = tuple[np.ndarray, ...]
+_COMPILED: dict[int, tuple[Tables, jit.Compiled, _Arrays, _Arrays]] = {}
 
 
-def _bounds(t: Tables) -> tuple[np.ndarray, ...]:
-    """Per formula parameter (`jit.COLUMNS` with the six precision codes): its range, as ints
-    and as floats (each parameter reads the one of its type)."""
-    known = _BOUNDS.get(id(t))
+def _compiled(t: Tables) -> tuple[jit.Compiled, _Arrays, _Arrays]:
+    """The compiled code for `t`, and the batch's array arguments but the columns: the packed
+    tables, and per formula parameter (`jit.COLUMNS` with the six precision codes) its range,
+    as ints and as floats (each parameter reads the one of its type)."""
+    known = _COMPILED.get(id(t))
     if known is None or known[0] is not t:
+        code, packed = jit.for_tables(t)
         n_models, n_gpus = t.layer_stride // 216, len(t.gpu_names)
         limits = {**LIMITS, "model": (0, n_models - 1), "gpu": (0, n_gpus - 1)}
         ranges = [limits[name] for name in _COLUMN_NAMES[:5]] + [(0, len(PRECISIONS) - 1)] * 6
         ranges += [limits[name] for name in _COLUMN_NAMES[6:]]
         lo, hi = [r[0] for r in ranges], [r[1] for r in ranges]
-        known = _BOUNDS[id(t)] = (t, (
+        known = _COMPILED[id(t)] = (t, code, (packed.floats, packed.ints), (
             np.array(lo, dtype=np.int64), np.array(hi, dtype=np.int64),
             np.array(lo, dtype=np.float64), np.array(hi, dtype=np.float64),
         ))  # fmt: skip
-    return known[1]
+    return known[1], known[2], known[3]
 
 
 def _refuse(batch: PlanBatch, t: Tables) -> None:
@@ -331,24 +344,6 @@ def _refuse(batch: PlanBatch, t: Tables) -> None:
     problems = batch.problems(t.layer_stride // 216, len(t.gpu_names))
     if problems:
         raise ValueError("invalid plans: " + "; ".join(problems))
-
-
-def _assess_compiled(batch: PlanBatch, t: Tables) -> tuple[np.ndarray, np.ndarray]:
-    """The float block (its credit row left to fill) and the reasons, compiled; the values are
-    range-checked in the same pass."""
-    code, packed = jit.for_tables(t)
-    _check_shapes(batch)
-    columns = _native_columns(batch)
-    if columns is None:  # check before converting, which could hide a bad value
-        _refuse(batch, t)
-        columns = _columns(batch)
-    size = len(batch)
-    floats = np.empty((len(FLOATS), size))
-    reasons = np.empty(size, dtype=np.int64)
-    if code.batch(packed.floats, packed.ints, *columns, *_bounds(t), floats[:CREDIT], reasons):
-        _refuse(batch, t)
-        raise AssertionError("the compiled range check and the plan check disagree")
-    return floats, reasons
 
 
 def _assess_numpy(batch: PlanBatch, t: Tables) -> tuple[np.ndarray, np.ndarray]:
@@ -376,199 +371,71 @@ def _assess_numpy(batch: PlanBatch, t: Tables) -> tuple[np.ndarray, np.ndarray]:
     return floats, reasons
 
 
-def _validate(batch: PlanBatch, t: Tables) -> None:
-    """Refuse a batch with a value out of range, naming the field and row. The common case (all
-    in range) is one compiled pass per column; only a bad batch is searched for the culprit."""
-    n_models, n_gpus = t.layer_stride // 216, len(t.gpu_names)
-    within = jit.for_tables(t)[0].within
-    bounds = {**LIMITS, "model": (0, n_models - 1), "gpu": (0, n_gpus - 1)}
-    columns = [(getattr(batch, name), float(lo), float(hi)) for name, (lo, hi) in bounds.items()]
-    columns.append((batch.precision, 0.0, float(len(PRECISIONS) - 1)))
-    if all(
-        col.dtype in _COMPILED_DTYPES and col.flags.c_contiguous and within(col, lo, hi)
-        for col, lo, hi in columns
-    ):
-        return
-    problems = batch.problems(n_models, n_gpus)
-    if problems:
-        raise ValueError("invalid plans: " + "; ".join(problems))
-
-
-ONE_ORDER = (
-    "model",
-    "gpu",
-    "n_gpus",
-    "tp",
-    "pp",
-    "mode",
-    "micro_batch",
-    "seq_len",
-    "micro_batches",
-    "optimizer",
-    "zero",
-    "checkpointing",
-    "power_cap_w",
-    "tokens",
-)
-"""The plan columns in the order the compiled single-plan formula takes them (the six
-precision codes go after `pp`)."""
-_I64 = np.dtype(np.int64)
-MAX_TENANT = LIMITS["tenant"][1]
-_SIX_INTS = [int] * 6
-_TOP_CODE = len(PRECISIONS) - 1
-_CHECKS: dict[int, tuple[Tables, tuple[list[type], list[float], list[float]]]] = {}
-
-
-def _checks(t: Tables) -> tuple[list[type], list[float], list[float]]:
-    """Per column of `ONE_ORDER`: the Python type its values have in the compiled types (a
-    float64 column's are floats, an int64 column's ints), and its range."""
-    known = _CHECKS.get(id(t))
-    if known is None or known[0] is not t:
-        n_models, n_gpus = t.layer_stride // 216, len(t.gpu_names)
-        limits = {**LIMITS, "model": (0, n_models - 1), "gpu": (0, n_gpus - 1)}
-        known = _CHECKS[id(t)] = (t, (
-            [float if name in FLOAT_ARGS else int for name in ONE_ORDER],
-            [float(limits[name][0]) for name in ONE_ORDER],
-            [float(limits[name][1]) for name in ONE_ORDER],
-        ))  # fmt: skip
-    return known[1]
-
-
-_GET_ONE = operator.attrgetter(*ONE_ORDER)
-
-
-def _small_columns(batch: PlanBatch, t: Tables) -> tuple[list[list[Any]], list[Any]] | None:
-    """The columns (in `ONE_ORDER`) and precision rows as Python numbers, when every column
-    has the compiled type and every value is in range; None otherwise (the general check then
-    names what is wrong, or converts)."""
-    columns = []
-    types, lows, highs = _checks(t)
-    cols: tuple[np.ndarray, ...] = _GET_ONE(batch)
-    for col, ty, lo, hi in zip(cols, types, lows, highs, strict=True):
-        values: list[float] = col.tolist()
-        for v in values:
-            if type(v) is not ty or not lo <= v <= hi:  # NaN compares false: out of range
-                return None
-        columns.append(values)
-    prec = batch.precision
-    if prec.shape != (len(batch), 6):
+def _few_tenants(batch: PlanBatch) -> list[int] | None:
+    """A few plans' tenants as Python ints (zeros when the batch names none); None when the
+    column is not int64 or a tenant is out of range (the array path names it or converts)."""
+    tenant = batch.tenant
+    if not len(tenant):
+        return [0] * len(batch)
+    if tenant.dtype is not _I64 or len(tenant) != len(batch):
         return None
-    codes = prec.tolist()
-    for row in codes:
-        if list(map(type, row)) != _SIX_INTS or not 0 <= min(row) <= max(row) <= _TOP_CODE:
-            return None
-    return columns, codes
+    tenants: list[int] = tenant.tolist()
+    return tenants if min(tenants) >= 0 and max(tenants) <= MAX_TENANT else None
 
 
-def _evaluate_single(batch: PlanBatch, ctx: ClusterContext, t: Tables) -> Verdicts | None:
-    """One plan, in a few microseconds: `_evaluate_small`'s operations for one row, in the same
-    order (so the same numbers); None if a value is not of its compiled type (int or float) or
-    out of range (the general path then converts, or names what is wrong)."""
-    values = [col.item() for col in _GET_ONE(batch)]
-    types, lows, highs = _checks(t)
-    if list(map(type, values)) != types:
-        return None
-    for v, lo, hi in zip(values, lows, highs, strict=True):
-        if not lo <= v <= hi:  # NaN compares false: out of range
-            return None
-    prec, tenant_col = batch.precision, batch.tenant
-    if prec.shape != (1, 6):
-        return None
-    codes = prec.tolist()[0]
-    if list(map(type, codes)) != _SIX_INTS or not 0 <= min(codes) <= max(codes) <= _TOP_CODE:
-        return None
-    k = 0
-    if len(tenant_col) == 1:
-        k = tenant_col.item()
-        if type(k) is not int or not 0 <= k <= MAX_TENANT:
-            return None
-    model, gpu, n, tp, pp, m, mb, seq, mbs, opt, zero, ckpt, cap, tok = values
-    code, packed = jit.for_tables(t)
-    row = code.one(packed.floats, packed.ints, model, gpu, n, tp, pp, *codes, m, mb, seq, mbs,
-                   opt, zero, ckpt, cap, tok)  # fmt: skip
-    return _settled([row], [k], [n], ctx)
-
-
-def _evaluate_small(batch: PlanBatch, ctx: ClusterContext, t: Tables) -> Verdicts:
-    """Few rows: the compiled formula row by row, and the round terms in Python, beat numpy's
-    per-call overhead (a batch of one costs a few times `evaluate_one`).
-
-    Same operations in the same order as the array path (tenant sums accumulate in row order,
-    as bincount does), so the numbers are the same.
-    """
-    code, packed = jit.for_tables(t)
-    one, fl, il = code.one, packed.floats, packed.ints
-    size = len(batch)
-    tenant_col = batch.tenant
-    mine = len(tenant_col) == size
-    checked = _small_columns(batch, t) if not mine or tenant_col.dtype is _I64 else None
-    if checked is None or (mine and not all(0 <= k <= MAX_TENANT for k in tenant_col.tolist())):
-        _validate(batch, t)  # names what is out of range; else the columns convert
-        typed = _columns(batch)
-        prec = typed.pop(5)
-        checked = ([c.tolist() for c in typed], prec.reshape(len(batch), 6).tolist())
-    columns, codes = checked
-    rows = [
-        one(fl, il, model, gpu, n, tp, pp, *pr, m, mb, seq, mbs, opt, zero, ckpt, cap, tok)
-        for model, gpu, n, tp, pp, pr, m, mb, seq, mbs, opt, zero, ckpt, cap, tok in zip(
-            *columns[:5], codes, *columns[5:], strict=True
-        )
-    ]
-    tenants = np.asarray(tenant_col, dtype=np.int64).tolist() if mine else [0] * size
-    return _settled(rows, tenants, columns[2], ctx)
-
-
-def _settled(rows: list[tuple[Any, ...]], tenants: list[int], n_gpus: list[float],
-             ctx: ClusterContext) -> Verdicts:  # fmt: skip
-    """The round terms of a few plans in Python, and their verdicts: the array path's
-    operations in its order (tenant sums accumulate in row order, as bincount does)."""
-    count = max(max(tenants) + 1 if tenants else 0, len(ctx.demand_gpus))
+def _settle_few(floats: np.ndarray, reasons: np.ndarray, tenants: list[int],
+                n_gpus: list[float], ctx: ClusterContext) -> Verdicts:  # fmt: skip
+    """The round terms of a few plans in Python numbers (numpy's per-call costs would dominate),
+    written into their verdicts: the array path's operations in its order (tenant sums
+    accumulate in row order, as bincount does), so the same numbers."""
+    rows = range(len(tenants))
+    demand = ctx.demand_gpus
+    count = max(max(tenants) + 1 if tenants else 0, len(demand))
     gpus = [0.0] * count
-    for k, n in zip(tenants, n_gpus, strict=True):
-        gpus[k] += n
-    if ctx.demand_gpus:
-        demand = list(ctx.demand_gpus) + [0.0] * (count - len(ctx.demand_gpus))
-        short = [g < d for g, d in zip(gpus, demand, strict=True)]
+    for i in rows:
+        gpus[tenants[i]] += n_gpus[i]
+    if demand:
+        wanted = list(demand) + [0.0] * (count - len(demand))
+        short = [g < d for g, d in zip(gpus, wanted, strict=True)]
         others = [sum(short) - s for s in short]
-        active = sum(1 for g, d in zip(gpus, demand, strict=True) if g > 0 or d > 0)
+        active = sum(1 for g, d in zip(gpus, wanted, strict=True) if g > 0 or d > 0)
     else:  # no demands: nobody is short, and the active tenants are those with GPUs (>= 0)
         others = [0] * count
         active = count - gpus.count(0.0)
     fair = ctx.capacity_gpus / max(active, 1)
-    if any(others):
-        settled = [
-            _floor_one(None, row[SCORE], row[SCORE + 1], gpus[k], others[k], fair,
-                       ctx.hoard_slack)
-            for row, k in zip(rows, tenants, strict=True)
-        ]  # fmt: skip
-    else:  # as the array path: nobody is short of GPUs, so the hoarding floor cannot apply
-        settled = [(row[SCORE], row[SCORE + 1]) for row in rows]
+    scores: list[float] = floats[SCORE].tolist()
+    if demand and any(others):  # as the array path: else the hoarding floor cannot apply
+        codes: list[int] = reasons.tolist()
+        for i in rows:
+            k = tenants[i]
+            scores[i], codes[i] = _floor_one(None, scores[i], codes[i], gpus[k], others[k], fair,
+                                             ctx.hoard_slack)  # fmt: skip
+        floats[SCORE] = scores
+        reasons[:] = codes
     utility = [0.0] * count
-    for (score, _), k, n in zip(settled, tenants, n_gpus, strict=True):
-        utility[k] += score * n
+    for i in rows:
+        utility[tenants[i]] += scores[i] * n_gpus[i]
     total = float(sum(n_gpus))
+    credit = floats[CREDIT]
     if ctx.capacity_gpus == INF:  # as the array path: the credit is the utility itself
-        credit = [utility[k] for k in tenants]
+        for i in rows:
+            credit[i] = utility[tenants[i]]
     else:
-        credit = [
-            _credit_one(None, utility[k], gpus[k], total, ctx.capacity_gpus,
-                        ctx.overcommit_penalty)
-            for k in tenants
-        ]  # fmt: skip
-    # One array for the float rows (with the settled score and the credit).
-    block = (np.array([(*row[:SCORE], sc, c) for row, (sc, _), c in zip(rows, settled, credit,
-                                                                        strict=True)]).T
-             if rows else np.empty((len(FLOATS), 0)))  # fmt: skip
-    reasons = np.array([r for _, r in settled], dtype=np.int64)
-    return Verdicts(block, reasons, Shares(gpus, utility, others, fair, total))
+        for i in rows:
+            k = tenants[i]
+            credit[i] = _credit_one(None, utility[k], gpus[k], total, ctx.capacity_gpus,
+                                    ctx.overcommit_penalty)  # fmt: skip
+    return Verdicts(floats, reasons, Shares(gpus, utility, others, fair, total))
 
 
 def _tenants(batch: PlanBatch, t: Tables) -> tuple[np.ndarray, int]:
     """The tenant column as int64 (all zeros when the batch names none), range-checked, and
     the highest tenant + 1."""
     size, tenant = len(batch), batch.tenant
-    if len(tenant) != size:
+    if not len(tenant):
         return np.zeros(size, dtype=np.int64), 1 if size else 0
+    if len(tenant) != size:
+        _check_shapes(batch)
     if not size:
         return tenant.astype(np.int64), 0
     lo, hi = LIMITS["tenant"]

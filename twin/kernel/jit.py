@@ -152,6 +152,9 @@ COLUMNS = ("model", "gpu", "n", "tp", "pp", "prec", "mode", "mb", "seq", "mbs", 
            "ckpt", "cap_w", "tokens")  # fmt: skip
 """The batch's plan columns, in its argument order (`prec` holds the six precision codes)."""
 PRECISION_PARAMS = ("pe", "pa", "pm", "px", "pn", "ph")
+IN_RANGE, OUT_OF_RANGE, WRONG_SHAPE = 0, 1, 2
+"""What the batch returns: all values in range, some value out of range (the outputs are then
+meaningless), a column of the wrong length (nothing was read)."""
 INT_PARAMS = frozenset(("model", "gpu", *PRECISION_PARAMS, "mode", "opt", "zero", "ckpt"))
 """The formula's integer parameters: codes that index tables."""
 
@@ -180,16 +183,22 @@ def _batch_source(shape: Layout) -> str:
             outside = f"({name} < _bflo[{k}]) | ({name} > _bfhi[{k}]) | ({name} != {name})"
             lines += [f"{name} = {read}", f"_bad |= {outside}"]
     lines += body
+    # The outputs' first rows (the caller's block may have more, such as a credit row).
     lines += [f"_bout[{k}, _bi] = {name}" for k, name in enumerate(returned[:-1])]
     lines.append(f"_breasons[_bi] = {returned[-1]}")
     args = ", ".join(f"_bc_{c}" for c in COLUMNS)
+    lengths = " | ".join(f"(_bc_{c}.shape[0] != _bn)" for c in COLUMNS)
     return (
         "@njit(**BATCH_OPTIONS)\n"
         f"def batch(F, I, {args}, _bklo, _bkhi, _bflo, _bfhi, _bout, _breasons):\n"
+        "    _bn = _bc_model.shape[0]\n"
+        f"    if {lengths} | (_bc_prec.shape[1] != 6) | (_bout.shape[0] < 9)"
+        " | (_bout.shape[1] != _bn) | (_breasons.shape[0] != _bn):\n"
+        f"        return {WRONG_SHAPE}\n"
         "    _bad = False\n"
-        "    for _bi in range(_bc_model.shape[0]):\n"
+        "    for _bi in range(_bn):\n"
         + "".join(f"        {line}\n" for line in lines)
-        + "    return _bad\n"
+        + f"    return {OUT_OF_RANGE} if _bad else {IN_RANGE}\n"
     )
 
 
@@ -243,7 +252,7 @@ class Compiled:
     """The compiled module's entry points, for one table layout."""
 
     one: Any
-    batch: Any  # -> True if a value was out of range (the outputs are then meaningless)
+    batch: Any  # -> IN_RANGE, OUT_OF_RANGE or WRONG_SHAPE; raises TypeError on other types
     within: Any  # (array, lo, hi) -> every value in [lo, hi]
     tenant_sums: Any  # (tenant, n, score, count) -> GPUs and utility per tenant, in row order
     spread: Any  # (values, index, out): out[i] = values[index[i]]
@@ -330,6 +339,9 @@ def _warm(module: ModuleType, packed: Packed) -> None:
         module.within(column, 0.0, 1.0)
     gpus, _ = module.tenant_sums(i, f, f, 1)
     module.spread(gpus, i, f)
+    # Other column types or layouts raise TypeError (the caller converts them) rather than
+    # compiling anew for seconds.
+    module.batch.disable_compile()
 
 
 def warm() -> float:
