@@ -388,8 +388,10 @@ def _settle_few(floats: np.ndarray, reasons: np.ndarray, tenants: list[int],
     """The round terms of a few plans in Python numbers (numpy's per-call costs would dominate),
     written into their verdicts: the array path's operations in its order (tenant sums
     accumulate in row order, as bincount does), so the same numbers."""
-    rows = range(len(tenants))
     demand = ctx.demand_gpus
+    if len(tenants) == 1 and not demand:
+        return _settle_one(floats, reasons, tenants[0], n_gpus[0], ctx)
+    rows = range(len(tenants))
     count = max(max(tenants) + 1 if tenants else 0, len(demand))
     gpus = [0.0] * count
     for i in rows:
@@ -426,6 +428,24 @@ def _settle_few(floats: np.ndarray, reasons: np.ndarray, tenants: list[int],
             credit[i] = _credit_one(None, utility[k], gpus[k], total, ctx.capacity_gpus,
                                     ctx.overcommit_penalty)  # fmt: skip
     return Verdicts(floats, reasons, Shares(gpus, utility, others, fair, total))
+
+
+def _settle_one(floats: np.ndarray, reasons: np.ndarray, k: int, n: float,
+                ctx: ClusterContext) -> Verdicts:  # fmt: skip
+    """`_settle_few` for one plan of tenant k in a round without demands (the common single
+    evaluation), its operations unrolled: nobody is short, so no floor; the sums start at 0.0."""
+    gpus = [0.0] * (k + 1)
+    gpus[k] += n
+    utility = [0.0] * (k + 1)
+    utility[k] += floats.item(SCORE, 0) * n
+    fair = ctx.capacity_gpus / 1  # at most one tenant is active: the division by max(., 1)
+    total = float(sum((n,)))
+    if ctx.capacity_gpus == INF:  # as the array path: the credit is the utility itself
+        floats[CREDIT, 0] = utility[k]
+    else:
+        floats[CREDIT, 0] = _credit_one(None, utility[k], gpus[k], total, ctx.capacity_gpus,
+                                        ctx.overcommit_penalty)  # fmt: skip
+    return Verdicts(floats, reasons, Shares(gpus, utility, [0] * (k + 1), fair, total))
 
 
 def _tenants(batch: PlanBatch, t: Tables) -> tuple[np.ndarray, int]:

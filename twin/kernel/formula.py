@@ -77,9 +77,13 @@ def assess(
     ke = model * 36 + eh
     kl = model * 216 + (pa * 6 + pm) * 6 + px
     regime = (mode * 3 + opt) * 4 + zero
+    kn = model * 6 + pn
     kl24 = kl * 24 + regime
     ke24 = ke * 24 + regime
-    kn24 = (model * 6 + pn) * 24 + regime
+    kn24 = kn * 24 + regime
+    klm = kl * 2 + mode
+    kem = ke * 2 + mode
+    knm = kn * 2 + mode
     kgl = gpu * T.layer_stride + kl
     kge = gpu * T.edge_stride + ke
 
@@ -140,7 +144,7 @@ def assess(
     )  # fmt: skip
     dp_s = O.where(
         train & (dp > 1.0),
-        (1.0 - inv_dp) * T.g_layer[kl24] * inv_shards
+        (1.0 - inv_dp) * T.g_layer[kl] * inv_shards
         / O.where(n <= GPUS_PER_NODE, link, INTER_NODE_B_S),
         0.0,
     )  # fmt: skip
@@ -148,8 +152,8 @@ def assess(
     step_s = busy_s * bubble + tp_s + dp_s
 
     # Power: utilisation x precision mix of the TDP; throttle above the cap.
-    mix = (T.q_layer[kl24] + seq * T.q_seq[kl24] + T.q_head[ke24] * pp) / (
-        T.f_layer[kl24] + seq * T.f_seq[kl24] + T.f_head[ke24] * pp
+    mix = (T.q_layer[kl] + seq * T.q_seq[kl] + T.q_head[ke] * pp) / (
+        T.f_layer[kl] + seq * T.f_seq[kl] + T.f_head[ke] * pp
     )
     tdp = T.tdp_w[gpu]
     demand_w = tdp * (IDLE + (1.0 - IDLE) * busy_s / step_s * mix)
@@ -162,7 +166,7 @@ def assess(
     tokens_per_s = dp * tokens_step / step_s
     usd_per_h = n * T.price_usd_h[gpu]
     job_s = tokens / O.maximum(tokens_per_s, 1e-12)
-    stability = T.stab_edge[ke24] * T.stab_layer[kl24] * T.stab_norm[kn24]
+    stability = T.stab_edge[kem] * T.stab_layer[klm] * T.stab_norm[knm]
     x = tokens_per_s / O.maximum(usd_per_h, 1e-9) * T.inv_ref_tokens_per_usd_s[model * 2 + mode]
     quality = stability * x / (1.0 + x)
 

@@ -94,6 +94,8 @@ class Tables:
     b_emb: Any
     a_head: Any
     b_head: Any
+    # Keyed by part (kl, ke): what depends on the precisions only. (Kept apart from the
+    # regime's 24 copies, the tables stay small enough to stay in cache.)
     g_layer: Any  # gradient bytes of the layers
     f_layer: Any  # FLOPs per token per unit of the FLOP factor ...
     f_seq: Any  # ... per token of context (attention)
@@ -101,6 +103,7 @@ class Tables:
     q_layer: Any  # the same weighted by each group's power factor
     q_seq: Any
     q_head: Any
+    # Keyed by part x mode (part key * 2 + mode): stability, training or serving.
     stab_layer: Any
     stab_edge: Any
     stab_norm: Any
@@ -293,14 +296,13 @@ def build(gpus: list[dict[str, Any]], models: list[dict[str, Any]]) -> Tables:
     def arr(values: list[float]) -> np.ndarray:
         return np.array(values, dtype=np.float64)
 
-    def by_regime(rows: list[tuple[float, ...]], i: int, *, per_mode: bool = False) -> np.ndarray:
-        """Column i of per-part rows repeated over the 24 regimes (i + mode when per mode)."""
-        return arr([
-            row[i + mode] if per_mode else row[i]
-            for row in rows
-            for mode in (0, 1)
-            for _ in range(12)
-        ])  # fmt: skip
+    def column(rows: list[tuple[float, ...]], i: int) -> np.ndarray:
+        """Column i of per-part rows."""
+        return arr([row[i] for row in rows])
+
+    def per_mode(rows: list[tuple[float, ...]], i: int) -> np.ndarray:
+        """Columns i (training) and i + 1 (serving) of per-part rows: part key * 2 + mode."""
+        return arr([row[i + mode] for row in rows for mode in (0, 1)])
 
     return Tables(
         gpu_names=tuple(g["name"] for g in gpus),
@@ -329,16 +331,16 @@ def build(gpus: list[dict[str, Any]], models: list[dict[str, Any]]) -> Tables:
         b_emb=b_emb,
         a_head=a_head,
         b_head=b_head,
-        g_layer=by_regime(layer_rows, 0),
-        f_layer=by_regime(layer_rows, 1),
-        f_seq=by_regime(layer_rows, 2),
-        q_layer=by_regime(layer_rows, 3),
-        q_seq=by_regime(layer_rows, 4),
-        stab_layer=by_regime(layer_rows, 5, per_mode=True),
-        f_head=by_regime(edge_rows, 0),
-        q_head=by_regime(edge_rows, 1),
-        stab_edge=by_regime(edge_rows, 2, per_mode=True),
-        stab_norm=by_regime(norm_rows, 0, per_mode=True),
+        g_layer=column(layer_rows, 0),
+        f_layer=column(layer_rows, 1),
+        f_seq=column(layer_rows, 2),
+        q_layer=column(layer_rows, 3),
+        q_seq=column(layer_rows, 4),
+        stab_layer=per_mode(layer_rows, 5),
+        f_head=column(edge_rows, 0),
+        q_head=column(edge_rows, 1),
+        stab_edge=per_mode(edge_rows, 2),
+        stab_norm=per_mode(norm_rows, 0),
         t_layer=arr(t_layer),
         t_seq=arr(t_seq),
         t_head=arr(t_head),
