@@ -94,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
         serve,
         sweep,
         trace_scenario,
+        warm,
     )
 
     run = sub.add_parser("run", help="play a scenario to its end and summarise it")
@@ -125,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_parser(sub)
     play.add_parser(sub)
     arena.add_parser(sub)
+    warm.add_parser(sub, entry=main, prepare=keep_parser)
 
     bench = sub.add_parser("bench", help="measure the twin's speed")
     bench.add_argument(
@@ -144,9 +146,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_KEPT: list[argparse.ArgumentParser] = []
+
+
+def keep_parser() -> None:
+    """Build the parser once and keep it (the warm process does, for its workers)."""
+    _KEPT[:] = [build_parser()]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `twin` console script."""
-    args = build_parser().parse_args(argv)
+    """Entry point of the `twin` console script: the command runs in the warm process when
+    one runs (`twin warm start`), else here."""
+    if argv is None:
+        from twin.cli.warm_client import forward
+
+        forwarded = forward(sys.argv[1:])
+        if forwarded is not None:
+            return forwarded
+    args = (_KEPT[0] if _KEPT else build_parser()).parse_args(argv)
     try:
         code: int = args.func(args)
     except TwinError as exc:

@@ -1,0 +1,157 @@
+"""The warm process: short commands handed to a resident process answer as they would alone."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from twin.cli.warm_client import PACKAGE, SOCKET_ENV
+from twin.replay.synth import generate_itp
+
+
+def twin(*argv: str, sock: Path | None, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`twin ARGV` as a user runs it, through the warm process at `sock` (None: without)."""
+    env = {**os.environ, SOCKET_ENV: str(sock) if sock else ""}
+    return subprocess.run([sys.executable, "-m", "twin", *argv], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+
+
+class Warm:
+    """A `twin warm serve` in the foreground, and what it logged."""
+
+    def __init__(self, sock: Path) -> None:
+        self.sock = sock
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "twin", "warm", "serve", "--socket", str(sock)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not sock.with_suffix(".pid").exists():
+            assert self.process.poll() is None, self.process.communicate()[0]
+            assert time.monotonic() < deadline, "the warm process did not start"
+            time.sleep(0.05)
+
+    def stop(self) -> str:
+        self.process.send_signal(signal.SIGTERM)
+        log, _ = self.process.communicate(timeout=30)
+        return log
+
+
+@pytest.fixture
+def warm(tmp_path: Path) -> Iterator[Warm]:
+    directory = tmp_path / "run"
+    directory.mkdir(mode=0o700)
+    server = Warm(directory / "warm.sock")
+    yield server
+    if server.process.poll() is None:
+        server.stop()
+
+
+@pytest.fixture
+def trace(tmp_path: Path) -> Path:
+    path = tmp_path / "trace.csv"
+    generate_itp(path, 300, seed=0)
+    return path
+
+
+def test_a_replay_through_the_warm_process_is_the_replay_alone(
+    warm: Warm, trace: Path, tmp_path: Path
+) -> None:
+    # Same output and files (written where the caller stands), run by a worker of the warm
+    # process (its log names it), not by the command's own process.
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    through = twin("replay", "--trace", str(trace), "--out", "out", sock=warm.sock,
+                   cwd=tmp_path / "a")  # fmt: skip
+    alone = twin("replay", "--trace", str(trace), "--out", "out", sock=None, cwd=tmp_path / "b")
+    assert through.returncode == alone.returncode == 0, through.stderr
+    assert through.stdout.replace("/a/", "/b/") == alone.stdout
+    for name in ("events.jsonl", "summary.json"):
+        assert (tmp_path / "a" / "out" / name).read_bytes() == (
+            tmp_path / "b" / "out" / name
+        ).read_bytes()
+    assert "ran `replay`: exit 0" in warm.stop()
+
+
+def test_a_failing_command_fails_as_it_would_alone(warm: Warm, tmp_path: Path) -> None:
+    through = twin("replay", "--trace", "missing.csv", sock=warm.sock, cwd=tmp_path)
+    alone = twin("replay", "--trace", "missing.csv", sock=None, cwd=tmp_path)
+    assert through.returncode == alone.returncode == 2
+    assert through.stderr == alone.stderr
+    assert "Traceback" not in through.stderr
+    assert "ran `replay`: exit 2" in warm.stop()
+
+
+def test_ctrl_c_reaches_the_command_in_the_warm_process(warm: Warm, tmp_path: Path) -> None:
+    # Generating 20 million jobs takes far longer than the test waits: the interrupt ends it.
+    env = {**os.environ, SOCKET_ENV: str(warm.sock)}
+    argv = ["trace", "generate", "--jobs", "20000000", "--out", "big.csv"]
+    client = subprocess.Popen([sys.executable, "-m", "twin", *argv], cwd=tmp_path, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "big.csv").exists():
+        assert time.monotonic() < deadline, "the command did not start"
+        time.sleep(0.05)
+    client.send_signal(signal.SIGINT)
+    _, err = client.communicate(timeout=15)
+    assert client.returncode == 128 + signal.SIGINT, err
+    assert f"exit {128 + signal.SIGINT}" in warm.stop()
+
+
+def test_a_warm_process_running_other_code_is_not_used(
+    warm: Warm, trace: Path, tmp_path: Path
+) -> None:
+    # An edited source (here: a newer modification time) makes the warm process stale: the
+    # command runs in its own process, with the same result.
+    source = PACKAGE / "cli" / "warm_client.py"
+    before = source.stat()
+    try:
+        os.utime(source, ns=(before.st_atime_ns, before.st_mtime_ns + 10**9))
+        done = twin("replay", "--trace", str(trace), sock=warm.sock, cwd=tmp_path)
+    finally:
+        os.utime(source, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert done.returncode == 0
+    assert "jobs" in done.stdout
+    assert "ran `" not in warm.stop()
+
+
+def test_a_socket_left_behind_or_in_a_shared_directory_is_ignored(
+    trace: Path, tmp_path: Path
+) -> None:
+    left = tmp_path / "left"
+    left.mkdir(mode=0o700)
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead.bind(str(left / "warm.sock"))
+    dead.close()  # the file stays, nobody listens
+    done = twin("replay", "--trace", str(trace), sock=left / "warm.sock", cwd=tmp_path)
+    assert done.returncode == 0
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o755)
+    refused = twin("warm", "serve", "--socket", str(shared / "warm.sock"), sock=None, cwd=tmp_path)
+    assert refused.returncode == 2
+    assert "must be yours and closed to others" in refused.stderr
+
+
+def test_start_status_and_stop(tmp_path: Path) -> None:
+    directory = tmp_path / "run"
+    sock = directory / "warm.sock"
+    started = twin("warm", "start", "--socket", str(sock), sock=None, cwd=tmp_path)
+    try:
+        assert started.returncode == 0, started.stderr
+        status = twin("warm", "status", "--socket", str(sock), sock=None, cwd=tmp_path)
+        assert status.returncode == 0
+        assert oct(directory.stat().st_mode & 0o777) == "0o700"
+        assert oct(sock.stat().st_mode & 0o777) == "0o600"
+    finally:
+        assert twin("warm", "stop", "--socket", str(sock), sock=None, cwd=tmp_path).returncode == 0
+    assert twin("warm", "status", "--socket", str(sock), sock=None, cwd=tmp_path).returncode == 1
+    assert not sock.exists()
