@@ -6,6 +6,7 @@ formula on numpy arrays instead, the reference the compiled code is tested again
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from dataclasses import dataclass
@@ -42,8 +43,6 @@ COLUMNS = (*FLOATS[:CREDIT], "reasons")
 NOT_RUNNABLE = int(INFEASIBLE | Reason.DEGENERATE_ZERO_GPUS)
 
 _NP = NumpyOps()
-# Rows of one mode skip the other mode's terms; mixed chunks take the general formula.
-_BATCH = {0: fixing(formula.assess, train=True), 1: fixing(formula.assess, train=False)}
 _floor_one = scalar(settle.floor_hoarding)
 _credit_one = scalar(settle.credit)
 
@@ -356,7 +355,7 @@ def _assess_numpy(batch: PlanBatch, t: Tables) -> tuple[np.ndarray, np.ndarray]:
             sl = slice(lo, min(lo + CHUNK, size))
             mode = batch.mode[sl]
             first = int(mode[0])
-            assess = _BATCH[first] if (mode == first).all() else formula.assess
+            assess = _one_mode(first) if (mode == first).all() else formula.assess
             prec = np.ascontiguousarray(batch.precision[sl].T)
             cols = assess(
                 _NP, t, batch.model[sl], batch.gpu[sl], batch.n_gpus[sl], batch.tp[sl],
@@ -369,6 +368,13 @@ def _assess_numpy(batch: PlanBatch, t: Tables) -> tuple[np.ndarray, np.ndarray]:
                 floats[row, sl] = col
             reasons[sl] = cols[-1]
     return floats, reasons
+
+
+@functools.cache
+def _one_mode(mode: int) -> Any:
+    """The numpy formula for rows of one mode (it skips the other mode's terms), made on
+    first use."""
+    return fixing(formula.assess, train=mode == 0)
 
 
 def _few_tenants(batch: PlanBatch) -> list[int] | None:

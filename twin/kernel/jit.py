@@ -68,14 +68,6 @@ def tenant_sums(tenant, n, score, count):
 def spread(values, index, out):
     for i in range(index.shape[0]):
         out[i] = values[index[i]]
-
-
-@njit(**OPTIONS)
-def within(values, lo, hi):
-    for v in values.flat:
-        if not (lo <= v <= hi):  # NaN compares false: out of range
-            return False
-    return True
 """
 
 _HEAD = '''"""Generated from twin/kernel/formula.py by twin.kernel.jit; do not edit."""
@@ -253,7 +245,6 @@ class Compiled:
 
     one: Any
     batch: Any  # -> IN_RANGE, OUT_OF_RANGE or WRONG_SHAPE; raises TypeError on other types
-    within: Any  # (array, lo, hi) -> every value in [lo, hi]
     tenant_sums: Any  # (tenant, n, score, count) -> GPUs and utility per tenant, in row order
     spread: Any  # (values, index, out): out[i] = values[index[i]]
 
@@ -292,7 +283,7 @@ def compiled(shape: Layout, packed: Packed) -> Compiled:
         partial.replace(path)  # atomic: concurrent processes see a whole file or none
     module = _import(path, digest)
     _warm(module, packed)
-    made = Compiled(module.one, module.batch, module.within, module.tenant_sums, module.spread)
+    made = Compiled(module.one, module.batch, module.tenant_sums, module.spread)
     _MODULES[digest] = made
     return made
 
@@ -335,8 +326,6 @@ def _warm(module: ModuleType, packed: Packed) -> None:
                          np.zeros((9, 2)), np.zeros(2, dtype=np.int64))  # fmt: skip
     module.one(packed.floats, packed.ints, 0, 0, 1.0, 1.0, 1.0, 0, 0, 0, 0, 0, 0, 0, 1.0, 1.0,
                1.0, 0, 0, 0, 0.0, 0.0)  # fmt: skip
-    for column in (f, i, np.zeros((2, 6), dtype=np.int64)):
-        module.within(column, 0.0, 1.0)
     gpus, _ = module.tenant_sums(i, f, f, 1)
     module.spread(gpus, i, f)
     # Other column types or layouts raise TypeError (the caller converts them) rather than
