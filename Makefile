@@ -39,7 +39,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/lint-imports
+	$(BIN)/lint-imports --no-cache
 
 test: lint $(LLM_STAMP) $(BROWSER_STAMP)
 	$(BIN)/pytest -q

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from twin.cli.warm_client import PACKAGE, SOCKET_ENV
+from twin.cli.warm_client import PACKAGE
 from twin.replay.synth import generate_itp
+from twin.schema.vocabulary import WARM_SOCKET_ENV as SOCKET_ENV
 
 
 def twin(*argv: str, sock: Path | None, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from twin.bench.harness import Result
-from twin.cli.warm_client import SOCKET_ENV
+from twin.schema.vocabulary import WARM_SOCKET_ENV
 
 TARGET_MS = 150.0
 QUICK = (["--version"], ["--help"], ["scenarios"], ["run", "--help"])
@@ -23,7 +23,7 @@ QUICK = (["--version"], ["--help"], ["scenarios"], ["run", "--help"])
 def _wall_ms(argv: list[str], repeats: int, warm: Path | None = None) -> float:
     """Median wall milliseconds of `twin ARGV` in a fresh interpreter (handed to the warm
     process at `warm`, if given; else run without one)."""
-    env = {**os.environ, SOCKET_ENV: str(warm) if warm else ""}
+    env = {**os.environ, WARM_SOCKET_ENV: str(warm) if warm else ""}
     times = []
     for _ in range(repeats):
         start = time.perf_counter()

@@ -24,7 +24,8 @@ import tempfile
 from pathlib import Path
 from types import FrameType
 
-SOCKET_ENV = "TWIN_WARM_SOCKET"
+from twin.schema.vocabulary import WARM_SOCKET_ENV as SOCKET_ENV
+
 COMMANDS = frozenset(("run", "replay", "calibrate", "compare", "kernel", "trace",
                       "trace-scenario", "fill", "export", "report", "scenarios",
                       "schema"))  # fmt: skip

@@ -35,6 +35,7 @@ IDLE = 0.25  # board power at idle, as a fraction of TDP
 GPUS_PER_NODE = 8.0
 INTER_NODE_B_S = 50e9  # 400 Gb/s per GPU across nodes
 ALPHA_S = 1e-5  # latency of one collective
+REGIMES = 13  # the 12 training regimes (optimizer x ZeRO stage), then serving (neither matters)
 STABLE_MIN = 0.5
 FLOOR = 0.01
 INF = float("inf")
@@ -71,16 +72,16 @@ def assess(
 ) -> tuple[Any, ...]:
     """Per-plan verdict columns, in `twin.kernel.evaluate.VERDICT_FIELDS` order."""
     train = mode == 0
-    # Table keys: the precision plan's parts, per model, per regime (mode, optimizer, ZeRO
-    # stage), and per accelerator.
+    # Table keys: the precision plan's parts, per model, per regime (training: optimizer and
+    # ZeRO stage; serving), per mode, and per accelerator.
     eh = pe * 6 + ph
     ke = model * 36 + eh
     kl = model * 216 + (pa * 6 + pm) * 6 + px
-    regime = (mode * 3 + opt) * 4 + zero
+    regime = O.where(train, opt * 4 + zero, REGIMES - 1)
     kn = model * 6 + pn
-    kl24 = kl * 24 + regime
-    ke24 = ke * 24 + regime
-    kn24 = kn * 24 + regime
+    klr = kl * REGIMES + regime
+    ker = ke * REGIMES + regime
+    knr = kn * REGIMES + regime
     klm = kl * 2 + mode
     kem = ke * 2 + mode
     knm = kn * 2 + mode
@@ -99,11 +100,11 @@ def assess(
 
     # Parameter state per GPU: A + B / dp per part (B is what ZeRO shards); the embedding sits
     # on the first pipeline stage, the head on the last.
-    emb = T.a_emb[ke24] + T.b_emb[ke24] * inv_dp
-    hed = T.a_head[ke24] + T.b_head[ke24] * inv_dp
+    emb = T.a_emb[ker] + T.b_emb[ker] * inv_dp
+    hed = T.a_head[ker] + T.b_head[ker] * inv_dp
     state = (
-        (T.a_layer[kl24] + T.b_layer[kl24] * inv_dp) * inv_shards
-        + (T.a_norm[kn24] + T.b_norm[kn24] * inv_dp) * inv_pp
+        (T.a_layer[klr] + T.b_layer[klr] * inv_dp) * inv_shards
+        + (T.a_norm[knr] + T.b_norm[knr] * inv_dp) * inv_pp
         + O.where(pp > 1.0, O.maximum(emb, hed), emb + hed) * inv_tp
     )
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from twin.kernel.formula import REGIMES
 from twin.kernel.plans import PRECISIONS
 
 BYTES = (4.0, 4.0, 2.0, 2.0, 1.0, 1.0)
@@ -85,7 +86,8 @@ class Tables:
     flop_factor: Any  # mode * 2 + checkpointing: FLOPs per parameter per token (6, 8, 2, 2)
     act_per_layer: Any  # checkpointing: activation bytes per token x hidden per layer in flight
     act_extra: Any  # checkpointing: the one layer recomputed in full
-    # Keyed by part x regime (k24 = part key * 24 + (mode * 3 + optimizer) * 4 + zero).
+    # Keyed by part x regime (part key * REGIMES + optimizer * 4 + ZeRO stage when training,
+    # + REGIMES - 1 when serving).
     a_layer: Any  # parameter-state bytes kept whole ...
     b_layer: Any  # ... and sharded by ZeRO over dp
     a_norm: Any
@@ -95,7 +97,7 @@ class Tables:
     a_head: Any
     b_head: Any
     # Keyed by part (kl, ke): what depends on the precisions only. (Kept apart from the
-    # regime's 24 copies, the tables stay small enough to stay in cache.)
+    # regimes' copies, the tables stay small enough to stay in cache.)
     g_layer: Any  # gradient bytes of the layers
     f_layer: Any  # FLOPs per token per unit of the FLOP factor ...
     f_seq: Any  # ... per token of context (attention)
@@ -168,13 +170,15 @@ def _state(params: list[tuple[float, int]], mode: int, opt: int, zero: int) -> t
 
 
 def _states(part_params: list[list[tuple[float, int]]]) -> tuple[np.ndarray, np.ndarray]:
+    """Per part, per regime (`formula.REGIMES`: training by optimizer and ZeRO stage, then
+    serving, whose state neither changes)."""
     rows = [
-        _state(params, mode, opt, zero)
+        row
         for params in part_params
-        for mode in (0, 1)
-        for opt in range(3)
-        for zero in range(4)
-    ]
+        for row in [*(_state(params, 0, opt, zero) for opt in range(3) for zero in range(4)),
+                    _state(params, 1, 0, 0)]
+    ]  # fmt: skip
+    assert len(rows) == len(part_params) * REGIMES
     a, b = zip(*rows, strict=True)
     return np.array(a), np.array(b)
 

@@ -62,6 +62,7 @@ Placement = Literal["first_fit", "best_fit", "spread", "fgd"]
 PLACEMENTS: tuple[Placement, ...] = get_args(Placement)
 """Node choice: lowest-numbered node that fits; tightest fit (bin packing); most free room;
 least growth of expected fragmentation (after FGD, ATC '23)."""
+WARM_SOCKET_ENV = "TWIN_WARM_SOCKET"  # where `twin warm` listens (empty: use none)
 CALIBRATION_FILE = "calibration.json"  # what `twin calibrate` fitted
 CALIBRATION_FIGURE = "calibration.svg"  # its validation CDFs, observed against simulated
 WHAT_IF_FILE = "what_if.csv"  # one replay per placement policy, side by side
