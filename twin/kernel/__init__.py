@@ -5,7 +5,15 @@ a single plan, both with the formula compiled by numba, and with exactly the sam
 formula run on numpy arrays (`evaluate(batch, engine="numpy")`, the reference).
 """
 
-from twin.kernel.evaluate import ClusterContext, Verdict, Verdicts, evaluate, evaluate_one
+from twin.kernel.evaluate import (
+    ClusterContext,
+    Verdict,
+    Verdicts,
+    credit_one,
+    evaluate,
+    evaluate_one,
+    floor_hoarding_one,
+)
 from twin.kernel.plans import GROUPS, PRECISIONS, Plan, PlanBatch, Reason, reason_names
 from twin.kernel.tables import Tables, default_tables
 
@@ -19,8 +27,10 @@ __all__ = [
     "Tables",
     "Verdict",
     "Verdicts",
+    "credit_one",
     "default_tables",
     "evaluate",
     "evaluate_one",
+    "floor_hoarding_one",
     "reason_names",
 ]

@@ -43,8 +43,10 @@ COLUMNS = (*FLOATS[:CREDIT], "reasons")
 NOT_RUNNABLE = int(INFEASIBLE | Reason.DEGENERATE_ZERO_GPUS)
 
 _NP = NumpyOps()
-_floor_one = scalar(settle.floor_hoarding)
-_credit_one = scalar(settle.credit)
+floor_hoarding_one = _floor_one = scalar(settle.floor_hoarding)
+"""`settle.floor_hoarding` on Python numbers (its first argument, the ops, is ignored)."""
+credit_one = _credit_one = scalar(settle.credit)
+"""`settle.credit` on Python numbers (its first argument, the ops, is ignored)."""
 
 
 @dataclass(frozen=True)

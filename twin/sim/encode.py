@@ -21,8 +21,10 @@ from twin.kernel import (
     ClusterContext,
     Plan,
     PlanBatch,
+    credit_one,
     default_tables,
     evaluate,
+    floor_hoarding_one,
     reason_names,
     settle,
 )
@@ -342,20 +344,17 @@ def round_credit(
     (inverse reward design); its credit is its useful GPUs minus the over-commitment its demand
     adds: U_t - penalty * (over(N) - over(N - n_t)), over(x) = max(x - capacity, 0)."""
     n = len(held)
-    h, u, d = (np.asarray(x, dtype=np.float64) for x in (held, useful, demand))
-    score = np.where(h > 0, u / np.maximum(h, 1e-12), 0.0)
-    short = d > h
-    others_short = short.sum() - short
     ctx = ClusterContext()
-    _, bits = settle.floor_hoarding(
-        np, score, np.zeros(n, dtype=np.int64), h, others_short, capacity / max(n, 1),
-        ctx.hoard_slack,
-    )  # fmt: skip
-    hoarding = bits > 0
-    floored = np.where(hoarding, settle.FLOOR, score)
-    utility = np.where(hoarding, settle.FLOOR * h, u)
-    credit = settle.credit(np, utility, d, float(d.sum()), capacity, ctx.overcommit_penalty)
-    return RoundCredit(
-        tuple(map(float, floored)), tuple(map(float, utility)), tuple(map(float, credit)),
-        tuple(bool(b) for b in hoarding),
-    )  # fmt: skip
+    short = [d > h for h, d in zip(held, demand, strict=True)]
+    fair, slack = capacity / max(n, 1), ctx.hoard_slack
+    total = float(np.add.reduce(np.asarray(demand, dtype=np.float64)))  # numpy's summation order
+    floored, utility, credit, hoarding = [], [], [], []
+    # numpy's formulas on Python numbers, tenant by tenant: the same IEEE operations.
+    for h, d, s, u in zip(held, demand, short, map(float, useful), strict=True):
+        score = u / (h if h >= 1e-12 else 1e-12) if h > 0 else 0.0
+        _, bits = floor_hoarding_one(None, score, 0, h, sum(short) - s, fair, slack)
+        hoarding.append(bits > 0)
+        floored.append(settle.FLOOR if bits > 0 else score)
+        utility.append(settle.FLOOR * h if bits > 0 else u)
+        credit.append(credit_one(None, utility[-1], d, total, capacity, ctx.overcommit_penalty))
+    return RoundCredit(tuple(floored), tuple(utility), tuple(credit), tuple(hoarding))
