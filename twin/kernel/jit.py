@@ -217,10 +217,11 @@ def _noalias_option() -> bool:
     """
     from numba.core import compiler, cpu, options
 
-    if not hasattr(compiler.Flags, "noalias"):
+    mapping = getattr(options, "_mapping", None)
+    if not hasattr(compiler.Flags, "noalias") or mapping is None:
         return False
     if not hasattr(cpu.CPUTargetOptions, "noalias"):
-        cpu.CPUTargetOptions.noalias = options._mapping("noalias")  # type: ignore[no-untyped-call]
+        cpu.CPUTargetOptions.noalias = mapping("noalias")
     return True
 
 
