@@ -85,7 +85,10 @@ def assess(
     klm = kl * 2 + mode
     kem = ke * 2 + mode
     knm = kn * 2 + mode
-    kgl = gpu * T.layer_stride + kl
+    kgp = (gpu * T.model_count + model) * 6
+    kga = kgp + pa
+    kgm = kgp + pm
+    kgx = kgp + px
     kge = gpu * T.edge_stride + ke
 
     # Parallelism: tp x pp shards, dp replicas (tp, pp, micro-batch sizes >= 1 by contract).
@@ -131,7 +134,10 @@ def assess(
     compute_s = (
         T.flop_factor[mode * 2 + ckpt]
         * tokens_step
-        * ((T.t_layer[kgl] + seq * T.t_seq[kgl]) * inv_shards + T.t_head[kge] * inv_tp)
+        * (
+            (T.t_attn[kga] + T.t_mlp[kgm] + T.t_moe[kgx] + seq * T.t_seq[kga]) * inv_shards
+            + T.t_head[kge] * inv_tp
+        )
     )
     busy_s = O.where(train, compute_s, O.maximum(compute_s, (state + kv_cache) * T.inv_bw[gpu]))
     link = T.link_b_s[gpu]
@@ -160,7 +166,10 @@ def assess(
     demand_w = tdp * (IDLE + (1.0 - IDLE) * busy_s / step_s * mix)
     cap = O.where(cap_w > 0.0, O.minimum(cap_w, tdp), tdp)
     throttle = O.where(demand_w > cap, O.sqrt(cap / demand_w), 1.0)
-    supported = T.sup_layer[kgl] * T.sup_edge[kge] * T.sup_norm[gpu * 6 + pn] > 0.0
+    supported = (
+        T.sup_attn[kga] * T.sup_mlp[kgm] * T.sup_moe[kgx] * T.sup_edge[kge]
+        * T.sup_norm[gpu * 6 + pn] > 0.0
+    )  # fmt: skip
     step_s = O.where(supported, step_s / throttle, INF)
 
     # Throughput, money, stability, quality.

@@ -68,7 +68,8 @@ class Tables:
 
     gpu_names: tuple[str, ...]
     model_names: tuple[str, ...]
-    layer_stride: int  # n_models * 216: kgl = gpu * layer_stride + kl
+    layer_stride: int  # n_models * 216
+    model_count: int
     edge_stride: int  # n_models * 36: kge = gpu * edge_stride + ke
     # Per accelerator.
     usable_bytes: Any
@@ -109,11 +110,18 @@ class Tables:
     stab_layer: Any
     stab_edge: Any
     stab_norm: Any
-    # Seconds per FLOP at peak x MFU, keyed by kgl / kge; support flags likewise.
-    t_layer: Any
+    # Seconds per FLOP at peak x MFU and support flags, per accelerator, model and the
+    # precision of one group (kgp + code, kgp = (gpu * model_count + model) * 6): the layers'
+    # time is the sum of their groups' (attention + MLP + MoE, in that order), the attention
+    # context's is the attention's; per accelerator and edge key (kge) for the head.
+    t_attn: Any
+    t_mlp: Any
+    t_moe: Any  # x the active share of the experts
     t_seq: Any
     t_head: Any
-    sup_layer: Any
+    sup_attn: Any
+    sup_mlp: Any
+    sup_moe: Any  # 1 for a model without experts
     sup_edge: Any
     sup_norm: Any  # gpu * 6 + norm precision
     deg_layer: Any  # int bits, 1 all-FP8, 2 all-FP32; keyed by kl / eh / norm precision
@@ -207,22 +215,31 @@ def _per_accelerator(
     params: list[dict[str, float]],
     pk: list[list[float]],
     sup: list[list[float]],
-) -> tuple[list[float], list[float], list[float], list[float], list[float]]:
-    """Seconds per FLOP-token of the layers, attention context and head; support flags."""
-    t_layer, t_seq, t_head, sup_layer, sup_edge = [], [], [], [], []
+) -> dict[str, list[float]]:
+    """Seconds per FLOP-token of each layer group, attention context and head; support flags
+    (keyed as `Tables` says)."""
+    out: dict[str, list[float]] = {name: [] for name in (
+        "t_attn", "t_mlp", "t_moe", "t_seq", "sup_attn", "sup_mlp", "sup_moe", "t_head",
+        "sup_edge")}  # fmt: skip
     for k, ok in zip(pk, sup, strict=True):
         for m, p in zip(models, params, strict=True):
             moe = m["experts"] > 0
             act = m["top_k"] / m["experts"] if moe else 0.0
             lh = float(m["layers"] * m["hidden"])
-            for a, mm, x in P3:
-                t_layer.append(p["attention"] / k[a] + p["mlp"] / k[mm] + p["moe"] * act / k[x])
-                t_seq.append(lh / k[a])
-                sup_layer.append(ok[a] * ok[mm] * (ok[x] if moe else 1.0))
+            for c in range(6):
+                out["t_attn"].append(p["attention"] / k[c])
+                out["t_mlp"].append(p["mlp"] / k[c])
+                out["t_moe"].append(p["moe"] * act / k[c])
+                out["t_seq"].append(lh / k[c])
+                out["sup_attn"].append(ok[c])
+                out["sup_mlp"].append(ok[c])
+                out["sup_moe"].append(ok[c] if moe else 1.0)
+    for k, ok in zip(pk, sup, strict=True):
+        for p in params:
             for e, h in P2:
-                t_head.append(p["head"] / k[h])
-                sup_edge.append(ok[e] * ok[h])
-    return t_layer, t_seq, t_head, sup_layer, sup_edge
+                out["t_head"].append(p["head"] / k[h])
+                out["sup_edge"].append(ok[e] * ok[h])
+    return out
 
 
 P3 = [(a, m, x) for a in range(6) for m in range(6) for x in range(6)]
@@ -287,7 +304,7 @@ def build(gpus: list[dict[str, Any]], models: list[dict[str, Any]]) -> Tables:
         for c in range(6):
             norm_parts.append([(p["norm"], c)])
             norm_rows.append((stab["train"]["norm"][c], stab["infer"]["norm"][c]))
-    t_layer, t_seq, t_head, sup_layer, sup_edge = _per_accelerator(models, params, pk, sup)
+    per_gpu = _per_accelerator(models, params, pk, sup)
     a_layer, b_layer = _states(layer_parts)
     a_emb, b_emb = _states(edge_e)
     a_head, b_head = _states(edge_h)
@@ -312,6 +329,7 @@ def build(gpus: list[dict[str, Any]], models: list[dict[str, Any]]) -> Tables:
         gpu_names=tuple(g["name"] for g in gpus),
         model_names=tuple(m["name"] for m in models),
         layer_stride=len(models) * 216,
+        model_count=len(models),
         edge_stride=len(models) * 36,
         usable_bytes=col(gpus, "memory_gib", 2.0**30 * (1.0 - HEADROOM)),
         inv_bw=arr([1.0 / (g["mem_bw_gb_s"] * 1e9 * BW_EFF) for g in gpus]),
@@ -345,11 +363,7 @@ def build(gpus: list[dict[str, Any]], models: list[dict[str, Any]]) -> Tables:
         q_head=column(edge_rows, 1),
         stab_edge=per_mode(edge_rows, 2),
         stab_norm=per_mode(norm_rows, 0),
-        t_layer=arr(t_layer),
-        t_seq=arr(t_seq),
-        t_head=arr(t_head),
-        sup_layer=arr(sup_layer),
-        sup_edge=arr(sup_edge),
+        **{name: arr(values) for name, values in per_gpu.items()},
         sup_norm=arr([x for row in sup for x in row]),
         deg_layer=np.array(deg_layer, dtype=np.int64),
         deg_edge=np.array([_deg([e, h]) for e, h in p2], dtype=np.int64),
