@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -419,6 +420,43 @@ def test_columns_of_the_wrong_length_are_refused_before_the_compiled_loop_reads_
         evaluate(dataclasses.replace(batch, precision=batch.precision[:, :5]))
     with pytest.raises(ValueError, match=r"tenant has 3 rows, expected 100"):
         evaluate(dataclasses.replace(batch, tenant=np.arange(3)))
+
+
+def test_a_large_result_still_held_is_never_written_over() -> None:
+    # Large results reuse one block of memory, but only once nothing refers to it: a result,
+    # or a row of one, that is still held keeps its numbers while other batches run.
+    first, second = random_plans(100_000, seed=21), random_plans(100_000, seed=22)
+    held = evaluate(first)
+    kept = held.floats.copy(), held.reasons.copy()
+    row = evaluate(second).score  # the verdicts go, their score row stays
+    row_copy = row.copy()
+    for _ in range(3):
+        evaluate(second)
+        evaluate(first)
+    assert np.array_equal(bits(held.floats), bits(kept[0]))
+    assert np.array_equal(held.reasons, kept[1])
+    assert np.array_equal(bits(row), bits(row_copy))
+
+
+def test_a_dropped_large_result_s_memory_is_reused() -> None:
+    batch = random_plans(100_000, seed=23)
+    address = evaluate(batch).floats.__array_interface__["data"][0]
+    again = evaluate(batch)
+    assert again.floats.__array_interface__["data"][0] == address
+    assert np.array_equal(bits(again.score), bits(evaluate(batch, engine="numpy").score))
+
+
+def test_batches_evaluated_on_threads_at_once_each_get_their_own_numbers() -> None:
+    batches = [random_plans(100_000, seed=30 + k) for k in range(4)]
+    expected = [evaluate(b, engine="numpy").floats for b in batches]
+
+    def run(k: int) -> bool:
+        return all(
+            np.array_equal(bits(evaluate(batches[k]).floats), bits(expected[k])) for _ in range(5)
+        )
+
+    with ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(run, range(4)))
 
 
 def _cpu_flags() -> set[str]:

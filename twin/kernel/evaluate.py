@@ -15,6 +15,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from twin.kernel import formula, jit, settle
+from twin.kernel.blocks import verdict_block
 from twin.kernel.compile import NumpyOps, fixing, scalar
 from twin.kernel.plans import INFEASIBLE, LIMITS, PRECISIONS, Plan, PlanBatch, Reason
 from twin.kernel.tables import Tables, default_tables
@@ -225,8 +226,7 @@ def evaluate(
         return _settle(floats, reasons, batch, ctx, t)
     code, packed, ranges = _compiled(t)
     size = len(batch)
-    floats = np.empty((_N_FLOATS, size))
-    reasons = np.empty(size, dtype=np.int64)
+    floats, reasons = verdict_block(size, _N_FLOATS)
     columns: tuple[np.ndarray, ...] = _GET_COLUMNS(batch)
     # The compiled loop checks every length, and every value as it reads it (it reads no
     # table with a bad code); numba's dispatch checks each column's type and layout. It fills
