@@ -412,6 +412,16 @@ def test_a_bad_value_anywhere_in_a_large_batch_is_named_and_nothing_is_read_out_
         evaluate(batch)
 
 
+def test_a_tenant_that_is_not_a_whole_number_is_refused() -> None:
+    batch = random_plans(100, seed=9)
+    tenants = batch.tenant.astype(np.float64)
+    tenants[42] = 1.5
+    with pytest.raises(ValueError, match=r"tenant = 1.5 \(row 42\) is not a whole number"):
+        evaluate(dataclasses.replace(batch, tenant=tenants))
+    whole = evaluate(dataclasses.replace(batch, tenant=batch.tenant.astype(np.float64)))
+    assert np.array_equal(whole.credit, evaluate(batch).credit)
+
+
 def test_columns_of_the_wrong_length_are_refused_before_the_compiled_loop_reads_them() -> None:
     batch = random_plans(100, seed=8)
     with pytest.raises(ValueError, match=r"tp has shape \(99,\), expected \(100,\)"):

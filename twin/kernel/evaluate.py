@@ -470,7 +470,13 @@ def _tenants(batch: PlanBatch, t: Tables) -> tuple[np.ndarray, int]:
     top = tenant.max()
     if not (tenant.min() >= lo and top <= hi):  # NaN fails both
         _refuse(batch, t)
-    return (tenant if tenant.dtype == _I64 else tenant.astype(np.int64)), int(top) + 1
+    if tenant.dtype == _I64:
+        return tenant, int(top) + 1
+    whole = tenant.astype(np.int64)
+    if not np.array_equal(whole, tenant):
+        row = int(np.flatnonzero(whole != tenant)[0])
+        raise ValueError(f"invalid plans: tenant = {tenant[row]} (row {row}) is not a whole number")
+    return whole, int(top) + 1
 
 
 def _shortfall(gpus: np.ndarray, ctx: ClusterContext) -> tuple[np.ndarray, float]:
