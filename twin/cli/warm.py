@@ -5,7 +5,8 @@
 commands of `twin.cli.warm_client.COMMANDS` are handed to it: for each it forks a worker (a
 fresh process that shares the imported modules, copy-on-write) which runs the command with the
 caller's arguments, directory, environment and standard streams. Nothing else changes: the same
-output, files and exit status as without it.
+output, files and exit status as without it. (Settings read once at import, such as numba's and
+OpenBLAS's environment variables, are the warm process's: restart it after changing them.)
 
 Only this user can reach it: the socket lives in a directory of theirs closed to others, and
 every connection's peer user is checked. A worker is one command; the warm process itself
