@@ -124,9 +124,7 @@ def test_a_warm_process_running_other_code_is_not_used(
     assert "ran `" not in warm.stop()
 
 
-def test_a_socket_left_behind_or_in_a_shared_directory_is_ignored(
-    trace: Path, tmp_path: Path
-) -> None:
+def test_a_socket_left_behind_is_ignored(trace: Path, tmp_path: Path) -> None:
     left = tmp_path / "left"
     left.mkdir(mode=0o700)
     dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -134,10 +132,26 @@ def test_a_socket_left_behind_or_in_a_shared_directory_is_ignored(
     dead.close()  # the file stays, nobody listens
     done = twin("replay", "--trace", str(trace), sock=left / "warm.sock", cwd=tmp_path)
     assert done.returncode == 0
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    shared.chmod(0o755)
-    refused = twin("warm", "serve", "--socket", str(shared / "warm.sock"), sock=None, cwd=tmp_path)
+    assert "jobs" in done.stdout
+
+
+def test_a_warm_process_in_a_directory_open_to_others_is_neither_used_nor_started(
+    warm: Warm, trace: Path, tmp_path: Path
+) -> None:
+    # Anyone could have put a socket in such a directory: the command runs in its own process.
+    warm.sock.parent.chmod(0o755)
+    try:
+        done = twin("replay", "--trace", str(trace), sock=warm.sock, cwd=tmp_path)
+    finally:
+        warm.sock.parent.chmod(0o700)
+    assert done.returncode == 0
+    assert "jobs" in done.stdout
+    assert "ran `" not in warm.stop()
+    open_to_all = tmp_path / "open"
+    open_to_all.mkdir()
+    open_to_all.chmod(0o755)
+    refused = twin("warm", "serve", "--socket", str(open_to_all / "warm.sock"), sock=None,
+                   cwd=tmp_path)  # fmt: skip
     assert refused.returncode == 2
     assert "must be yours and closed to others" in refused.stderr
 
