@@ -44,9 +44,9 @@ COLUMNS = (*FLOATS[:CREDIT], "reasons")
 NOT_RUNNABLE = int(INFEASIBLE | Reason.DEGENERATE_ZERO_GPUS)
 
 _NP = NumpyOps()
-floor_hoarding_one = _floor_one = scalar(settle.floor_hoarding)
+floor_hoarding_one = scalar(settle.floor_hoarding)
 """`settle.floor_hoarding` on Python numbers (its first argument, the ops, is ignored)."""
-credit_one = _credit_one = scalar(settle.credit)
+credit_one = scalar(settle.credit)
 """`settle.credit` on Python numbers (its first argument, the ops, is ignored)."""
 
 
@@ -328,8 +328,7 @@ def _compiled(t: Tables) -> tuple[jit.Compiled, _Arrays, _Arrays]:
     known = _COMPILED.get(id(t))
     if known is None or known[0] is not t:
         code, packed = jit.for_tables(t)
-        n_models, n_gpus = t.layer_stride // 216, len(t.gpu_names)
-        limits = {**LIMITS, "model": (0, n_models - 1), "gpu": (0, n_gpus - 1)}
+        limits = {**LIMITS, "model": (0, t.model_count - 1), "gpu": (0, len(t.gpu_names) - 1)}
         ranges = [limits[name] for name in _COLUMN_NAMES[:5]] + [(0, len(PRECISIONS) - 1)] * 6
         ranges += [limits[name] for name in _COLUMN_NAMES[6:]]
         lo, hi = [r[0] for r in ranges], [r[1] for r in ranges]
@@ -342,7 +341,7 @@ def _compiled(t: Tables) -> tuple[jit.Compiled, _Arrays, _Arrays]:
 
 def _refuse(batch: PlanBatch, t: Tables) -> None:
     """Raise naming what is out of range (nothing is when this returns)."""
-    problems = batch.problems(t.layer_stride // 216, len(t.gpu_names))
+    problems = batch.problems(t.model_count, len(t.gpu_names))
     if problems:
         raise ValueError("invalid plans: " + "; ".join(problems))
 
@@ -418,8 +417,9 @@ def _settle_few(floats: np.ndarray, reasons: np.ndarray, tenants: list[int],
         codes: list[int] = reasons.tolist()
         for i in rows:
             k = tenants[i]
-            scores[i], codes[i] = _floor_one(None, scores[i], codes[i], gpus[k], others[k], fair,
-                                             ctx.hoard_slack)  # fmt: skip
+            scores[i], codes[i] = floor_hoarding_one(
+                None, scores[i], codes[i], gpus[k], others[k], fair, ctx.hoard_slack
+            )
         floats[SCORE] = scores
         reasons[:] = codes
     utility = [0.0] * count
@@ -433,7 +433,7 @@ def _settle_few(floats: np.ndarray, reasons: np.ndarray, tenants: list[int],
     else:
         for i in rows:
             k = tenants[i]
-            credit[i] = _credit_one(None, utility[k], gpus[k], total, ctx.capacity_gpus,
+            credit[i] = credit_one(None, utility[k], gpus[k], total, ctx.capacity_gpus,
                                     ctx.overcommit_penalty)  # fmt: skip
     return Verdicts(floats, reasons, Shares(gpus, utility, others, fair, total))
 
@@ -451,7 +451,7 @@ def _settle_one(floats: np.ndarray, reasons: np.ndarray, k: int, n: float,
     if ctx.capacity_gpus == INF:  # as the array path: the credit is the utility itself
         floats[CREDIT, 0] = utility[k]
     else:
-        floats[CREDIT, 0] = _credit_one(None, utility[k], gpus[k], total, ctx.capacity_gpus,
+        floats[CREDIT, 0] = credit_one(None, utility[k], gpus[k], total, ctx.capacity_gpus,
                                         ctx.overcommit_penalty)  # fmt: skip
     return Verdicts(floats, reasons, Shares(gpus, utility, [0] * (k + 1), fair, total))
 
@@ -520,7 +520,7 @@ def evaluate_one(
         # exactly as the batch path takes it.
         c = score * n
         if ctx.capacity_gpus != INF:
-            c = _credit_one(None, c, n, n, ctx.capacity_gpus, ctx.overcommit_penalty)
+            c = credit_one(None, c, n, n, ctx.capacity_gpus, ctx.overcommit_penalty)
         # tuple.__new__ skips the named tuple's Python-level constructor (~0.1 us of ~4).
         return _new(
             Verdict,
@@ -528,11 +528,11 @@ def evaluate_one(
         )
     k = plan.tenant
     tenant_gpus = float(shares.tenant_gpus[k])
-    score, reasons = _floor_one(
+    score, reasons = floor_hoarding_one(
         None, score, reasons, tenant_gpus, int(shares.others_starving[k]), shares.fair_gpus,
         ctx.hoard_slack,
     )  # fmt: skip
-    c = _credit_one(
+    c = credit_one(
         None, float(shares.tenant_utility[k]), tenant_gpus, shares.total_gpus, ctx.capacity_gpus,
         ctx.overcommit_penalty,
     )  # fmt: skip

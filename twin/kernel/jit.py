@@ -41,7 +41,8 @@ from twin.kernel.tables import Tables
 CACHE_ENV = "TWIN_CACHE_DIR"
 MODULE = "twin_kernel_compiled"
 
-_DISPATCH = """
+# The single-plan dispatcher and the round sums, written by hand.
+_HANDWRITTEN = """
 
 @njit(**OPTIONS)
 def one(F, I, model, gpu, n, tp, pp, pe, pa, pm, px, pn, ph, mode, mb, seq, mbs, opt, zero, ckpt,
@@ -195,15 +196,15 @@ def _batch_source(shape: Layout) -> str:
 
 
 def source(shape: Layout) -> str:
-    """The generated module: the formula per mode and the single-plan dispatcher, the batch
-    loop, and the range check."""
+    """The generated module: the formula per mode and the single-plan dispatcher, the round
+    sums, and the batch loop."""
     variants = [
         packed_source(formula.assess, f"assess_{name}", shape.slots, shape.ints, train=train)
         for name, train in (("train", True), ("serve", False))
     ]
     body = "\n\n\n".join(f"@njit(**OPTIONS)\n{v}" for v in variants)
     options = '{**OPTIONS, "noalias": True}' if _noalias_option() else "OPTIONS"
-    return (_HEAD + f"BATCH_OPTIONS = {options}\n\n\n" + body + "\n" + _DISPATCH + "\n\n"
+    return (_HEAD + f"BATCH_OPTIONS = {options}\n\n\n" + body + "\n" + _HANDWRITTEN + "\n\n"
             + _batch_source(shape))  # fmt: skip
 
 

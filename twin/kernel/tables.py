@@ -68,7 +68,6 @@ class Tables:
 
     gpu_names: tuple[str, ...]
     model_names: tuple[str, ...]
-    layer_stride: int  # n_models * 216
     model_count: int
     edge_stride: int  # n_models * 36: kge = gpu * edge_stride + ke
     # Per accelerator.
@@ -113,7 +112,9 @@ class Tables:
     # Seconds per FLOP at peak x MFU and support flags, per accelerator, model and the
     # precision of one group (kgp + code, kgp = (gpu * model_count + model) * 6): the layers'
     # time is the sum of their groups' (attention + MLP + MoE, in that order), the attention
-    # context's is the attention's; per accelerator and edge key (kge) for the head.
+    # context's is the attention's; per accelerator and edge key (kge) for the head. (The
+    # attention's and the MLP's support flags are the same values: the compiled formula reads
+    # each table with one key.)
     t_attn: Any
     t_mlp: Any
     t_moe: Any  # x the active share of the experts
@@ -234,8 +235,6 @@ def _per_accelerator(
                 out["sup_attn"].append(ok[c])
                 out["sup_mlp"].append(ok[c])
                 out["sup_moe"].append(ok[c] if moe else 1.0)
-    for k, ok in zip(pk, sup, strict=True):
-        for p in params:
             for e, h in P2:
                 out["t_head"].append(p["head"] / k[h])
                 out["sup_edge"].append(ok[e] * ok[h])
@@ -328,7 +327,6 @@ def build(gpus: list[dict[str, Any]], models: list[dict[str, Any]]) -> Tables:
     return Tables(
         gpu_names=tuple(g["name"] for g in gpus),
         model_names=tuple(m["name"] for m in models),
-        layer_stride=len(models) * 216,
         model_count=len(models),
         edge_stride=len(models) * 36,
         usable_bytes=col(gpus, "memory_gib", 2.0**30 * (1.0 - HEADROOM)),
