@@ -13,10 +13,10 @@ from dataclasses import asdict
 import orjson
 
 from agents.client import AgentClient, HandshakeError
-from agents.factory import POLICIES, LlmEndpoint, make_policy
+from agents.factory import LlmEndpoint, make_policy
 from agents.health import EndpointHealth
 from agents.llm import LLMPolicy
-from agents.policies import BUILT_IN
+from agents.registry import agent_names, builtin_names
 
 
 def parser() -> argparse.ArgumentParser:
@@ -31,9 +31,9 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--token", default=os.environ.get("TWIN_AGENT_TOKEN"), help="or TWIN_AGENT_TOKEN"
     )
-    run.add_argument("--policy", default="baseline", choices=POLICIES)
+    run.add_argument("--policy", default="baseline", choices=agent_names())
     run.add_argument(
-        "--fallback", default="baseline", choices=BUILT_IN, help="when the LLM fails twice"
+        "--fallback", default="baseline", choices=builtin_names(), help="when the LLM fails twice"
     )
     run.add_argument(
         "--base-url", default=os.environ.get("OPENAI_BASE_URL"), help="or OPENAI_BASE_URL"

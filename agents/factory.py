@@ -7,10 +7,8 @@ from typing import Literal
 
 from agents.health import EndpointHealth
 from agents.llm import LLMPolicy
-from agents.policies import BUILT_IN, builtin
 from agents.policy import Policy
-
-POLICIES = (*BUILT_IN, "llm")
+from agents.registry import LLM, builtin
 
 
 @dataclass(frozen=True)
@@ -36,7 +34,7 @@ def make_policy(
     llm: LlmEndpoint | None = None,
 ) -> Policy:
     """The policy called `name` acting for `tenant`; ValueError says what is missing."""
-    if name != "llm":
+    if name != LLM:
         return builtin(name, tenants, tenant, seed)
     if llm is None:
         raise ValueError("an llm agent needs a model endpoint (base URL and model)")

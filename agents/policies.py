@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable
 
-from agents.policy import Answer, OfferToMake, Policy, Quiet, Turn
+from agents.policy import Answer, OfferToMake, Quiet, Turn
 from twin.schema.actions import Bundle, PoolView, TenantObservation
 from twin.schema.wire import DecisionRequested, OfferView, RoundCommitted
 
@@ -23,13 +22,36 @@ def _cheapest(view: TenantObservation) -> list[PoolView]:
     return [p for p in view.ranked_pools("value") if p.name in usable and not p.shared]
 
 
-class Baseline(Quiet):
+def with_bids(turn: Turn, request: DecisionRequested) -> Turn:
+    """`turn` with a sealed bid for every pool it asks GPUs of, where the mechanism's traits say
+    bids count: what a GPU there is worth to the tenant now (`worth_usd_per_gpu`)."""
+    if request.traits.takes_bids and turn.provision:
+        view = request.view
+        pools = {p.name: p for p in view.pools}
+        worth = {name: round(worth_usd_per_gpu(view, pools[name]), 2)
+                 for name, n in turn.provision.items() if n > 0 and name in pools}  # fmt: skip
+        turn.bids_usd_per_gpu = {name: usd for name, usd in worth.items() if usd > 0}
+    return turn
+
+
+class Bidding(Quiet):
+    """A built-in policy that does not trade: its move each round (`move`), with bids where the
+    mechanism takes them."""
+
+    async def decide(self, request: DecisionRequested) -> Turn:
+        return with_bids(self.move(request), request)
+
+    def move(self, request: DecisionRequested) -> Turn:
+        raise NotImplementedError
+
+
+class Baseline(Bidding):
     """GPUClusterEnv's baseline on a cluster: move GPUs by clamp(queued - idle, -1, +2) in the
     cheapest usable pool."""
 
     name = "baseline"
 
-    async def decide(self, request: DecisionRequested) -> Turn:
+    def move(self, request: DecisionRequested) -> Turn:
         view = request.view
         pools = _cheapest(view)
         if not pools:
@@ -42,13 +64,13 @@ class Baseline(Quiet):
         return Turn(provision={pools[0].name: delta}) if delta else Turn()
 
 
-class Greedy(Quiet):
+class Greedy(Bidding):
     """Asks for every GPU its queue could use, in the fastest usable pool (by the kernel's
     tokens/s for its queued jobs' plans, else by pool speed); never gives back."""
 
     name = "greedy"
 
-    async def decide(self, request: DecisionRequested) -> Turn:
+    def move(self, request: DecisionRequested) -> Turn:
         view = request.view
         need = _unmet(view)
         usable = {name for job in view.head for name in job.pools}
@@ -56,7 +78,7 @@ class Greedy(Quiet):
         return Turn(provision={pools[0].name: need}) if need > 0 and pools else Turn()
 
 
-class FairShare(Quiet):
+class FairShare(Bidding):
     """Holds at most an equal share of each pool (its capacity over the tenants), never more."""
 
     name = "fair_share"
@@ -64,7 +86,7 @@ class FairShare(Quiet):
     def __init__(self, tenants: int) -> None:
         self.tenants = max(tenants, 1)
 
-    async def decide(self, request: DecisionRequested) -> Turn:
+    def move(self, request: DecisionRequested) -> Turn:
         view = request.view
         change: dict[str, int] = {}
         wanted = math.ceil(view.queued_gpus)
@@ -81,7 +103,7 @@ class FairShare(Quiet):
         return Turn(provision=change)
 
 
-class RandomPolicy(Quiet):
+class RandomPolicy(Bidding):
     """A uniform move in [-2, 2] in a random pool (not a shared one); seeded."""
 
     name = "random"
@@ -89,7 +111,7 @@ class RandomPolicy(Quiet):
     def __init__(self, seed: int = 0) -> None:
         self.rng = random.Random(seed)
 
-    async def decide(self, request: DecisionRequested) -> Turn:
+    def move(self, request: DecisionRequested) -> Turn:
         pool = self.rng.choice([p for p in request.view.pools if not p.shared] or [None])
         if pool is None:
             return Turn()
@@ -121,7 +143,7 @@ class Negotiator:
         low = view.budget_usd is not None and view.budget_usd < 0.2 * (
             view.budget_usd + view.spent_usd
         )
-        turn = Turn() if low else await self.baseline.decide(request)
+        turn = Turn() if low else await self.baseline.decide(request)  # with its bids
         turn.reason = "budget low: holding" if low else "baseline: queue against idle GPUs"
         self._coming = sum(n for n in turn.provision.values() if n > 0)
         if self.trade and view.queue_length == 0 and self.others:
@@ -194,20 +216,3 @@ def worth_usd_per_gpu(view: TenantObservation, pool: PoolView) -> float:
     an hour where the pool can provision no more)."""
     wait_h = (pool.mean_provision_delay_s if pool.free_capacity > 0 else 3600.0) / 3600
     return max(view.value_usd_per_gpu_h * pool.speed - pool.price_usd_per_gpu_h, 0.0) * wait_h
-
-
-BUILT_IN = ("baseline", "greedy", "fair_share", "random", "negotiator")
-
-
-def builtin(name: str, tenants: list[str], me: str, seed: int = 0) -> Policy:
-    """A built-in policy by name (the tenants of the session and this agent's tenant)."""
-    makers: dict[str, Callable[[], Policy]] = {
-        "baseline": Baseline,
-        "greedy": Greedy,
-        "fair_share": lambda: FairShare(len(tenants)),
-        "random": lambda: RandomPolicy(seed),
-        "negotiator": lambda: Negotiator(tenants, me),
-    }
-    if name not in makers:
-        raise ValueError(f"unknown policy {name!r}; built-in policies: {', '.join(BUILT_IN)}")
-    return makers[name]()

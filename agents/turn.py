@@ -50,7 +50,7 @@ def answer_model(request: DecisionRequested, tenants: tuple[str, ...]) -> type[B
         place = create_model("Place", __config__=STRICT, job=(_enum(placeable), ...),
                              pool=(_enum(pools), ...))  # fmt: skip
         fields["place"] = (list[place], Field(max_length=PLACE_MAX))
-    if request.mechanism == "auction":
+    if request.traits.takes_bids:
         fields["bids"] = (_per_pool("Bids", pools, BID_LEVELS_USD), ...)
     if others:
         gpus = _per_pool("Gpus", pools, tuple(range(BOUND + 1)))

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import twin_command
+from tests.rounds import commit
 from twin.eventlog.log import Record
 from twin.schema.agentic import ORCHESTRATIONS, AgenticRlScenario
 from twin.sim import scenarios
@@ -289,7 +290,7 @@ def test_a_cap_set_by_the_agent_bounds_the_cores_of_every_later_action() -> None
     driver: Driver[Any, Any] = Driver(scenario, seed=0, log=EventLog("cap", keep=True))
     defaults = driver.default_policies()
     while driver.advance() is not None:
-        driver.commit_round({"rl": AgenticAction(max_units=2)}, defaults)
+        commit(driver, {"rl": AgenticAction(max_units=2)}, defaults)
     started = [r for r in driver.log if r.kind == "action_started"]
     assert started
     assert max(r.units for r in started) == 2

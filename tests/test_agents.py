@@ -17,8 +17,9 @@ from aiohttp.test_utils import TestServer
 from agents import prompting
 from agents.client import AgentClient, HandshakeError
 from agents.llm import BOUND, LLMPolicy
-from agents.policies import BUILT_IN, Baseline, builtin
+from agents.policies import Baseline
 from agents.policy import Answer
+from agents.registry import BUILT_IN, builtin
 from agents.turn import answer_model, shape
 from tests.fake_llm import REQUESTS, fake_llm_app
 from twin.bench.server import free_port, start_serve
@@ -26,6 +27,7 @@ from twin.gateway.app import create_app
 from twin.gateway.config import GatewayConfig, SessionRequest
 from twin.gateway.keys import REGISTRY
 from twin.schema.actions import Bundle, PlanVerdict, PoolView, QueuedJob, TenantObservation
+from twin.schema.vocabulary import MECHANISM_TRAITS
 from twin.schema.wire import DecisionRequested, OfferView
 
 MakeServer = Callable[..., Awaitable[TestServer]]
@@ -211,8 +213,9 @@ def request(
         ],
         pools=pools,
     )
-    return DecisionRequested(round=3, t_s=900.0, deadline_ms=deadline_ms,
-                             mechanism=mechanism, view=view, offers=offers or [])  # fmt: skip
+    return DecisionRequested(round=3, t_s=900.0, deadline_ms=deadline_ms, mechanism=mechanism,
+                             traits=MECHANISM_TRAITS[mechanism], view=view,
+                             offers=offers or [])  # fmt: skip
 
 
 async def llm(
@@ -253,7 +256,9 @@ async def test_the_model_decides_the_whole_turn(aiohttp_server: MakeServer) -> N
     assert (policy.stats.prompt_tokens, policy.stats.completion_tokens) == (100, 10)
 
 
-async def test_bids_are_asked_for_only_under_the_auction(aiohttp_server: MakeServer) -> None:
+async def test_bids_are_asked_for_only_where_the_mechanism_takes_them(
+    aiohttp_server: MakeServer,
+) -> None:
     policy, requests = await llm(aiohttp_server, "valid")
     turn = await policy.decide(request(mechanism="auction"))
     await policy.close()

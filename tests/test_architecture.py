@@ -4,6 +4,7 @@ read by field name, classes with one job, short functions."""
 from __future__ import annotations
 
 import ast
+import re
 import statistics
 from collections.abc import Iterator
 from pathlib import Path
@@ -81,3 +82,37 @@ def test_the_median_function_is_short() -> None:
 def test_the_switch_finder_sees_a_comparison_and_an_isinstance() -> None:
     code = "if s.kind == 'gpucluster':\n    pass\nok = isinstance(m, ClusterModel)\n"
     assert list(kind_switches(ast.parse(code))) == [1, 3]
+
+
+def layout_sections() -> dict[str, str]:
+    """docs/layout.md's tree, by top-level entry (`twin/sim/`, `agents/`, `twin/errors.py`):
+    the text of its lines."""
+    text = (ROOT / "docs" / "layout.md").read_text()
+    tree = text.split("```\n", 2)[1]
+    sections: dict[str, str] = {}
+    head = ""
+    for line in tree.splitlines():
+        if line and not line[0].isspace():
+            head = line.split()[0]
+        sections[head] = sections.get(head, "") + line + "\n"
+    return sections
+
+
+def test_the_layout_names_every_module_under_its_package() -> None:
+    sections = layout_sections()
+    unnamed = []
+    for package in ("twin", "agents"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            rel = path.relative_to(ROOT)
+            if path.name in ("__init__.py", "__main__.py"):
+                continue
+            if len(rel.parts) == 2 and rel.parts[0] == "twin":  # a module of twin itself
+                if str(rel) not in sections:
+                    unnamed.append(str(rel))
+                continue
+            depth = 1 if rel.parts[0] == "agents" else 2
+            section = sections.get("/".join(rel.parts[:depth]) + "/", "")
+            nested = all(f"{part}/" in section for part in rel.parts[depth:-1])
+            if not (nested and re.search(rf"(?<![\w/]){re.escape(path.name)}\b", section)):
+                unnamed.append(str(rel))
+    assert not unnamed, f"docs/layout.md does not name {unnamed} under their package"

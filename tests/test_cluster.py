@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import drive, kinds, play, tiny
+from tests.rounds import commit
 from twin.eventlog.log import FLUSH_EVERY, EventLog
 from twin.schema.actions import ProvisionAction
 from twin.schema.scenario import ClusterScenario
@@ -265,7 +266,7 @@ class TestJobs:
         )
         driver = drive(sc)
         while driver.advance() is not None:
-            driver.act({}, {})
+            commit(driver)
         events = list(driver.log.dicts())
         arrived = {e["job_id"] for e in kinds(events, "job_arrived")}
         finished = {e["job_id"] for e in kinds(events, "job_finished")}

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import kinds
-from twin.errors import ActionError, SessionEndedError
+from tests.rounds import commit
+from twin.errors import RoundError, SessionEndedError
 from twin.eventlog.log import EventLog
 from twin.schema.actions import ProvisionAction
 from twin.schema.scenario import ClusterScenario
@@ -35,7 +36,7 @@ def first_round() -> Driver[Any, Any]:
 
 def test_a_silent_tenant_gets_its_default_policy_and_the_log_says_so() -> None:
     driver = first_round()
-    driver.commit_round({"a": ProvisionAction(provision={"gpu": 1})}, driver.default_policies())
+    commit(driver, {"a": ProvisionAction(provision={"gpu": 1})}, driver.default_policies())
     log = list(driver.log.dicts())
     made = {e["tenant"]: e["policy"] for e in kinds(log, "decision_made")}
     assert made == {"a": "agent", "b": "default:static"}
@@ -44,25 +45,25 @@ def test_a_silent_tenant_gets_its_default_policy_and_the_log_says_so() -> None:
 
 def test_policies_deciding_in_process_are_logged_by_name_not_as_defaults() -> None:
     driver = first_round()
-    driver.commit_round({}, driver.default_policies(), announce_defaults=False)
+    commit(driver, {}, driver.default_policies(), announce_defaults=False)
     log = list(driver.log.dicts())
     assert {e["policy"] for e in kinds(log, "decision_made")} == {"autoscale", "static"}
     assert kinds(log, "round_committed")[0]["defaulted"] == []
 
 
 def test_an_action_for_an_unknown_tenant_or_pool_is_refused_by_name() -> None:
-    with pytest.raises(ActionError, match="unknown tenant 'zed'"):
-        first_round().commit_round({"zed": ProvisionAction()}, {})
-    with pytest.raises(ActionError, match="names pool 'tpu'; pools are \\['gpu'\\]"):
-        first_round().commit_round({"a": ProvisionAction(provision={"tpu": 1})}, {})
+    with pytest.raises(RoundError, match="unknown tenant 'zed'"):
+        commit(first_round(), {"zed": ProvisionAction()})
+    with pytest.raises(RoundError, match="unknown pool 'tpu'; pools: \\['gpu'\\]"):
+        commit(first_round(), {"a": ProvisionAction(provision={"tpu": 1})})
 
 
 def test_a_finished_episode_refuses_another_round() -> None:
     driver = first_round()
     while driver.advance() is not None:
-        driver.commit_round({}, driver.default_policies())
+        commit(driver, {}, driver.default_policies())
     with pytest.raises(SessionEndedError):
-        driver.commit_round({}, {})
+        commit(driver)
 
 
 @pytest.mark.parametrize("name", catalog.builtin_names())
@@ -74,7 +75,7 @@ def test_every_builtin_scenario_plays_to_its_end_through_the_one_model_interface
     while (batch := driver.advance()) is not None:
         for tenant in batch.reasons:
             assert isinstance(driver.observe(tenant), KINDS[scenario.kind].observation)
-        outcomes = driver.commit_round({}, driver.default_policies())
+        outcomes = commit(driver, {}, driver.default_policies())
         assert set(outcomes) <= set(driver.tenants)
     assert driver.ended in ("horizon", "drained", "budget_exhausted", "max_steps")
 
@@ -98,6 +99,6 @@ def test_the_flat_observation_holds_the_numbers_of_the_observation_record(name: 
     while (batch := driver.advance()) is not None and rounds < 40:
         for tenant in batch.reasons:
             assert driver.observe_flat(tenant) == pytest.approx(flat_of(driver.observe(tenant)))
-        driver.commit_round({}, driver.default_policies())
+        commit(driver, {}, driver.default_policies())
         rounds += 1
     assert rounds > 0

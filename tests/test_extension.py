@@ -9,6 +9,7 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import simpy
@@ -16,7 +17,16 @@ import simpy
 from tests.conftest import tiny
 from twin.eventlog import formats, kind_summaries
 from twin.eventlog.export import export
-from twin.sim import kinds, placement_policies
+from twin.eventlog.log import EventLog
+from twin.gateway.config import SessionRequest
+from twin.rl.opponents import opponents
+from twin.rl.table import Table
+from twin.schema.actions import ProvisionAction
+from twin.schema.vocabulary import MECHANISM_TRAITS, MechanismTraits
+from twin.sim import kinds, placement_policies, scenarios
+from twin.sim.driver import Driver
+from twin.sim.market import mechanisms
+from twin.sim.market.mechanisms import Requests, Share
 from twin.sim.runner import run_episode
 
 TOY_KIND = '''
@@ -232,3 +242,59 @@ def test_a_toy_exporter_writes_through_export_and_the_format_list(toy: str, tmp_
     assert counts["episode_started"] == 1
     assert tmp_path / "run" / "counts.json" in written
     assert "counts:" in formats.formats_help()
+
+
+def lowest_winning_bid(r: Requests, free: int) -> Share:
+    """A toy priced mechanism: highest bids served first, each winner pays the lowest bid that
+    still won."""
+    order = sorted(r.wants, key=lambda t: (-r.bids[t], r.order[t]))
+    grants, left = dict.fromkeys(r.wants, 0), free
+    for t in order:
+        grants[t] = min(r.wants[t], left)
+        left -= grants[t]
+    return grants, min((r.bids[t] for t in order if grants[t]), default=0.0)
+
+
+@pytest.fixture
+def priced_mechanism() -> Iterator[str]:
+    """A new priced mechanism, registered for the test only."""
+    name = "lowest_winning_bid"
+    traits = MechanismTraits(priced=True, takes_bids=True)
+    mechanisms.register(name, mechanisms.Rule(lowest_winning_bid, traits))
+    try:
+        yield name
+    finally:
+        del mechanisms.MECHANISM[name], MECHANISM_TRAITS[name]
+
+
+def test_a_new_priced_mechanism_gets_bids_from_the_built_in_agents(priced_mechanism: str) -> None:
+    assert (
+        SessionRequest(scenario="market", mechanism=priced_mechanism).mechanism == priced_mechanism
+    )
+    made = []
+    for kind in ("baseline", "greedy", "negotiator"):
+        log = EventLog("priced", keep=True)
+        driver: Driver[Any, ProvisionAction] = Driver(scenarios.load("market"), seed=0, log=log)
+        ego = driver.tenants[0]
+        table = Table(driver, ego, opponents(kind, driver.tenants, ego, {}, seed=0),
+                      priced_mechanism)  # fmt: skip
+        table.to_turn()
+        for _ in range(10):
+            table.play(ProvisionAction())
+        made += [r for r in log.dicts() if r["tenant"] != ego]
+    decided = [r for r in made if r["kind"] == "decision_made"]
+    bids = {r["policy"] for r in decided if r["action"].get("bids_usd_per_gpu")}
+    assert bids == {"baseline", "greedy", "negotiator"}
+    committed = [r for r in made if r["kind"] == "round_committed"]
+    assert {r["mechanism"] for r in committed} == {priced_mechanism}
+
+
+async def test_a_new_priced_mechanism_gets_bids_from_the_llm_agent(
+    priced_mechanism: str, aiohttp_server: Any
+) -> None:
+    from tests.test_agents import llm, request
+
+    policy, _ = await llm(aiohttp_server, "valid")
+    turn = await policy.decide(request(mechanism=priced_mechanism))
+    await policy.close()
+    assert turn.bids_usd_per_gpu

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import kinds
+from tests.rounds import commit
 from twin.schema.actions import GpuClusterAction, GpuClusterObservation
 from twin.schema.scenario import GpuClusterScenario
 from twin.sim import scenarios
@@ -77,7 +78,7 @@ def test_first_steps_by_hand() -> None:
     driver = Driver(sc, seed=3)
     driver.advance()
     # Step 1: provision +2 -> 3 GPUs. queue = a0, processed = min(3, a0).
-    driver.act({"default": GpuClusterAction(gpus_to_provision=2)}, {})
+    commit(driver, {"default": GpuClusterAction(gpus_to_provision=2)}, {})
     driver.advance()
     m = driver.model
     p0 = min(3, a0)
@@ -85,7 +86,7 @@ def test_first_steps_by_hand() -> None:
     assert m.last_reward == 5 * p0 - 7.5 - (a0 - p0)
     assert m.budget_usd == 1000 - 7.5
     # Step 2: release 5 -> active floors at 0; nothing is processed, the queue grows.
-    driver.act({"default": GpuClusterAction(gpus_to_provision=-5)}, {})
+    commit(driver, {"default": GpuClusterAction(gpus_to_provision=-5)}, {})
     driver.advance()
     assert (m.active_gpus, m.queue_size) == (0, a0 - p0 + a1)
     assert m.last_reward == -(a0 - p0 + a1)

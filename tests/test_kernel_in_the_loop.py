@@ -10,9 +10,10 @@ import orjson
 import pytest
 
 from agents.client import AgentClient
-from agents.policies import builtin
 from agents.policy import Quiet, Turn
+from agents.registry import builtin
 from tests.conftest import kinds, play
+from tests.rounds import commit
 from twin.eventlog.log import EventLog
 from twin.gateway.app import create_app
 from twin.gateway.config import GatewayConfig, SessionRequest
@@ -90,7 +91,7 @@ def test_a_decision_request_carries_the_verdicts_of_the_queued_jobs_plans() -> N
         for tenant in batch.reasons:
             for job in driver.observe(tenant).head:
                 seen += [(tenant, job.job_id, p) for p in job.plans]
-        driver.commit_round({}, driver.default_policies())
+        commit(driver, {}, driver.default_policies())
     assert seen
     tenant, _, verdict = seen[0]
     assert tenant in ("research", "inference")
@@ -104,7 +105,7 @@ def test_each_round_logs_verdicts_and_repeated_plans_cost_no_kernel_call(seed: i
     driver: Driver[Any, Any] = Driver(scenarios.load("default"), seed=seed, log=EventLog("c"))
     rounds = 0
     while driver.advance() is not None:
-        driver.commit_round({}, driver.default_policies())
+        commit(driver, {}, driver.default_policies())
         rounds += 1
     scorer = driver.model.scorer  # the sim's own part, inspected by its own test
     assert scorer.kernel_calls < rounds / 10

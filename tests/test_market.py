@@ -8,11 +8,12 @@ import orjson
 import pytest
 
 from tests.conftest import kinds
+from tests.rounds import commit
 from twin.eventlog.log import EventLog, encode
-from twin.schema.actions import Bundle, Placement, ProvisionAction
+from twin.schema.actions import Bundle, Offer, Placement, ProvisionAction
 from twin.schema.scenario import ClusterScenario, PlanSpec
 from twin.sim.driver import Driver
-from twin.sim.model import Offer, TradeOutcome
+from twin.sim.model import TradeOutcome
 from twin.sim.reproduce import reproduce_log
 
 
@@ -51,7 +52,7 @@ def want(**gpus: int) -> dict[str, ProvisionAction]:
 )
 def test_scarce_gpus_are_shared_by_the_mechanism(mechanism: str, expected: dict[str, int]) -> None:
     driver = at_first_round(cluster())
-    out = driver.act(want(a=4, b=12, c=4), {}, mechanism=mechanism)  # type: ignore[arg-type]
+    out = commit(driver, want(a=4, b=12, c=4), {}, mechanism=mechanism)  # type: ignore[arg-type]
     assert {t: o.granted["h100"] for t, o in out.items()} == expected
     assert sum(expected.values()) == 10
 
@@ -63,7 +64,7 @@ def test_the_auction_sells_to_the_highest_bids_at_one_price() -> None:
         "b": ProvisionAction(provision={"h100": 6}, bids_usd_per_gpu={"h100": 1.0}),
         "c": ProvisionAction(provision={"h100": 2}, bids_usd_per_gpu={"h100": 2.0}),
     }
-    out = driver.act(actions, {}, mechanism="auction")
+    out = commit(driver, actions, {}, mechanism="auction")
     assert {t: o.granted["h100"] for t, o in out.items()} == {"a": 6, "b": 2, "c": 2}
     assert {o.price_usd_per_gpu["h100"] for o in out.values()} == {1.0}  # the highest losing bid
     events = [orjson.loads(encode(r, "s")) for r in driver.log]
@@ -80,8 +81,14 @@ def test_an_accepted_trade_moves_idle_gpus_and_budget_atomically() -> None:
         {"name": "a", "policy": "static", "initial_gpus": {"h100": 4}, "budget_usd": 1000},
         {"name": "b", "policy": "static", "budget_usd": 1000},
     ]))  # fmt: skip
-    offer = Offer("o1", "a", "b", Bundle(gpus={"h100": 3}), Bundle(usd=50.0))
-    out = driver.act({}, {}, offers=[offer], answers={"o1": True})
+    offer = Offer(
+        offer_id="o1",
+        from_tenant="a",
+        to_tenant="b",
+        give=Bundle(gpus={"h100": 3}),
+        take=Bundle(usd=50.0),
+    )
+    out = commit(driver, {}, {}, offers=[offer], answers={"o1": True})
     assert out["a"].trades == [TradeOutcome("o1", "a", "b", "applied", "")]
     model = driver.model
     assert [h[0].ready for h in model.holdings] == [1, 3]  # type: ignore[union-attr]
@@ -93,8 +100,14 @@ def test_a_trade_that_cannot_be_honoured_fails_whole() -> None:
         {"name": "a", "policy": "static", "initial_gpus": {"h100": 2}, "budget_usd": 1000},
         {"name": "b", "policy": "static", "budget_usd": 10},
     ]))  # fmt: skip
-    offer = Offer("o1", "a", "b", Bundle(gpus={"h100": 2}), Bundle(usd=50.0))
-    out = driver.act({}, {}, offers=[offer], answers={"o1": True})
+    offer = Offer(
+        offer_id="o1",
+        from_tenant="a",
+        to_tenant="b",
+        give=Bundle(gpus={"h100": 2}),
+        take=Bundle(usd=50.0),
+    )
+    out = commit(driver, {}, {}, offers=[offer], answers={"o1": True})
     [trade] = out["a"].trades
     assert trade.status == "failed"
     assert "has $10.00 of budget left, not $50.00" in trade.reason
@@ -106,7 +119,20 @@ def test_an_offer_not_accepted_changes_nothing() -> None:
         {"name": "a", "policy": "static", "initial_gpus": {"h100": 2}},
         {"name": "b", "policy": "static"},
     ]))  # fmt: skip
-    out = driver.act({}, {}, offers=[Offer("o1", "a", "b", Bundle(gpus={"h100": 1}), Bundle())])
+    out = commit(
+        driver,
+        {},
+        {},
+        offers=[
+            Offer(
+                offer_id="o1",
+                from_tenant="a",
+                to_tenant="b",
+                give=Bundle(gpus={"h100": 1}),
+                take=Bundle(),
+            )
+        ],
+    )
     assert out["b"].trades == [TradeOutcome("o1", "a", "b", "rejected", "")]
 
 
@@ -133,7 +159,7 @@ def test_placements_are_scored_in_one_kernel_call_and_started_where_feasible() -
     driver = Driver(sc, seed=0, log=EventLog("test"))
     batch = driver.advance()
     while batch is not None and set(batch.reasons) != {"a", "b"}:
-        driver.act({}, {})
+        commit(driver)
         batch = driver.advance()
     job_of = {j.tenant: j.job_id for q in driver.model.queues for j in q.first(9)}  # type: ignore[union-attr]
     fp8 = PlanSpec(tp=8, precision={"default": "bf16", "mlp": "fp8"})
@@ -141,7 +167,7 @@ def test_placements_are_scored_in_one_kernel_call_and_started_where_feasible() -
         "a": ProvisionAction(placements=[Placement(job_id=job_of[0], pool="h100", plan=fp8)]),
         "b": ProvisionAction(placements=[Placement(job_id=job_of[1], pool="h100", plan=fp8)]),
     }
-    out = driver.act(actions, {})
+    out = commit(driver, actions, {})
     a, b = out["a"].placements[0], out["b"].placements[0]
     assert (a.started, a.reasons) == (False, ("no_idle_gpus",))  # feasible, but "a" holds no GPUs
     assert b.started
@@ -171,16 +197,26 @@ def test_a_negotiated_session_replays_from_its_log_byte_for_byte() -> None:
     while driver.advance() is not None:
         rnd += 1
         offers = (
-            [Offer(f"o{rnd}", "a", "b", Bundle(gpus={"h100": 1}), Bundle(usd=rnd))]
+            [
+                Offer(
+                    offer_id=f"o{rnd}",
+                    from_tenant="a",
+                    to_tenant="b",
+                    give=Bundle(gpus={"h100": 1}),
+                    take=Bundle(usd=rnd),
+                )
+            ]
             if rnd < 4
             else []
         )
-        driver.act(
-            {"b": ProvisionAction(provision={"h100": 3}, bids_usd_per_gpu={"h100": rnd}),
-             "c": ProvisionAction(provision={"h100": 5}, bids_usd_per_gpu={"h100": 2.5})},
-            {"b": "agent", "c": "agent"}, offers=offers, answers={f"o{rnd}": rnd % 2 == 1},
-            mechanism="auction", defaulted=["a"],
-        )  # fmt: skip
+        book = driver.book("auction", asked=["a", "b", "c"])
+        book.propose("b", ProvisionAction(provision={"h100": 3}, bids_usd_per_gpu={"h100": rnd}))
+        book.propose("c", ProvisionAction(provision={"h100": 5}, bids_usd_per_gpu={"h100": 2.5}))
+        book.default("a", ProvisionAction(), "static")
+        for o in offers:
+            book.offer(o.from_tenant, o.to_tenant, o.give, o.take, offer_id=o.offer_id)
+            book.answer(o.to_tenant, o.offer_id, rnd % 2 == 1)
+        driver.commit(book)
     original = b"".join(encode(r, "s") for r in log)
     assert b'"kind":"trade_settled"' in original
     assert reproduce_log(orjson.loads(line) for line in original.splitlines()) == original

@@ -16,7 +16,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from agents.client import AgentClient
-from agents.policies import builtin
+from agents.registry import builtin
 from twin.eventlog.log import from_dict
 from twin.eventlog.metrics import Metrics
 from twin.gateway.app import create_app

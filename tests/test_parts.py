@@ -9,6 +9,7 @@ import pytest
 import simpy
 
 from tests.conftest import tiny
+from tests.rounds import commit
 from twin.eventlog.log import Record
 from twin.schema import records
 from twin.schema.actions import ProvisionAction, TenantObservation
@@ -24,13 +25,13 @@ from twin.sim.jobrecord import JobRecord
 from twin.sim.jobs import Job
 from twin.sim.ledger import Ledger
 from twin.sim.market.mediator import Mediator
-from twin.sim.model import RoundInputs
 from twin.sim.observe import observe, observe_flat
 from twin.sim.placement import CounterPlacement
 from twin.sim.pools import Holding
 from twin.sim.provisioning import Provisioning
 from twin.sim.queues import JobQueue, make_queue
 from twin.sim.rng import Streams
+from twin.sim.round import RoundInputs
 from twin.sim.scheduler import Scheduler
 from twin.sim.scoring import PlanScorer
 from twin.sim.state import ClusterState
@@ -268,5 +269,5 @@ def test_an_observation_validates_again_to_itself_and_its_json(name: str) -> Non
             assert again == view
             assert again.model_dump_json() == view.model_dump_json()
             seen += 1
-        driver.act({}, driver.default_policies())
+        commit(driver)
     assert seen >= 10

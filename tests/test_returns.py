@@ -14,9 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import twin_command
+from tests.rounds import commit
 from twin.eventlog.log import EventLog, from_dict
 from twin.eventlog.metrics import Metrics
-from twin.schema.vocabulary import AGENTS_FILE, EVENTS_FILE, MECHANISMS, SUMMARY_FILE
+from twin.schema.vocabulary import AGENTS_FILE, EVENTS_FILE, SUMMARY_FILE, mechanism_names
 from twin.sim import scenarios
 from twin.sim.driver import Driver
 
@@ -32,7 +33,7 @@ def told_and_returns(
     driver: Driver[Any, Any] = Driver(scenarios.load(name), seed=seed, log=log)
     defaults = driver.default_policies(policy)
     while driver.advance() is not None:
-        driver.commit_round({}, defaults, mechanism=mechanism)
+        commit(driver, {}, defaults, mechanism=mechanism)
     told: dict[str, float] = defaultdict(float)
     settled: dict[str, float] = {}
     metrics = Metrics()
@@ -51,7 +52,7 @@ def told_and_returns(
 @given(
     name=st.sampled_from(NEGOTIABLE),
     seed=st.integers(0, 10_000),
-    mechanism=st.sampled_from(MECHANISMS),
+    mechanism=st.sampled_from(mechanism_names()),
     policy=st.sampled_from([None, "autoscale", "static"]),
 )
 def test_rounds_and_settlement_add_up_to_the_summary_s_return(

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.conftest import TRACES, twin_command
+from tests.rounds import commit
 from twin.errors import ConfigError, TraceError
 from twin.eventlog.log import EventLog
 from twin.replay.formats.flat import parse_map
@@ -25,12 +26,11 @@ from twin.replay.registry import TraceOptions
 from twin.replay.run import ReplayOptions, replay
 from twin.replay.tenant_scenario import Extras, build
 from twin.replay.workload import reading
-from twin.schema.actions import Bundle, ProvisionAction
+from twin.schema.actions import Bundle, Offer, ProvisionAction
 from twin.schema.scenario import ClusterScenario
 from twin.schema.trace_workload import TraceWorkload
 from twin.sim import catalog, scenarios
 from twin.sim.driver import Driver
-from twin.sim.model import Offer
 from twin.sim.runner import run_episode
 
 OPENB = TRACES / "alibaba-gpu-v2023-openb"
@@ -163,9 +163,21 @@ def test_tenants_trade_quota_of_the_shared_nodes_for_money(tmp_path: Path) -> No
     assert driver.advance() is not None
     view = driver.observe("a")
     assert (view.quota_gpus, view.quota_used_gpus, view.queue_length) == (1.0, 1.0, 2)
-    deal = Offer("q1", "b", "a", Bundle(quota_gpus=2), Bundle(usd=5.0))
-    greedy = Offer("q2", "b", "a", Bundle(quota_gpus=3), Bundle(usd=1.0))  # b has 3 spare, now 1
-    outcomes = driver.act({}, {}, offers=[deal, greedy], answers={"q1": True, "q2": True})
+    deal = Offer(
+        offer_id="q1",
+        from_tenant="b",
+        to_tenant="a",
+        give=Bundle(quota_gpus=2),
+        take=Bundle(usd=5.0),
+    )
+    greedy = Offer(
+        offer_id="q2",
+        from_tenant="b",
+        to_tenant="a",
+        give=Bundle(quota_gpus=3),
+        take=Bundle(usd=1.0),
+    )  # b has 3 spare, now 1
+    outcomes = commit(driver, {}, {}, offers=[deal, greedy], answers={"q1": True, "q2": True})
     assert [t.status for t in outcomes["a"].trades] == ["applied", "failed"]
     assert "quota unused" in outcomes["a"].trades[1].reason
     started = [e["job_id"] for e in log.dicts() if e["kind"] == "job_started"]
@@ -207,11 +219,17 @@ class TestScenarioShape:
         log = EventLog("shared", keep=True)
         driver: Driver[Any, Any] = Driver(scenarios.load("openb-tenants", day), log=log)
         assert driver.advance() is not None
-        offer = Offer("o1", "ls", "be", Bundle(gpus={"g2": 1}), Bundle(usd=1.0))
-        outcomes = driver.act(
+        offer = Offer(
+            offer_id="o1",
+            from_tenant="ls",
+            to_tenant="be",
+            give=Bundle(gpus={"g2": 1}),
+            take=Bundle(usd=1.0),
+        )
+        outcomes = commit(driver,
             {"ls": ProvisionAction(provision={"g2": 4, "t4": -1}),
              "be": ProvisionAction(provision={"cloud": 2})},
-            {"ls": "test", "be": "test"}, offers=[offer], answers={"o1": True},
+            offers=[offer], answers={"o1": True},
         )  # fmt: skip
         records = list(log.dicts())
         clamped = [(r["pool"], r["reason"]) for r in records if r["kind"] == "action_clamped"]

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from twin.errors import ConfigError
+from twin.schema.vocabulary import DEFAULT_MECHANISM, Mechanism
 
 BASELINE = "baseline-session"
 """The `kind` of a scenario's paired baseline session (no agents, no trading)."""
@@ -80,7 +81,7 @@ def parse_llm(spec: str, fallback: str, schema_format: str = "json_schema") -> A
 def parse_agents(names: str, llms: list[AgentSpec]) -> list[AgentSpec]:
     """`negotiator,fair_share,smol` -> the agents, built-ins by name and LLM agents by the name
     `--llm` gave them."""
-    from agents.policies import BUILT_IN
+    from agents.registry import BUILT_IN
 
     named = {a.name: a for a in llms}
     out: list[AgentSpec] = []
@@ -160,7 +161,7 @@ class SessionTask:
     seed: int
     rotation: int | None
     lineup: dict[str, AgentSpec] = field(default_factory=dict)
-    mechanism: str = "proportional"
+    mechanism: Mechanism = DEFAULT_MECHANISM
     round_timeout_ms: int = 30_000
     first_answer_s: float | None = None
     logs: str | None = None  # where to keep the session's event log and summary
@@ -171,7 +172,7 @@ def lineup_hash(lineup: dict[str, AgentSpec]) -> str:
 
 
 def tasks(scenarios: list[ScenarioEntry], seeds: list[int], agents: list[AgentSpec], *,
-          mechanism: str, round_timeout_ms: int,
+          mechanism: Mechanism, round_timeout_ms: int,
           first_answer_s: float | None, logs: str | None = None) -> list[SessionTask]:  # fmt: skip
     """Every session of the arena: per scenario and seed, the baseline and one per rotation."""
     out: list[SessionTask] = []

@@ -18,6 +18,7 @@ from twin.arena.lineup import (
 )
 from twin.arena.sessions import run_task, warm
 from twin.errors import ConfigError
+from twin.schema.vocabulary import Mechanism
 from twin.sweep.execute import done_keys, local, on_ray, save
 
 Row = dict[str, Any]
@@ -25,7 +26,7 @@ Progress = Callable[[int, int], None]  # (done, running)
 
 
 def manifest(scenarios: list[ScenarioEntry], seeds: list[int], agents: list[AgentSpec], *,
-             mechanism: str, round_timeout_ms: int) -> dict[str, Any]:  # fmt: skip
+             mechanism: Mechanism, round_timeout_ms: int) -> dict[str, Any]:  # fmt: skip
     """What the arena runs, as `arena.json` records it (enough to run it again)."""
     import platform
 

@@ -141,7 +141,7 @@ def run_task(task: SessionTask) -> Row:
     policies = _policies(task) if task.kind != BASELINE else {}
     llm = {t: getattr(p, "stats", None) for t, p in policies.items()}
     played = asyncio.run(play_session(task.scenario.spec, policies, seed=task.seed,
-                                      mechanism=task.mechanism,  # type: ignore[arg-type]
+                                      mechanism=task.mechanism,
                                       round_timeout_ms=task.round_timeout_ms,
                                       max_round_timeout_ms=MAX_ROUND_TIMEOUT_MS))  # fmt: skip
     stats = dict(zip(policies, played.stats, strict=True))

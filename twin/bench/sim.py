@@ -8,6 +8,7 @@ from typing import Any
 
 from twin.bench.harness import Result, median_cpu_s
 from twin.eventlog.log import EventLog, JsonlWriter
+from twin.schema.base import Frozen
 from twin.schema.scenario import ClusterScenario
 from twin.sim import scenarios
 from twin.sim.driver import Driver
@@ -30,9 +31,9 @@ def _play(scenario: ClusterScenario, jsonl: bool) -> None:
     log = EventLog("bench", keep=False)
     if jsonl:
         log.subscribe(JsonlWriter(io.BytesIO(), "bench"))
-    driver: Driver[Any, Any] = Driver(scenario, seed=1, log=log)
+    driver: Driver[Frozen, Frozen] = Driver(scenario, seed=1, log=log)
     while driver.advance() is not None:
-        driver.act({}, {})
+        driver.commit(driver.book())
 
 
 def _default_with_kernel() -> tuple[int, float, float, int]:
@@ -43,10 +44,10 @@ def _default_with_kernel() -> tuple[int, float, float, int]:
     events = [0]
     log.subscribe(lambda chunk: events.__setitem__(0, events[0] + len(chunk)))
     start = time.process_time()
-    driver: Driver[Any, Any] = Driver(scenario, seed=1, log=log)
+    driver: Driver[Frozen, Frozen] = Driver(scenario, seed=1, log=log)
     policies = driver.default_policies()
     while driver.advance() is not None:
-        driver.commit_round({}, policies, announce_defaults=False)
+        driver.commit(driver.book(), policies, announce_defaults=False)
     log.flush()
     cpu_s = time.process_time() - start
     model: Any = driver.model  # a ClusterModel: read its scoring part's own counters

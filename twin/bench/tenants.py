@@ -18,6 +18,7 @@ from typing import Any
 
 from twin.bench.harness import Result
 from twin.bench.replay import project_traces
+from twin.schema.scenario import ClusterScenario
 
 TARGET_RATIO = 3.0
 START_H, END_H = 3552.0, 3576.0  # openb's busiest day (day 148 of the trace)
@@ -35,20 +36,21 @@ def _timed(fn: Any, repeats: int) -> tuple[float, float]:
     return statistics.median(walls), statistics.median(cpus)
 
 
-def day_scenario() -> Any:
+def day_scenario() -> ClusterScenario:
     """`openb-tenants` cut to the day (the same trace window as the replay's)."""
     from twin.sim import scenarios
 
-    return scenarios.load("openb-tenants", [f"trace.start_h={START_H}", f"trace.end_h={END_H}"])
+    day = [f"trace.start_h={START_H}", f"trace.end_h={END_H}"]
+    return scenarios.as_cluster(scenarios.load("openb-tenants", day))
 
 
-async def negotiate(scenario: Any) -> int:
+async def negotiate(scenario: ClusterScenario) -> int:
     """Play `scenario` with every tenant a built-in negotiator over a loopback gateway; the
     number of rounds."""
     from aiohttp import web
 
     from agents.client import AgentClient
-    from agents.policies import builtin
+    from agents.registry import builtin
     from twin.gateway.app import create_app
     from twin.gateway.config import GatewayConfig, SessionRequest
     from twin.gateway.keys import REGISTRY

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from twin.errors import ConfigError
-from twin.schema.vocabulary import DEFAULT_MECHANISM, MECHANISMS
+from twin.schema.vocabulary import DEFAULT_MECHANISM, mechanism_names
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -49,7 +49,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     ar.add_argument("--llm-first-answer-s", type=float,
                     help="how long LLM agents wait for a first answer (default 0.5)")  # fmt: skip
     ar.add_argument("--seeds", default="8", help="N (seeds 0..N-1), A-B, or a list (default 8)")
-    ar.add_argument("--mechanism", choices=MECHANISMS, default=DEFAULT_MECHANISM)
+    ar.add_argument("--mechanism", choices=mechanism_names(), default=DEFAULT_MECHANISM)
     ar.add_argument("--round-timeout-ms", type=int, help=f"a round's deadline (default "
                     f"{ROUND_TIMEOUT_MS}; with LLM agents {LLM_ROUND_TIMEOUT_MS})")  # fmt: skip
     ar.add_argument("--out", help="the arena's directory (resumes if it exists)")
@@ -90,7 +90,7 @@ def arena_command(args: argparse.Namespace) -> int:
 
         if importlib.util.find_spec("ray") is None:
             raise ConfigError("--engine ray needs Ray: pip install 'cluster-twin[ray]'")
-    from agents.policies import BUILT_IN
+    from agents.registry import BUILT_IN
 
     if args.fallback not in BUILT_IN:
         raise ConfigError(f"--fallback: {args.fallback!r} is not one of {list(BUILT_IN)}")

@@ -11,22 +11,21 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agents.registry import LLM, agent_names, builtin_names
 from twin.cli.analyse import add_output_options, check_output_options, write_outputs
 from twin.errors import ConfigError
 from twin.schema.vocabulary import (
     AGENTS_FILE,
     DEFAULT_MECHANISM,
     EVENTS_FILE,
-    MECHANISMS,
     SUMMARY_FILE,
+    mechanism_names,
 )
 
 if TYPE_CHECKING:
     from agents.policy import Policy
     from twin.schema.summary import Summary
 
-AGENT_POLICIES = ("baseline", "greedy", "fair_share", "random", "negotiator", "llm")
-FALLBACKS = AGENT_POLICIES[:-1]  # the built-in ones
 ROUND_TIMEOUT_MS, LLM_ROUND_TIMEOUT_MS = 30_000, 120_000
 
 
@@ -36,11 +35,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     pl.add_argument(
         "--agents",
         required=True,
-        help="TENANT=POLICY,... (policies: " + ", ".join(AGENT_POLICIES) + "); the other "
+        help="TENANT=POLICY,... (policies: " + ", ".join(agent_names()) + "); the other "
         "tenants follow their default policies",
     )
     pl.add_argument("--seed", type=int, default=0)
-    pl.add_argument("--mechanism", choices=MECHANISMS, default=DEFAULT_MECHANISM)
+    pl.add_argument("--mechanism", choices=mechanism_names(), default=DEFAULT_MECHANISM)
     pl.add_argument(
         "--round-timeout-ms",
         type=int,
@@ -50,7 +49,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     pl.add_argument(
         "--fallback",
-        choices=FALLBACKS,
+        choices=builtin_names(),
         default="baseline",
         help="the built-in policy an llm agent falls back on (default baseline)",
     )
@@ -78,8 +77,8 @@ def parse_agents(spec: str, tenants: list[str]) -> dict[str, str]:
         tenant, sep, policy = part.partition("=")
         if not sep or tenant not in tenants:
             raise ConfigError(f"--agents: {part!r} is not TENANT=POLICY; tenants: {tenants}")
-        if policy not in AGENT_POLICIES:
-            raise ConfigError(f"--agents: unknown policy {policy!r}; allowed: {AGENT_POLICIES}")
+        if policy not in agent_names():
+            raise ConfigError(f"--agents: unknown policy {policy!r}; allowed: {agent_names()}")
         out[tenant] = policy
     if not out:
         raise ConfigError("--agents: name at least one TENANT=POLICY")
@@ -97,7 +96,7 @@ def play_command(args: argparse.Namespace) -> int:
     scenario = scenarios.as_cluster(scenarios.load(args.scenario))
     tenants = [t.name for t in scenario.tenants]
     agents = parse_agents(args.agents, tenants)
-    if "llm" in agents.values() and not (args.llm_base_url and args.llm_model):
+    if LLM in agents.values() and not (args.llm_base_url and args.llm_model):
         raise ConfigError("llm agents need --llm-base-url and --llm-model")
     return asyncio.run(_play(args, tenants, agents))
 
@@ -112,7 +111,7 @@ async def _play(args: argparse.Namespace, tenants: list[str], agents: dict[str, 
 
     console = Console()
     timeout_ms = args.round_timeout_ms or (
-        LLM_ROUND_TIMEOUT_MS if "llm" in agents.values() else ROUND_TIMEOUT_MS
+        LLM_ROUND_TIMEOUT_MS if LLM in agents.values() else ROUND_TIMEOUT_MS
     )
     endpoint = (
         LlmEndpoint(

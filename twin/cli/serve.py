@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from twin.errors import ConfigError
 from twin.gateway.tokens import ADMIN_TOKEN_ENV, MIN_TOKEN_CHARS
-from twin.schema.vocabulary import CLOCKS, DEFAULT_MECHANISM, MECHANISMS
+from twin.schema.vocabulary import CLOCKS, DEFAULT_MECHANISM, mechanism_names
 
 if TYPE_CHECKING:
     import asyncio
@@ -77,7 +77,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="with --session or --session-file: stop once that session has ended and its "
         "agents have left (a compose service that finishes)",
     )
-    sv.add_argument("--mechanism", choices=MECHANISMS, default=DEFAULT_MECHANISM)
+    sv.add_argument("--mechanism", choices=mechanism_names(), default=DEFAULT_MECHANISM)
     sv.add_argument("--clock", choices=CLOCKS, default="lockstep")
     sv.add_argument("--seed", type=int, default=0)
     sv.set_defaults(func=serve_command)

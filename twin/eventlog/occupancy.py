@@ -7,9 +7,10 @@ instant (the value the instant ends with), so a burst of events at one time is o
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from twin.eventlog.lanes import Lanes
 
 Row = Mapping[str, Any]
 
@@ -24,8 +25,7 @@ class Occupancy:
         self.spent_usd: dict[str, float] = {}
         self.budget_usd: dict[str, float | None] = {}
         self.running: dict[str, tuple[str, int, str, float]] = {}  # job: tenant, lane, pool, gpus
-        self._free_lanes: dict[str, list[int]] = {}
-        self._lanes: dict[str, int] = {}
+        self._lanes = Lanes()
         self._changed: dict[tuple[str, str], None] = {}  # (what, name) changed this instant
         self.t_s = 0.0
         self._handlers: dict[str, Callable[[Row], object]] = {
@@ -123,12 +123,7 @@ class Occupancy:
     def _started(self, e: Row) -> None:
         tenant, pool, gpus = e["tenant"], e["pool"], e["gpus"]
         self._queue(tenant, -1)
-        free = self._free_lanes.setdefault(tenant, [])
-        if free:
-            lane = heapq.heappop(free)
-        else:
-            lane = self._lanes.get(tenant, 0)
-            self._lanes[tenant] = lane + 1
+        lane = self._lanes.take(tenant)
         self.running[e["job_id"]] = (tenant, lane, pool, gpus)
         self.busy[pool] = self.busy.get(pool, 0.0) + gpus
         self._changed["pool", pool] = None
@@ -142,7 +137,7 @@ class Occupancy:
         tenant, lane, pool, gpus = run
         self.busy[pool] -= gpus
         self._changed["pool", pool] = None
-        heapq.heappush(self._free_lanes[tenant], lane)
+        self._lanes.give_back(tenant, lane)
         self.on_job_stop(e["t_s"], tenant, e["job_id"], lane, how)
         return True
 

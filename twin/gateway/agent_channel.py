@@ -6,7 +6,6 @@ Every refusal is an `error` frame with a code; the connection and the session go
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 
 import structlog
@@ -22,6 +21,7 @@ from twin.gateway.session import Session
 from twin.gateway.socket_reader import frames, socket
 from twin.gateway.tokens import same_token
 from twin.schema.codes import ErrorCode
+from twin.schema.vocabulary import MECHANISM_TRAITS
 from twin.schema.wire import AGENT_MESSAGE, AGENT_TYPES, SCHEMA_VERSION, Hello, Welcomed
 
 log = structlog.get_logger()
@@ -96,6 +96,7 @@ async def _connect(request: web.Request, ws: web.WebSocketResponse) -> None:
             tenants=session.tenants,
             pools=[p.name for p in session.scenario.pools],
             mechanism=session.request.mechanism,
+            traits=MECHANISM_TRAITS[session.request.mechanism],
             round=session.open_round_for(hello.tenant),
             frames_per_s=config.rate_per_s,
             frame_burst=config.burst,
@@ -150,16 +151,11 @@ async def _serve(
                 raise FrameError(
                     ErrorCode.VALIDATION_ERROR, "already welcomed; hello only opens a connection"
                 )
-            forward = session.take(link.tenant, message)
+            session.deliver(link.tenant, message)
         except (FrameError, RoundError) as exc:
             await link.send(
                 error(exc.code, str(exc), session.round.number if session.round else None)
             )
-            continue
-        for tenant, out in forward:
-            target = session.agents.get(tenant)
-            if target is not None:
-                asyncio.get_running_loop().create_task(target.send(out))
 
 
 async def _refuse(ws: web.WebSocketResponse, code: ErrorCode, detail: str) -> None:

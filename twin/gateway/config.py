@@ -8,7 +8,8 @@ from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, StringCo
 
 from twin.gateway.tokens import MIN_TOKEN_CHARS
 from twin.schema.base import Frozen
-from twin.schema.vocabulary import DEFAULT_MECHANISM, Clock, ExportFormat, Mechanism
+from twin.schema.mechanism import RegisteredMechanism
+from twin.schema.vocabulary import DEFAULT_MECHANISM, Clock, ExportFormat
 
 Token = Annotated[str, StringConstraints(min_length=MIN_TOKEN_CHARS, max_length=512)]
 
@@ -91,7 +92,7 @@ class SessionRequest(Frozen):
         None, description="A built-in name, a file in the scenario directory, or a scenario."
     )
     seed: NonNegativeInt = Field(0, le=2**63 - 1)
-    mechanism: Mechanism = DEFAULT_MECHANISM
+    mechanism: RegisteredMechanism = DEFAULT_MECHANISM
     clock: Clock = "lockstep"
     speed: PositiveFloat = Field(60.0, description="Realtime clock: virtual seconds per second.")
     round_timeout_ms: PositiveInt | None = None

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from pydantic import TypeAdapter, ValidationError
 
 from twin.errors import FrameError
 from twin.schema.codes import ErrorCode
+
+M = TypeVar("M")
 
 
 class TokenBucket:
@@ -55,9 +57,7 @@ def decode(raw: str | bytes, types: tuple[str, ...], max_bytes: int) -> dict[str
     return obj
 
 
-def parse(
-    raw: str | bytes, adapter: TypeAdapter[Any], types: tuple[str, ...], max_bytes: int
-) -> Any:
+def parse(raw: str | bytes, adapter: TypeAdapter[M], types: tuple[str, ...], max_bytes: int) -> M:
     """A validated message from one frame, or a FrameError saying what was wrong."""
     obj = decode(raw, types, max_bytes)
     try:

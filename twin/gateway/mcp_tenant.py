@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import Awaitable, Callable
+from dataclasses import asdict
 from typing import Any
 
 import orjson
@@ -27,11 +28,11 @@ from twin.errors import RoundError
 from twin.gateway.access import bearer
 from twin.gateway.http import rpc_id_ok
 from twin.gateway.keys import REGISTRY
+from twin.gateway.round_intake import Forward, RoundMessage
 from twin.gateway.session import Session
 from twin.gateway.tenant_link import TenantLink
 from twin.gateway.tokens import same_token
 from twin.schema.actions import Bundle, Placement
-from twin.schema.base import Frozen
 from twin.schema.codes import ErrorCode
 from twin.schema.wire import (
     AcceptOffer,
@@ -65,6 +66,7 @@ def _state(link: TenantLink) -> dict[str, Any]:
         "round": None if r is None or link.turn_over else r.round,
         "t_s": None if r is None else r.t_s,
         "mechanism": None if r is None else r.mechanism,
+        "traits": None if r is None else asdict(r.traits),
         "view": None if r is None else r.view.model_dump(mode="json"),
         "offers_to_answer": [o.model_dump(mode="json") for o in link.offers.values()],
         "draft": link.draft,
@@ -82,19 +84,13 @@ def _round(link: TenantLink, *, answering: bool = False) -> int:
     return link.request.round
 
 
-async def _deliver(session: Session, link: TenantLink,
-                   message: Frozen) -> list[tuple[str, Frozen]]:  # fmt: skip
-    """Hand a message to the session as the tenant's agent; forward what it sends on (and
-    return it)."""
+async def _deliver(session: Session, link: TenantLink, message: RoundMessage) -> Forward:
+    """Hand a message to the session as the tenant's agent (the session forwards what it
+    sends on); what was forwarded."""
     try:
-        forward = session.take(link.tenant, message)
+        return session.deliver(link.tenant, message)
     except RoundError as exc:
         raise ToolError(exc.code.value, str(exc)) from None
-    for tenant, out in forward:
-        target = session.agents.get(tenant)
-        if target is not None:
-            asyncio.get_running_loop().create_task(target.send(out))
-    return forward
 
 
 async def _propose(session: Session, link: TenantLink, *, final: bool, reason: str = "") -> None:
@@ -210,7 +206,8 @@ TOOLS: dict[str, tuple[Tool, str, dict[str, Any]]] = {
     "place": (place, "Start a queued job now on a pool, with its own plan as scored.",
               _schema({"job_id": {"type": "string"}, "pool": {"type": "string"}},
                       ["job_id", "pool"])),
-    "bid": (bid, "A sealed bid in dollars per GPU for a pool (auction mechanism only).",
+    "bid": (bid, "A sealed bid in dollars per GPU for a pool (counts where the traits say "
+             "the mechanism takes bids).",
             _schema({"pool": {"type": "string"}, "usd_per_gpu": {"type": "number", "minimum": 0}},
                     ["pool", "usd_per_gpu"])),
     "make_offer": (make_offer, "Offer another tenant a trade: what you give and what you take "

@@ -12,23 +12,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import deque
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import structlog
 
 from twin.gateway import analysis, recovery
 from twin.gateway.config import GatewayConfig, SessionRequest
+from twin.gateway.heard import Heard
 from twin.gateway.links import Link
-from twin.gateway.round_intake import Intake, offer_view
-from twin.gateway.rounds import Round, SessionStatus
+from twin.gateway.round_intake import Forward, Intake, RoundMessage
+from twin.gateway.rounds import OpenRound, SessionStatus
 from twin.gateway.session_log import SessionLog
 from twin.gateway.tokens import new_token
 from twin.schema.actions import ProvisionAction, TenantObservation
 from twin.schema.base import Frozen
 from twin.schema.scenario import ClusterScenario
-from twin.schema.vocabulary import EndReason
+from twin.schema.vocabulary import MECHANISM_TRAITS, EndReason
 from twin.schema.wire import (
     DecisionRequested,
     OfferReceived,
@@ -36,7 +36,6 @@ from twin.schema.wire import (
     SessionEnded,
 )
 from twin.sim.driver import PAUSED, Driver
-from twin.sim.model import Offer
 from twin.sim.reproduce import RecordedRound, play_round
 from twin.sim.told import round_committed
 
@@ -82,14 +81,11 @@ class Session:
         self.defaults = self.driver.default_policies()
         self.agents: dict[str, Link] = {}
         self.mcp_links: dict[str, TenantLink] = {}  # tenants played over MCP, by tenant
-        # Commits an agent that has connected missed while away, resent in order on its return.
-        # Maintain: while a tenant's backlog is not empty, its new commits join the backlog.
-        self.missed: dict[str, deque[RoundCommitted]] = {}
-        # The last commits each connected tenant was sent, for an agent that says what it heard.
-        self.told: dict[str, deque[RoundCommitted]] = {}
+        self.heard = Heard(config.max_missed_commits)  # the commits each agent has heard
         self.expected = set(request.agents)
-        self.intake = Intake(self.tenants, {p.name for p in scenario.pools}, self._awaited)
-        self.round: Round | None = None
+        self.intake = Intake(self._awaited)
+        self.round: OpenRound | None = None
+        self._sends: set[asyncio.Task[bool]] = set()  # forwards under way, owned till done
         self.ended: str | None = None
         self.rounds = 0
         self.round_wall_ms: list[float] = []
@@ -146,7 +142,7 @@ class Session:
                     delay = wall_start + batch.t_s / self.request.speed - self.loop.time()
                     if delay > 0:
                         await asyncio.sleep(delay)
-                await self._play(batch.t_s, list(batch.reasons))
+                await self._play()
             self.ended = self.driver.ended or "drained"
         except asyncio.CancelledError:
             self.ended = self.ended or "closed"
@@ -180,6 +176,8 @@ class Session:
             self.task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self.task
+        for send in list(self._sends):
+            send.cancel()
         for link in list(self.agents.values()):
             await link.close(code=1001, message=b"session closed")
 
@@ -199,8 +197,7 @@ class Session:
         """Connect (or reconnect) a tenant's agent; the link it replaces, if any."""
         old = self.agents.get(link.tenant)
         self.agents[link.tenant] = link
-        self.missed.setdefault(link.tenant, deque(maxlen=self.config.max_missed_commits))
-        self.told.setdefault(link.tenant, deque(maxlen=self.config.max_missed_commits))
+        self.heard.join(link.tenant)
         self.last_active = self.loop.time()
         self.connected.set()
         return old
@@ -214,61 +211,57 @@ class Session:
     def epilogue(self, tenant: str, heard_round: int) -> list[Frozen]:
         """What an agent cut off before the end still has to hear: the commits after
         `heard_round` and the session's end, with its settlement."""
-        later: list[Frozen] = [m for m in self.told.get(tenant, ()) if m.round > heard_round]
-        return [*later, self._ended_message(tenant)]
+        return [*self.heard.after(tenant, heard_round), self._ended_message(tenant)]
 
     def open_round_for(self, tenant: str) -> int | None:
         r = self.round
-        return r.number if r is not None and tenant in r.asked and tenant not in r.done else None
+        return r.number if r is not None and tenant in r.book.open_turns else None
 
     async def resend(self, link: Link, heard_round: int | None = None) -> None:
         """A reconnecting agent gets the commits it missed (those after `heard_round` where it
         says what it heard, else those the session failed to send), in order, then the open
         round's request again, or, if it had ended its turn, the offers still waiting for its
         answer."""
-        backlog = self.missed[link.tenant]
-        if heard_round is not None:
-            backlog.clear()
-            backlog.extend(m for m in self.told[link.tenant] if m.round > heard_round)
+        backlog = self.heard.owed(link.tenant, heard_round)
         while backlog:
             if not await link.send(backlog[0]):
                 return
             backlog.popleft()
         r = self.round
-        if r is None or link.tenant not in r.asked:
+        if r is None or link.tenant not in r.book.asked:
             return
-        if link.tenant not in r.done:
+        if link.tenant in r.book.open_turns:
             await link.send(self._request(r, link.tenant))  # with the offers made to it
             return
-        for offer_id in sorted(r.open_offers, key=lambda oid: (r.offers[oid][0], r.offers[oid][1])):
-            frm, _, offer = r.offers[offer_id]
-            if offer.to_tenant == link.tenant:
-                await link.send(OfferReceived(round=r.number, offer=offer_view(offer, frm)))
+        for offer in r.book.offers_to(link.tenant, unanswered=True):
+            await link.send(OfferReceived(round=r.number, offer=offer))
 
     # -- rounds -----------------------------------------------------------------------------
 
-    def _request(self, r: Round, tenant: str) -> DecisionRequested:
+    def _request(self, r: OpenRound, tenant: str) -> DecisionRequested:
         view = self.driver.observe(tenant)
         left_ms = max(int((r.deadline - self.loop.time()) * 1000), 0)
-        offers = [offer_view(o, frm) for frm, _, o in r.offers.values() if o.to_tenant == tenant]
+        offers = r.book.offers_to(tenant)
         return DecisionRequested(
             round=r.number,
-            t_s=r.t_s,
+            t_s=r.book.t_s,
             deadline_ms=left_ms,
             mechanism=self.request.mechanism,
+            traits=MECHANISM_TRAITS[self.request.mechanism],
             view=view,
             offers=offers,
         )
 
-    async def _play(self, t_s: float, asked: list[str]) -> None:
+    async def _play(self) -> None:
         timeout_s = (self.request.round_timeout_ms or self.config.round_timeout_ms) / 1000
         opened = self.loop.time()
-        r = Round(self.driver.round + 1, t_s, asked, opened + timeout_s)
+        r = OpenRound(self.driver.book(self.request.mechanism), opened + timeout_s)
         self.round = r
+        asked = r.book.asked
         connected = [t for t in asked if t in self.agents]
         await asyncio.gather(*(self.agents[t].send(self._request(r, t)) for t in connected))
         if any(self._awaited(t) for t in asked):
-            while not self.intake.settled(r):
+            while not r.book.settled(self._awaited):
                 left = r.deadline - self.loop.time()
                 if left <= 0:
                     break
@@ -284,59 +277,51 @@ class Session:
         sent = await asyncio.gather(*(link.send(m) for link, m in outcomes))
         for (link, message), ok in zip(outcomes, sent, strict=True):
             if not ok:
-                self.missed[link.tenant].append(message)
+                self.heard.missed(link.tenant, message)
         self.round_wall_ms.append((self.loop.time() - opened) * 1000)
 
-    def _commit(self, r: Round, opened: float) -> list[tuple[Link, RoundCommitted]]:
+    def _commit(self, r: OpenRound, opened: float) -> list[tuple[Link, RoundCommitted]]:
         self.round = None
-        actions = {
-            tenant: ProvisionAction(provision=p.provision, bids_usd_per_gpu=p.bids_usd_per_gpu,
-                                    placements=p.placements, reason=p.reason)
-            for tenant, (_, p) in r.proposals.items()
-            if tenant in r.asked
-        }  # fmt: skip
-        order = {t: i for i, t in enumerate(self.tenants)}
-        made = sorted(r.offers.values(), key=lambda x: (order[x[0]], x[1]))
-        offers = [Offer(o.offer_id, frm, o.to_tenant, o.give, o.take, o.reason)
-                  for frm, _, o in made]  # fmt: skip
-        answers = {oid: yes for oid, (_, _, yes, _) in r.answers.items()}
-        why = {oid: reason for oid, (_, _, _, reason) in r.answers.items() if reason}
-        outcomes = self.driver.commit_round(
-            actions, self.defaults, offers=offers, answers=answers, answer_reasons=why,
-            mechanism=self.request.mechanism,
-        )  # fmt: skip
-        defaulted = [t for t in r.asked if t not in actions]
+        book = r.book
+        outcomes = self.driver.commit(book, self.defaults)
+        defaulted = book.defaulted()
         self.rounds += 1
         log.info(
             "round_committed",
             session_id=self.id,
             round=r.number,
-            sim_time_s=r.t_s,
-            asked=len(r.asked),
+            sim_time_s=book.t_s,
+            asked=len(book.asked),
             defaulted=defaulted,
-            offers=len(offers),
+            offers=len(book.offers),
             wall_ms=round((self.loop.time() - opened) * 1000, 3),
         )
         replies = []
-        for tenant, backlog in self.missed.items():
+        for tenant in self.heard.tenants():
             o = outcomes.get(tenant)
             if o is None:
                 continue
-            message = round_committed(r.number, r.t_s, tenant in defaulted, o)
-            self.told[tenant].append(message)
+            message = round_committed(r.number, book.t_s, tenant in defaulted, o)
             link = self.agents.get(tenant)
-            if link is None or backlog:
-                backlog.append(message)  # away, or still catching up: it follows in order
-            else:
+            if self.heard.tell(tenant, message, reachable=link is not None) and link is not None:
                 replies.append((link, message))
         return replies
 
     # -- messages within a round ------------------------------------------------------------
 
-    def take(self, tenant: str, message: Any) -> list[tuple[str, Frozen]]:
-        """Take a round message from `tenant`; what to forward to whom. Raises RoundError."""
+    def deliver(self, tenant: str, message: RoundMessage) -> Forward:
+        """Take a round message from `tenant` and send what it forwards to the other agents
+        connected (each send a task the session owns till it is done); what was forwarded.
+        Raises RoundError."""
         self.last_active = self.loop.time()
-        return self.intake.take(self.round, tenant, message)
+        forward = self.intake.take(self.round, tenant, message)
+        for to, out in forward:
+            target = self.agents.get(to)
+            if target is not None:
+                send = self.loop.create_task(target.send(out))
+                self._sends.add(send)
+                send.add_done_callback(self._sends.discard)
+        return forward
 
     def _awaited(self, tenant: str) -> bool:
         """Lock-step waits for connected agents, and for expected ones even while away."""

@@ -70,7 +70,7 @@ def assess(
     cap_w: Any,
     tokens: Any,
 ) -> tuple[Any, ...]:
-    """Per-plan verdict columns, in `twin.kernel.evaluate.VERDICT_FIELDS` order."""
+    """Per-plan verdict columns, in `twin.kernel.verdicts.COLUMNS` order."""
     train = mode == 0
     # Table keys: the precision plan's parts, per model, per regime (training: optimizer and
     # ZeRO stage; serving), per mode, and per accelerator.

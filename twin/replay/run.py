@@ -10,7 +10,6 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from twin.errors import ConfigError, TraceError
 from twin.replay import load, validate
@@ -19,6 +18,7 @@ from twin.replay.reader import ReadLog
 from twin.replay.tenant_delays import LIMIT_GROUPS, MAX_GROUPS, ReplayMetrics
 from twin.replay.trace import Reading, Trace
 from twin.replay.window import BEFORE, WHOLE, Window
+from twin.schema.base import Frozen
 from twin.schema.scenario import ClusterScenario, PoolConfig
 from twin.schema.scheduling import ReplayParams
 from twin.schema.summary import DelayComparison, ReplayReport, Summary
@@ -169,7 +169,7 @@ class Replay:
         log: ReadLog,
         counts: Counter[str],
         metrics: ReplayMetrics,
-        driver: Driver[Any, Any],
+        driver: Driver[Frozen, Frozen],
         *,
         statuses: Counter[str],
     ) -> ReplayReport:

@@ -77,7 +77,7 @@ def structured(scenario: ClusterScenario, vector: np.ndarray) -> dict[str, Any]:
     return out
 
 
-def flat(driver: Driver[Any, Any], tenant: str) -> np.ndarray:
+def flat(driver: Driver[TenantObservation, ProvisionAction], tenant: str) -> np.ndarray:
     return np.clip(np.array(driver.observe_flat(tenant), dtype=np.float64), -BOUND, BOUND)
 
 
@@ -143,7 +143,7 @@ class ClusterEnv(gym.Env[Any, Any]):
         return (self._obs(), reward, ended is not None and ended != "horizon",
                 ended == "horizon", {"trades": trades})  # fmt: skip
 
-    def _obs(self) -> Any:
+    def _obs(self) -> np.ndarray | dict[str, np.ndarray]:
         table = self.table
         state = flat(table.driver, self.tenant)
         waiting = state[HEAD_NAMES.index("queue_length")] > 0 and table.driver.ended is None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ConfigDict, Field, StrictInt, ValidationError
 
@@ -30,17 +30,23 @@ from twin.sim.driver import PAUSED, Driver
 from twin.sim.tenant_policies import TenantPolicy
 
 Loader = Callable[[Any, Sequence[str]], Scenario]
+"""Loads what a reset names: a scenario's name, or (where the loader allows) an inline mapping."""
+Ob = TypeVar("Ob", bound=Frozen)
+A = TypeVar("A", bound=Frozen)
 
 
-def play_round(driver: Driver[Any, Any], actions: Mapping[str, Any],
-               defaults: Mapping[str, TenantPolicy[Any, Any]], tenant: str) -> float:  # fmt: skip
+def play_round(driver: Driver[Ob, A], actions: Mapping[str, A],
+               defaults: Mapping[str, TenantPolicy[Ob, A]], tenant: str) -> float:  # fmt: skip
     """Commit one round (`actions`, the other asked tenants by `defaults`); `tenant`'s reward."""
-    outcome = driver.commit_round(actions, defaults).get(tenant)
+    book = driver.book()
+    for who, action in actions.items():
+        book.propose(who, action)
+    outcome = driver.commit(book, defaults).get(tenant)
     return outcome.reward if outcome is not None else 0.0
 
 
-def to_turn(driver: Driver[Any, Any], tenant: str,
-            defaults: Mapping[str, TenantPolicy[Any, Any]],
+def to_turn(driver: Driver[Ob, A], tenant: str,
+            defaults: Mapping[str, TenantPolicy[Ob, A]],
             max_cpu_s: float | None = None) -> float:  # fmt: skip
     """Run the other tenants' rounds by their policies until `tenant` must decide (or the
     episode ends, when its reward is settled); `tenant`'s reward meanwhile. Past `max_cpu_s` of
@@ -117,12 +123,12 @@ class EgoEnv:
         self.default_scenario = default_scenario
         self.loader = loader
         self.max_cpu_s = max_cpu_s
-        self.driver: Driver[Any, Any] | None = None
+        self.driver: Driver[Frozen, Frozen] | None = None  # of whatever kind a reset names
         self.tenant = ""
         self.episode_id = ""
         self.steps = 0
         self.total_reward = 0.0
-        self._defaults: Mapping[str, TenantPolicy[Any, Any]] = {}
+        self._defaults: Mapping[str, TenantPolicy[Frozen, Frozen]] = {}
 
     def reset(self, options: EgoOptions) -> EgoResult:
         """A new episode; the ego tenant's first observation."""
@@ -132,7 +138,7 @@ class EgoEnv:
         else:
             scenario = scenarios.load(self.default_scenario, options.overrides)
         self.episode_id = options.episode_id or secrets.token_hex(6)
-        driver: Driver[Any, Any] = Driver(scenario, seed=seed, session=self.episode_id)
+        driver: Driver[Frozen, Frozen] = Driver(scenario, seed=seed, session=self.episode_id)
         self.tenant = options.tenant or driver.tenants[0]
         if self.tenant not in driver.tenants:
             raise ConfigError(f"unknown tenant {self.tenant!r}; tenants: {driver.tenants}")
@@ -174,7 +180,7 @@ class EgoEnv:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _need_driver(self) -> Driver[Any, Any]:
+    def _need_driver(self) -> Driver[Frozen, Frozen]:
         if self.driver is None:
             raise EnvNotReadyError("no episode yet: reset first")
         return self.driver
@@ -182,7 +188,7 @@ class EgoEnv:
     def _advance_to_ego(self) -> float:
         return to_turn(self._need_driver(), self.tenant, self._defaults, self.max_cpu_s)
 
-    def _commit(self, actions: dict[str, Any]) -> float:
+    def _commit(self, actions: dict[str, Frozen]) -> float:
         return play_round(self._need_driver(), actions, self._defaults, self.tenant)
 
     def _result(self, reward: float | None) -> EgoResult:

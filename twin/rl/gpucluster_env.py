@@ -15,12 +15,11 @@ from gymnasium import spaces
 
 from twin.schema.actions import GpuClusterAction, GpuClusterObservation
 from twin.sim import scenarios
-from twin.sim.driver import AGENT, Driver
+from twin.sim.driver import Driver
 
 TASKS = ("easy", "medium", "hard")
 BOUND = 1e12  # finite stand-in for "unbounded" counts and dollars
 TENANT = "default"
-AGENT_LABELS = {TENANT: AGENT}
 
 
 class GpuClusterEnv(gym.Env[np.ndarray, np.int64]):
@@ -62,7 +61,9 @@ class GpuClusterEnv(gym.Env[np.ndarray, np.int64]):
         driver = self.driver
         n = int(action)
         played = self._moves.get(n) or GpuClusterAction(gpus_to_provision=n)
-        reward = driver.act({TENANT: played}, AGENT_LABELS)[TENANT].reward
+        book = driver.book(asked=(TENANT,))
+        book.propose(TENANT, played)
+        reward = driver.commit(book)[TENANT].reward
         driver.advance()
         self._last_reward = reward
         self._total_reward += reward

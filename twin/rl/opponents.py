@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Coroutine, Sequence
 from typing import Any, Protocol, TypeVar
 
-from agents.policies import BUILT_IN, builtin
 from agents.policy import Policy
+from agents.registry import builtin, builtin_names
 from twin.errors import ConfigError
-from twin.schema.actions import REASON_CHARS, ProvisionAction, TenantObservation
-from twin.schema.vocabulary import Mechanism
+from twin.schema.actions import REASON_CHARS, Offer, ProvisionAction, TenantObservation
+from twin.schema.vocabulary import MECHANISM_TRAITS, Mechanism
 from twin.schema.wire import DecisionRequested, OfferView
-from twin.sim.model import Offer, TenantOutcome
+from twin.sim.model import TenantOutcome
 from twin.sim.tenant_policies import ClusterPolicy
 from twin.sim.told import round_committed
 
@@ -75,6 +75,7 @@ class BuiltInAgent:
     def decide(self, view: TenantObservation, round_number: int,
                mechanism: Mechanism) -> tuple[ProvisionAction, list[Offer]]:  # fmt: skip
         request = DecisionRequested(round=round_number, t_s=view.t_s, deadline_ms=0,
+                                    traits=MECHANISM_TRAITS[mechanism],
                                     mechanism=mechanism, view=view, offers=[])  # fmt: skip
         self._request = request
         turn = at_once(self.policy.decide(request), self.name)
@@ -82,8 +83,9 @@ class BuiltInAgent:
                                  placements=turn.placements,
                                  reason=turn.reason[:REASON_CHARS])  # fmt: skip
         offers = [
-            Offer(f"{self.tenant}-{round_number}-{i}", self.tenant, o.to_tenant, o.give, o.take,
-                  o.reason[:REASON_CHARS])
+            Offer(offer_id=f"{self.tenant}-{round_number}-{i}", from_tenant=self.tenant,
+                  to_tenant=o.to_tenant, give=o.give, take=o.take,
+                  reason=o.reason[:REASON_CHARS])
             for i, o in enumerate(turn.offers)
         ]  # fmt: skip
         return action, offers
@@ -107,23 +109,29 @@ def at_once(step: Coroutine[Any, Any, T], who: str) -> T:
     step.close()
     raise ConfigError(
         f"opponent policy {who!r} waits on I/O; in-process opponents must answer at once "
-        f"(the built-in ones do: {', '.join(BUILT_IN)})"
+        f"(the built-in ones do: {', '.join(builtin_names())})"
     )
 
 
-OPPONENTS = ("scenario", *BUILT_IN)
-"""What plays the other tenants: `scenario` (each its scenario policy) or a built-in agent."""
+SCENARIO = "scenario"
+
+
+def opponent_kinds() -> tuple[str, ...]:
+    """What can play the other tenants: `scenario` (each its scenario policy) or a built-in
+    agent (any registered now)."""
+    return (SCENARIO, *builtin_names())
 
 
 def opponents(kind: str, tenants: Sequence[str], ego: str,
               policies: dict[str, ClusterPolicy], seed: int) -> dict[str, Opponent]:  # fmt: skip
-    """Every tenant but `ego`, played by `kind` (one of `OPPONENTS`); ConfigError if unknown."""
-    if kind not in OPPONENTS:
-        raise ConfigError(f"unknown opponents {kind!r}; allowed: {', '.join(OPPONENTS)}")
+    """Every tenant but `ego`, played by `kind` (one of `opponent_kinds()`); ConfigError if
+    unknown."""
+    if kind not in opponent_kinds():
+        raise ConfigError(f"unknown opponents {kind!r}; allowed: {', '.join(opponent_kinds())}")
     names = list(tenants)
     out: dict[str, Opponent] = {}
     for i, tenant in enumerate(t for t in names if t != ego):
-        if kind == "scenario":
+        if kind == SCENARIO:
             out[tenant] = ScenarioPolicy(policies[tenant])
         else:
             out[tenant] = BuiltInAgent(builtin(kind, names, tenant, seed + i), tenant)

@@ -22,11 +22,10 @@ from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
 from twin.rl.cluster_env import flat, load_scenario, state_space, whole_action
-from twin.schema.actions import ProvisionAction, TenantObservation
+from twin.schema.actions import Offer, ProvisionAction, TenantObservation
 from twin.schema.scenario import ClusterScenario
 from twin.schema.vocabulary import DEFAULT_MECHANISM, Mechanism
-from twin.sim.driver import AGENT, Driver
-from twin.sim.model import Offer
+from twin.sim.driver import Driver
 
 
 class ClusterParallelEnv(ParallelEnv[str, dict[str, np.ndarray], dict[str, Any]]):  # type: ignore[misc]
@@ -67,25 +66,23 @@ class ClusterParallelEnv(ParallelEnv[str, dict[str, np.ndarray], dict[str, Any]]
     def step(self, actions: dict[str, Any]) -> tuple[Any, Any, Any, Any, Any]:
         driver = self._driver
         assert driver is not None, "call reset() first"
-        number = driver.round + 1
-        played: dict[str, ProvisionAction] = {}
-        answers: dict[str, bool] = {}
-        why: dict[str, str] = {}
+        book = driver.book(self.mechanism, asked=self.agents)
+        for offer in self._open:  # made last step, answered in this one
+            book.offer(offer.from_tenant, offer.to_tenant, offer.give, offer.take,
+                       reason=offer.reason, offer_id=offer.offer_id)  # fmt: skip
         made: list[Offer] = []
         for a in self.agents:
             if a not in actions:
                 continue
             parts = self.whole.unflatten(self.whole.flatten(actions[a]))
             view = driver.observe(a) if np.any(parts["place"]) else None
-            decided = self.whole.decide(a, parts, view, self._to(a), f"{a}-{number}")
-            played[a] = decided.action
+            decided = self.whole.decide(a, parts, view, self._to(a), f"{a}-{book.number}")
+            book.propose(a, decided.action)
             for offer_id, (yes, reason) in decided.answers.items():
-                answers[offer_id], why[offer_id] = yes, reason
+                book.answer(a, offer_id, yes, reason=reason)
             if decided.offer is not None:
                 made.append(decided.offer)
-        outcomes = driver.act(played, dict.fromkeys(played, AGENT), offers=self._open,
-                              answers=answers, answer_reasons=why,
-                              mechanism=self.mechanism)  # fmt: skip
+        outcomes = driver.commit(book)
         self._open = made
         rewards = {a: outcomes[a].reward if a in outcomes else 0.0 for a in self.agents}
         if driver.advance() is None:

@@ -17,12 +17,18 @@ import orjson
 
 from twin.errors import ActionError, SessionEndedError
 from twin.rl.opponents import opponents as _opponents
-from twin.rl.table import Table, offer_view
-from twin.schema.actions import REASON_CHARS, Bundle, Placement, ProvisionAction, TenantObservation
-from twin.schema.vocabulary import DEFAULT_MECHANISM, MECHANISMS
+from twin.rl.table import Table
+from twin.schema.actions import (
+    REASON_CHARS,
+    Bundle,
+    Offer,
+    Placement,
+    ProvisionAction,
+    TenantObservation,
+)
+from twin.schema.vocabulary import DEFAULT_MECHANISM, mechanism_names
 from twin.sim import scenarios
 from twin.sim.driver import Driver
-from twin.sim.model import Offer
 
 MAX_GPUS_PER_CALL = 16
 MAX_BID_USD = 1000.0
@@ -49,8 +55,9 @@ class ClusterTenantEnv:
               opponents: str = "negotiator", mechanism: str = DEFAULT_MECHANISM,
               **columns: Any) -> str:  # fmt: skip
         """Start an episode; the tenant's first view, as JSON text for the prompt."""
-        if mechanism not in MECHANISMS:
-            raise ActionError(f"unknown mechanism {mechanism!r}; allowed: {', '.join(MECHANISMS)}")
+        if mechanism not in mechanism_names():
+            allowed = ", ".join(mechanism_names())
+            raise ActionError(f"unknown mechanism {mechanism!r}; allowed: {allowed}")
         loaded = scenarios.load_cluster(scenario)
         driver: Driver[TenantObservation, ProvisionAction] = Driver(loaded, seed=int(seed))
         self._pools = [p.name for p in loaded.pools]
@@ -78,10 +85,10 @@ class ClusterTenantEnv:
         if driver.ended is not None:
             return orjson.dumps({"ended": driver.ended, "reward": self.reward}).decode()
         seen: dict[str, Any] = driver.observe(self.tenant).model_dump(exclude_defaults=True)
-        seen["offers"] = [offer_view(o).model_dump(exclude_defaults=True)
+        seen["offers"] = [o.model_dump(exclude_defaults=True)
                           for o in table.offers_to_ego]  # fmt: skip
         if self._offers:
-            seen["my_offers"] = [offer_view(o).model_dump(exclude_defaults=True)
+            seen["my_offers"] = [o.model_dump(exclude_defaults=True)
                                  for o in self._offers]  # fmt: skip
         if self._answers:
             seen["my_answers"] = {oid: yes for oid, (yes, _) in self._answers.items()}
@@ -183,9 +190,16 @@ class ClusterTenantEnv:
         give = Bundle(gpus={pool: gpus} if gpus > 0 else {}, usd=max(usd, 0.0))
         take = Bundle(gpus={pool: -gpus} if gpus < 0 else {}, usd=max(-usd, 0.0))
         offer_id = f"{self.tenant}-{table.driver.round + 1}-{len(self._offers)}"
-        offer = Offer(offer_id, self.tenant, to_tenant, give, take, reason[:REASON_CHARS])
+        offer = Offer(
+            offer_id=offer_id,
+            from_tenant=self.tenant,
+            to_tenant=to_tenant,
+            give=give,
+            take=take,
+            reason=reason[:REASON_CHARS],
+        )
         self._offers.append(offer)
-        return offer_view(offer).model_dump_json(exclude_defaults=True)
+        return offer.model_dump_json(exclude_defaults=True)
 
     def answer_offer(self, offer_id: str, accept: bool, reason: str = "") -> str:
         """

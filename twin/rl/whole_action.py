@@ -33,8 +33,7 @@ import numpy as np
 from gymnasium import spaces
 
 from twin.errors import ActionError
-from twin.schema.actions import Bundle, Placement, ProvisionAction, TenantObservation
-from twin.sim.model import Offer
+from twin.schema.actions import Bundle, Offer, Placement, ProvisionAction, TenantObservation
 
 BOUND = 1e12  # finite stand-in for "unbounded" numbers
 HEAD_SLOTS = 4
@@ -222,4 +221,10 @@ class WholeAction:
                       usd=max(-usd, 0.0))  # fmt: skip
         if not (give.gpus or give.usd or take.gpus or take.usd):
             return None
-        return Offer(offer_id, tenant, self.tenants[target - 1], give, take)
+        return Offer(
+            offer_id=offer_id,
+            from_tenant=tenant,
+            to_tenant=self.tenants[target - 1],
+            give=give,
+            take=take,
+        )

@@ -51,10 +51,22 @@ class Bundle(Frozen):
     )
 
 
+class Offer(Frozen):
+    """A trade one tenant proposes to another in a round: what each side hands over. The round
+    records it and the tenant it is made to sees it as it is (the wire's `OfferView`)."""
+
+    offer_id: str
+    from_tenant: str
+    to_tenant: str
+    give: Bundle
+    take: Bundle
+    reason: str = ""
+
+
 class ProvisionAction(Frozen):
     """A tenant's decision. Provision: +n requests n GPUs of a pool, -n cancels pending requests
     first, then releases idle GPUs (busy GPUs are never released). When GPUs are scarce, sealed
-    `bids_usd_per_gpu` count under the auction mechanism. Placements start queued kernel jobs
+    `bids_usd_per_gpu` count where the mechanism takes bids. Placements start queued kernel jobs
     with a chosen plan."""
 
     provision: dict[str, int] = Field(default_factory=dict)

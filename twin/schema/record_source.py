@@ -70,6 +70,11 @@ def _literal(value: object) -> str:
     return json.dumps(value) if isinstance(value, str) else repr(value)
 
 
+def _vocabulary_type(value: object) -> bool:
+    """A name the vocabulary gives a type: a closed `Literal`, or an alias (`Mechanism`)."""
+    return get_origin(value) is Literal or isinstance(value, type)
+
+
 def render() -> str:
     """The text of `records.py`."""
     records = [_record(m) for m in EVENT_MODELS]
@@ -77,7 +82,7 @@ def render() -> str:
     names = "\n".join(f'    "{kind}": {_class_name(kind)},' for kind, _ in records)
     union = "\n".join(f"    | {_class_name(kind)}" for kind, _ in records)
     used = sorted({word for word in re.findall(r"\b[A-Z]\w+\b", body)
-                   if get_origin(getattr(vocabulary, word, None)) is Literal})  # fmt: skip
+                   if _vocabulary_type(getattr(vocabulary, word, None))})  # fmt: skip
     return (
         f"{HEADER.format(vocabulary=', '.join(used))}\n\n{body}\n\n\n"
         f"AnyRecord = (\n{union.replace('    | ', '    ', 1)}\n)\n\n"

@@ -7,6 +7,7 @@ Schemas list them); the tuple beside it is the same list for code that iterates.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal, get_args
 
 QueuePolicy = Literal["fifo", "priority", "sjf", "manual"]
@@ -16,10 +17,35 @@ only when a placement names them (manual)."""
 PLACED_ONLY: frozenset[QueuePolicy] = frozenset({"manual"})
 """The queue policies under which a job starts only when an agent's placement names it."""
 
-Mechanism = Literal["proportional", "priority", "auction"]
-MECHANISMS: tuple[Mechanism, ...] = get_args(Mechanism)
-"""How a round shares a pool that cannot serve every request."""
+
+@dataclass(frozen=True, slots=True)
+class MechanismTraits:
+    """What an agent must know of a mechanism to act under it (the wire carries it, so agents
+    act on the trait, never on the mechanism's name)."""
+
+    priced: bool = False
+    """A scarce pool's winners pay one clearing price per GPU."""
+    takes_bids: bool = False
+    """Sealed bids per pool (`bids_usd_per_gpu`) decide who is served."""
+    clears_held: bool = False
+    """GPUs tenants already hold change hands at one clearing price each round."""
+
+
+Mechanism = str
+"""How a round shares a pool that cannot serve every request: a name in `MECHANISM_TRAITS`
+(the wire and configs validate it there; `twin.sim.market.mechanisms.register` adds one)."""
+MECHANISM_TRAITS: dict[Mechanism, MechanismTraits] = {
+    "proportional": MechanismTraits(),
+    "priority": MechanismTraits(),
+    "auction": MechanismTraits(priced=True, takes_bids=True),
+}
 DEFAULT_MECHANISM: Mechanism = "proportional"
+
+
+def mechanism_names() -> tuple[Mechanism, ...]:
+    """The mechanisms registered now, built-in ones first."""
+    return tuple(MECHANISM_TRAITS)
+
 
 Clock = Literal["lockstep", "realtime"]
 CLOCKS: tuple[Clock, ...] = get_args(Clock)

@@ -19,10 +19,10 @@ from pydantic import (
     TypeAdapter,
 )
 
-from twin.schema.actions import REASON_CHARS, Bundle, Placement, TenantObservation
+from twin.schema.actions import REASON_CHARS, Bundle, Offer, Placement, TenantObservation
 from twin.schema.base import Frozen
 from twin.schema.codes import ErrorCode
-from twin.schema.vocabulary import DEFAULT_MECHANISM, Mechanism
+from twin.schema.vocabulary import DEFAULT_MECHANISM, Mechanism, MechanismTraits
 
 SCHEMA_VERSION = "1.0"
 
@@ -51,7 +51,8 @@ class Propose(Frozen):
     seq: NonNegativeInt
     provision: dict[str, int] = Field(default_factory=dict)
     bids_usd_per_gpu: dict[str, NonNegativeFloat] = Field(
-        default_factory=dict, description="Sealed bids per pool (auction mechanism only)."
+        default_factory=dict,
+        description="Sealed bids per pool (where the mechanism's traits say it takes bids).",
     )
     placements: list[Placement] = Field(default_factory=list, max_length=256)
     final: bool = Field(False, description="Also end the turn (as EndTurn would).")
@@ -111,13 +112,8 @@ AGENT_TYPES: tuple[str, ...] = tuple(
 # -- gateway -> agent -------------------------------------------------------------------------
 
 
-class OfferView(Frozen):
-    offer_id: str
-    from_tenant: str
-    to_tenant: str
-    give: Bundle
-    take: Bundle
-    reason: str = ""
+OfferView = Offer
+"""An offer as the tenant it is made to sees it: the offer itself, as the round recorded it."""
 
 
 class Welcomed(Frozen):
@@ -128,6 +124,9 @@ class Welcomed(Frozen):
     tenants: list[str]
     pools: list[str]
     mechanism: Mechanism
+    traits: MechanismTraits = Field(
+        default_factory=MechanismTraits, description="What acting under the mechanism takes."
+    )
     round: int | None = Field(description="The open round, if one is waiting for this tenant.")
     frames_per_s: PositiveFloat | None = Field(
         None,
@@ -143,8 +142,12 @@ class DecisionRequested(Frozen):
     t_s: float
     deadline_ms: int = Field(description="Wall-clock milliseconds left to answer.")
     mechanism: Mechanism = Field(
-        DEFAULT_MECHANISM,
-        description="How scarce GPUs are shared this round (bids count in 'auction').",
+        DEFAULT_MECHANISM, description="How scarce GPUs are shared this round."
+    )
+    traits: MechanismTraits = Field(
+        default_factory=MechanismTraits,
+        description="What acting under the mechanism takes: bids count where `takes_bids`, "
+        "winners pay a clearing price where `priced`, held GPUs are traded where `clears_held`.",
     )
     view: TenantObservation
     offers: list[OfferView] = Field(description="Offers made to this tenant so far this round.")

@@ -28,16 +28,18 @@ from twin.sim.decisions import Decisions, decision_ticks
 from twin.sim.encode import plan_options
 from twin.sim.failures import node_failures
 from twin.sim.jobrecord import JobRecord
-from twin.sim.ledger import Accrual, Ledger
+from twin.sim.ledger import Ledger
 from twin.sim.market.mediator import Mediator
-from twin.sim.model import RoundInputs, TenantOutcome, World
+from twin.sim.model import TenantOutcome, World
 from twin.sim.node_placement import NodePlacement
 from twin.sim.observe import observe, observe_flat
 from twin.sim.placement import CounterPlacement, Placement
 from twin.sim.pools import Holding
 from twin.sim.provisioning import Provisioning
+from twin.sim.round import RoundInputs
 from twin.sim.scheduler import Scheduler
 from twin.sim.scoring import PlanScorer
+from twin.sim.settlement import Settlements
 from twin.sim.state import ClusterState
 
 
@@ -64,8 +66,7 @@ class ClusterModel:
         self.decisions = decisions = Decisions(cfg.decisions)
         self.pending = decisions.pending
         self.open_sources = 0
-        self._settled = [Accrual() for _ in cfg.tenants]  # each tenant's books at its last round
-        self._unclaimed: dict[int, float] = {}  # the final settlement, until a caller takes it
+        self.settlements = Settlements(state.ledgers)
         self.billing = Billing(state, decisions, self._exhausted)
         self.scorer = PlanScorer(state, cfg, kernel_jobs=bool(self.options))
         self.scheduler = scheduler = Scheduler(
@@ -138,23 +139,15 @@ class ClusterModel:
         return observe_flat(self.state, self.scheduler, tenant)
 
     def commit(self, inputs: RoundInputs[ProvisionAction]) -> Mapping[str, TenantOutcome]:
-        for tenant, action in inputs.actions:
-            for pool in (*action.provision, *action.bids_usd_per_gpu):
-                self._pool_named(tenant, pool)
+        """Commit a round (its book checked the pools it names)."""
         return self.mediator.commit(inputs)
 
     def settle_reward(self, tenant: int) -> float:
         """Value earned and trade money received, minus money spent and SLA penalties, since the
         tenant's last round; after the end, what the final settlement told it (once)."""
         if self.ended:
-            return self._unclaimed.pop(tenant, 0.0)
-        return self._settle(tenant)[0]
-
-    def _settle(self, tenant: int) -> tuple[float, Accrual]:
-        """The reward since the tenant's last settlement, and what made it up."""
-        now, before = self.ledgers[tenant].accrual(self.env.now), self._settled[tenant]
-        self._settled[tenant] = now
-        return now.reward_usd - before.reward_usd, now - before
+            return self.settlements.claim(tenant)
+        return self.settlements.settle(tenant, self.env.now)[0]
 
     def end(self, reason: EndReason) -> None:
         """Close the books (settle every holding, charge SLA for jobs still waiting), tell every
@@ -164,22 +157,7 @@ class ClusterModel:
         queues = self.scheduler.queues
         self.billing.close(lambda t: queues[t].first(len(queues[t])))
         now = self.env.now
-        for t, name in enumerate(self.tenant_names):
-            reward, final = self._settle(t)
-            self._unclaimed[t] = reward
-            self.emit(
-                records.EpisodeSettled(
-                    "episode_settled",
-                    now,
-                    name,
-                    reward,
-                    self._settled[t].reward_usd,
-                    final.value_usd,
-                    final.traded_usd,
-                    final.spent_usd,
-                    final.sla_usd,
-                )
-            )
+        self.settlements.close(self.tenant_names, now, self.emit)
         self.state.ended = reason
         self.pending.clear()
         self.emit(records.EpisodeEnded("episode_ended", now, None, reason))

@@ -6,7 +6,7 @@ so a session is reproduced by its seed and its recorded actions.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -26,16 +26,15 @@ from twin.schema.scenario import Scenario
 from twin.schema.vocabulary import DEFAULT_MECHANISM, EndReason, Mechanism
 from twin.sim.jobrecord import JobRecord
 from twin.sim.kinds import Kind, kind_of
-from twin.sim.model import Model, Offer, RoundInputs, TenantOutcome, World
+from twin.sim.model import Model, TenantOutcome, World
 from twin.sim.rng import Streams
+from twin.sim.round import RoundBook
 from twin.sim.tenant_policies import TenantPolicy
 
 Action = ProvisionAction | GpuClusterAction
 Observation = TenantObservation | GpuClusterObservation
 Obs = TypeVar("Obs", bound=Frozen)
 Act = TypeVar("Act", bound=Frozen)
-AGENT = "agent"  # the policy label of an action an agent sent
-NONE_ACCEPTED: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,12 +74,13 @@ class Driver(Generic[Obs, Act]):
         self.log.append(
             records.EpisodeStarted("episode_started", 0.0, None, scenario.name, seed, config)
         )
-        self.kind: Kind[Obs, Act] = kind_of(scenario)
+        self.kind: Kind[Scenario, Obs, Act] = kind_of(scenario)
         self.model: Model[Obs, Act] = self.kind.model(
             World(self.env, Streams(seed), self.log), scenario, sources
         )
         self.tenants = list(self.model.tenant_names)
         self._tenants = {name: i for i, name in enumerate(self.tenants)}
+        self._pools = self.kind.pool_names(scenario)
         self.batch: DecisionBatch | None = None
         self.round = 0
         self._told = dict.fromkeys(self.tenants, 0.0)  # rewards told in rounds, by tenant
@@ -176,108 +176,58 @@ class Driver(Generic[Obs, Act]):
         final = self._final[tenant]
         return final, self._told[tenant] + final
 
-    def commit_round(
+    def book(self, mechanism: Mechanism = DEFAULT_MECHANISM,
+             asked: Iterable[str] | None = None) -> RoundBook[Act]:  # fmt: skip
+        """A book for the open decision round: the tenants asked are the decision point's (or
+        `asked`, for a caller whose every agent acts each round), under `mechanism`."""
+        if asked is None:
+            asked = self.batch.reasons if self.batch is not None else ()
+        return RoundBook(self.round + 1, self.now_s, self.tenants, asked, pools=self._pools,
+                         mechanism=mechanism)  # fmt: skip
+
+    def commit(
         self,
-        actions: Mapping[str, Act],
-        defaults: Mapping[str, TenantPolicy[Obs, Act]],
+        book: RoundBook[Act],
+        defaults: Mapping[str, TenantPolicy[Obs, Act]] | None = None,
         *,
-        offers: Sequence[Offer] = (),
-        answers: Mapping[str, bool] | None = None,
-        answer_reasons: Mapping[str, str] | None = None,
-        mechanism: Mechanism = DEFAULT_MECHANISM,
         announce_defaults: bool = True,
     ) -> Mapping[str, TenantOutcome]:
-        """Commit the open round: `actions` from agents, and for every other tenant asked, the
-        decision of its policy in `defaults`.
-
-        Act filled-in decision is logged as `default:<policy>` and the tenant listed as defaulted;
-        with `announce_defaults=False` (policies deciding in-process, not standing in for an
-        absent agent) it is logged under the policy's own name.
-        """
-        chosen: dict[str, Act] = dict(actions)
-        labels = dict.fromkeys(actions, AGENT)
-        defaulted = []
-        for tenant in self.batch.reasons if self.batch else ():
-            policy = defaults.get(tenant)
-            if tenant in chosen or policy is None:
-                continue
-            chosen[tenant] = policy.decide(self.observe(tenant))
-            if announce_defaults:
-                labels[tenant] = f"default:{policy.name}"
-                defaulted.append(tenant)
-            else:
-                labels[tenant] = policy.name
-        return self.act(chosen, labels, offers=offers, answers=answers,
-                        answer_reasons=answer_reasons, mechanism=mechanism,
-                        defaulted=defaulted)  # fmt: skip
-
-    def act(
-        self,
-        actions: Mapping[str, Act],
-        policies: Mapping[str, str],
-        *,
-        offers: Sequence[Offer] = (),
-        answers: Mapping[str, bool] | None = None,
-        answer_reasons: Mapping[str, str] | None = None,
-        mechanism: Mechanism = DEFAULT_MECHANISM,
-        defaulted: Sequence[str] = (),
-    ) -> Mapping[str, TenantOutcome]:
-        """Commit one round of recorded decisions at the current instant and record it.
-
-        Records go out in canonical order (tenants in scenario order, offers in the order
-        given, which callers keep canonical), so the log is reproduced by the same inputs.
-        """
+        """Commit `book` at the current instant: for every tenant asked that took no turn, the
+        decision of its policy in `defaults` first (announced, unless the policies decide
+        in-process rather than stand in for an absent agent), then everything in canonical
+        order, so the log is reproduced by the same book."""
         if self.model.ended:
             raise SessionEndedError(f"session {self.session!r} ended ({self.model.ended})")
+        if defaults:
+            for tenant in book.silent():
+                policy = defaults.get(tenant)
+                if policy is not None:
+                    action = policy.decide(self.observe(tenant))
+                    book.default(tenant, action, policy.name, announced=announce_defaults)
+        inputs = book.inputs()
         now = self.env.now
         self.round += 1
-        items = list(actions.items())
-        if len(items) > 1:
-            items.sort(key=lambda item: self._tenant(item[0]))
-        elif items:
-            self._tenant(items[0][0])  # an unknown tenant is refused all the same
-        for tenant, action in items:
+        append = self.log.append
+        for tenant, action in inputs.actions:
             # The action model itself is recorded; the log serialises it as JSON.
-            self.log.append(
-                records.DecisionMade(
-                    "decision_made", now, tenant, policies.get(tenant, "external"), action
-                )
-            )
-        answers = answers or {}
-        why = answer_reasons or {}
-        for offer in offers:
-            self.log.append(
-                records.OfferMade(
-                    "offer_made",
-                    now,
-                    offer.from_tenant,
-                    offer.offer_id,
-                    offer.to_tenant,
-                    offer.give,
-                    offer.take,
-                    offer.reason,
-                )
-            )
-        for offer in offers:
-            if offer.offer_id in answers:
-                self.log.append(
-                    records.OfferAnswered(
-                        "offer_answered",
-                        now,
-                        offer.to_tenant,
-                        offer.offer_id,
-                        answers[offer.offer_id],
-                        why.get(offer.offer_id, ""),
-                    )
-                )
-        accepted = frozenset(o for o, yes in answers.items() if yes) if answers else NONE_ACCEPTED
-        outcomes = self.model.commit(RoundInputs(items, offers, accepted, mechanism))
+            append(records.DecisionMade("decision_made", now, tenant,
+                                        book.turns[tenant].policy, action))  # fmt: skip
+        for offer in inputs.offers:
+            append(records.OfferMade("offer_made", now, offer.from_tenant, offer.offer_id,
+                                     offer.to_tenant, offer.give, offer.take,
+                                     offer.reason))  # fmt: skip
+        answers = book.answers
+        for offer in inputs.offers:
+            said = answers.get(offer.offer_id)
+            if said is not None:
+                append(records.OfferAnswered("offer_answered", now, offer.to_tenant,
+                                             offer.offer_id, said.accepted,
+                                             said.reason))  # fmt: skip
+        outcomes = self.model.commit(inputs)
         for tenant, outcome in outcomes.items():
             self._told[tenant] += outcome.reward
-        done = sorted(defaulted) if defaulted else []
-        self.log.append(
-            records.RoundCommitted("round_committed", now, None, self.round, mechanism, done)
-        )
+        append(records.RoundCommitted("round_committed", now, None, self.round,
+                                      book.mechanism, book.defaulted()))  # fmt: skip
         self.model.pending.clear()
         self.batch = None
         self.log.maybe_flush()

@@ -28,37 +28,38 @@ from twin.sim.tenant_policies import CLUSTER_POLICIES, STEP_POLICIES, TenantPoli
 
 Obs = TypeVar("Obs", bound=Frozen)
 Act = TypeVar("Act", bound=Frozen)
-Build = Callable[[World, Any, Iterable[Iterable[JobRecord]]], Any]
+Sc = TypeVar("Sc", bound=Frozen)
+Sources = Iterable[Iterable[JobRecord]]
 
 
 @dataclass(frozen=True)
-class Kind(Generic[Obs, Act]):
-    """What the driver and its callers need to know of one model kind."""
+class Kind(Generic[Sc, Obs, Act]):
+    """What the driver and its callers need to know of one model kind: its scenario config,
+    observation and action types."""
 
     name: str
-    build: Build
+    build: Callable[[World, Sc, Sources], Model[Obs, Act]]
     action: type[Act]
     observation: type[Obs]
     policies: Mapping[str, Callable[[int], TenantPolicy[Obs, Act]]]
-    configured_policies: Callable[[Any], dict[str, str]]
+    configured_policies: Callable[[Sc], dict[str, str]]
     """Each tenant's policy name as the scenario configures it."""
     negotiable: bool
     """Whether negotiation sessions (offers, bids, placements) can run on it."""
-    horizon_s: Callable[[Any], float | None]
+    horizon_s: Callable[[Sc], float | None]
     """How far a run goes in virtual seconds, where the scenario says (else until drained)."""
     figures: Mapping[str, Figure]
     """What `twin compare` tabulates of a run's summary."""
-    with_policy: Callable[[Any, str], Any] | None = None
+    pool_names: Callable[[Sc], tuple[str, ...] | None] = lambda _: None
+    """The pools a round's actions and offers may name (None: the kind has no named pools)."""
+    with_policy: Callable[[Sc, str], Sc] | None = None
     """Where the policy is the model's own (not its tenants'): the scenario run by `policy`."""
 
-    def model(
-        self, world: World, scenario: Scenario, sources: Iterable[Iterable[JobRecord]]
-    ) -> Model[Obs, Act]:
-        built: Model[Obs, Act] = self.build(world, scenario, sources)
-        return built
+    def model(self, world: World, scenario: Sc, sources: Sources) -> Model[Obs, Act]:
+        return self.build(world, scenario, sources)
 
     def default_policies(
-        self, scenario: Scenario, seed: int, override: str | None = None
+        self, scenario: Sc, seed: int, override: str | None = None
     ) -> dict[str, TenantPolicy[Obs, Act]]:
         """Each tenant's policy: `override` for all, else the one the scenario names."""
         return {
@@ -88,12 +89,13 @@ def _step_policies(scenario: GpuClusterScenario) -> dict[str, str]:
     return {TENANT: scenario.policy}
 
 
-CLUSTER: Kind[actions.TenantObservation, actions.ProvisionAction] = Kind(
+CLUSTER: Kind[ClusterScenario, actions.TenantObservation, actions.ProvisionAction] = Kind(
     "cluster", _cluster, actions.ProvisionAction, actions.TenantObservation, CLUSTER_POLICIES,
     _cluster_policies, negotiable=True, horizon_s=lambda s: s.horizon_s,
-    figures=compare_figures.CLUSTER,
+    figures=compare_figures.CLUSTER, pool_names=lambda s: tuple(p.name for p in s.pools),
 )  # fmt: skip
-GPUCLUSTER: Kind[actions.GpuClusterObservation, actions.GpuClusterAction] = Kind(
+StepKind = Kind[GpuClusterScenario, actions.GpuClusterObservation, actions.GpuClusterAction]
+GPUCLUSTER: StepKind = Kind(
     "gpucluster", _step, actions.GpuClusterAction, actions.GpuClusterObservation, STEP_POLICIES,
     _step_policies, negotiable=False, horizon_s=lambda s: s.max_steps * s.step_s,
     figures=compare_figures.STEP,
@@ -133,24 +135,27 @@ def _orchestrated(scenario: AgenticRlScenario, name: str) -> AgenticRlScenario:
     return scenario.model_copy(update={"orchestration": name})
 
 
-AGENTIC: Kind[AgenticView, AgenticAction] = Kind(
+AGENTIC: Kind[AgenticRlScenario, AgenticView, AgenticAction] = Kind(
     "agentic_rl", _agentic, AgenticAction, AgenticView,
     {name: partial(_orchestrate, name) for name in ORCHESTRATIONS},
     lambda s: {"rl": s.orchestration}, negotiable=False, with_policy=_orchestrated,
     horizon_s=lambda s: None,  # it runs its steps, however long they take
     figures=compare_figures.AGENTIC,
 )  # fmt: skip
-KINDS: dict[str, Kind[Any, Any]] = {k.name: k for k in (CLUSTER, GPUCLUSTER, AGENTIC)}
+AnyKind = Kind[Any, Any, Any]
+"""A kind whatever its types: the registry holds kinds of different scenarios, observations and
+actions, and callers that pick one by a scenario's `kind` know its types only at run time."""
+KINDS: dict[str, AnyKind] = {k.name: k for k in (CLUSTER, GPUCLUSTER, AGENTIC)}
 """Every model kind by the scenario kind it runs (each has its summary in `SUMMARIES`)."""
 
 
-def register(kind: Kind[Any, Any], summary: Callable[[Tenants, JobTally], KindSummary]) -> None:
+def register(kind: AnyKind, summary: Callable[[Tenants, JobTally], KindSummary]) -> None:
     """Add a model kind, and what its summary adds, under the scenario kind it runs."""
     KINDS[kind.name] = kind
     SUMMARIES[kind.name] = summary
 
 
-def kind_of(scenario: Scenario) -> Kind[Any, Any]:
+def kind_of(scenario: Scenario) -> AnyKind:
     return KINDS[scenario.kind]
 
 

@@ -7,16 +7,16 @@ state; the driver owns the rounds. Between them: `pending` (who must decide, and
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Generic, Literal, NamedTuple, Protocol, TypeVar
+from typing import Literal, Protocol, TypeVar
 
 import simpy
 
 from twin.eventlog.log import EventLog
-from twin.schema.actions import Bundle
-from twin.schema.vocabulary import DEFAULT_MECHANISM, EndReason, Mechanism
+from twin.schema.vocabulary import EndReason
 from twin.sim.rng import Streams
+from twin.sim.round import RoundInputs
 
 A = TypeVar("A")
 O_co = TypeVar("O_co", covariant=True)
@@ -30,18 +30,6 @@ class World:
     env: simpy.Environment
     streams: Streams
     log: EventLog
-
-
-@dataclass(frozen=True, slots=True)
-class Offer:
-    """A trade one tenant proposed to another in a round."""
-
-    offer_id: str
-    from_tenant: str
-    to_tenant: str
-    give: Bundle
-    take: Bundle
-    reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,17 +67,6 @@ class TenantOutcome:
     reward: float = 0.0
     score: float = 0.0
     credit_reasons: tuple[str, ...] = ()
-
-
-class RoundInputs(NamedTuple, Generic[A]):
-    """One round's inputs in canonical order: actions by tenant (scenario order), offers as made,
-    the ids of accepted offers, and the mechanism that shares scarce pools. (A NamedTuple: one is
-    built per round, and RL steps are rounds.)"""
-
-    actions: Sequence[tuple[str, A]]
-    offers: Sequence[Offer] = ()
-    accepted: frozenset[str] = frozenset()
-    mechanism: Mechanism = DEFAULT_MECHANISM
 
 
 class Model(Protocol[O_co, A]):

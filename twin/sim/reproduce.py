@@ -4,48 +4,66 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 
 from twin.errors import TwinError
 from twin.eventlog.log import EventLog, encode
-from twin.schema.actions import Bundle
+from twin.schema import events
+from twin.schema.actions import Bundle, Offer
+from twin.schema.base import Event, Frozen
 from twin.schema.scenario import Scenario
 from twin.sim.driver import Driver
-from twin.sim.model import Offer
+from twin.sim.round import Answer, Turn
 
 SCENARIO: TypeAdapter[Scenario] = TypeAdapter(Scenario)
+Obs = TypeVar("Obs", bound=Frozen)
+Act = TypeVar("Act", bound=Frozen)
+RoundEvent = events.DecisionMade | events.OfferMade | events.OfferAnswered | events.RoundCommitted
+READ: dict[str, type[events.EpisodeStarted] | type[RoundEvent]] = {
+    m.model_fields["kind"].default: m
+    for m in (events.EpisodeStarted, events.DecisionMade, events.OfferMade, events.OfferAnswered,
+              events.RoundCommitted)
+}  # fmt: skip
+"""The event models a reproduction reads, by kind; other records are passed over."""
 
 
 @dataclass
 class RecordedRound:
-    """One round's inputs as the log holds them (decoded JSONL records)."""
+    """One round's inputs as the log holds them."""
 
-    actions: list[dict[str, Any]] = field(default_factory=list)
-    offers: list[dict[str, Any]] = field(default_factory=list)
-    answers: list[dict[str, Any]] = field(default_factory=list)
-    commit: dict[str, Any] = field(default_factory=dict)
+    decisions: list[events.DecisionMade] = field(default_factory=list)
+    offers: list[events.OfferMade] = field(default_factory=list)
+    answers: list[events.OfferAnswered] = field(default_factory=list)
+    commit: events.RoundCommitted | None = None
 
 
-def rounds(records: Iterable[dict[str, Any]]) -> tuple[dict[str, Any], list[RecordedRound]]:
+def rounds(records: Iterable[dict[str, Any]]) -> tuple[events.EpisodeStarted, list[RecordedRound]]:
     """The `episode_started` record and each round's inputs, from decoded JSONL records."""
-    start: dict[str, Any] | None = None
+    start: events.EpisodeStarted | None = None
     out: list[RecordedRound] = []
     current = RecordedRound()
     for rec in records:
-        kind = rec["kind"]
-        if kind == "episode_started":
-            start = rec
-        elif kind == "decision_made":
-            current.actions.append(rec)
-        elif kind == "offer_made":
-            current.offers.append(rec)
-        elif kind == "offer_answered":
-            current.answers.append(rec)
-        elif kind == "round_committed":
-            current.commit = rec
+        model = READ.get(rec["kind"])
+        if model is None:
+            continue
+        try:
+            event = model.model_validate(rec)
+        except ValidationError as exc:
+            raise TwinError(f"the log's {rec['kind']} record at t_s={rec.get('t_s')} does not "
+                            f"validate: {exc.errors()[0]['msg']}") from None  # fmt: skip
+        if isinstance(event, events.EpisodeStarted):
+            start = event
+        elif isinstance(event, events.DecisionMade):
+            current.decisions.append(event)
+        elif isinstance(event, events.OfferMade):
+            current.offers.append(event)
+        elif isinstance(event, events.OfferAnswered):
+            current.answers.append(event)
+        else:
+            current.commit = event
             out.append(current)
             current = RecordedRound()
     if start is None:
@@ -56,33 +74,45 @@ def rounds(records: Iterable[dict[str, Any]]) -> tuple[dict[str, Any], list[Reco
 def reproduce_log(records: Iterable[dict[str, Any]]) -> bytes:
     """Play the recorded rounds again; the JSONL of the reproduced session."""
     start, recorded = rounds(records)
-    scenario = SCENARIO.validate_python(start["config"])
-    session = start["session"]
-    log = EventLog(session)
-    driver: Driver[Any, Any] = Driver(scenario, seed=start["seed"], session=session, log=log)
-    for rnd in recorded:
+    scenario = SCENARIO.validate_python(start.config)
+    log = EventLog(start.session)
+    driver: Driver[Frozen, Frozen] = Driver(scenario, seed=start.seed, session=start.session,
+                                            log=log)  # fmt: skip
+    for number, rnd in enumerate(recorded, 1):
         if driver.advance() is None:
-            raise TwinError(f"the session ended before round {rnd.commit['round']}")
+            raise TwinError(f"the session ended before round {number}")
         play_round(driver, rnd)
     if driver.advance() is not None:  # the tail after the last recorded round
         raise TwinError("the session asked for more decisions than were recorded")
     log.flush()
-    return b"".join(encode(r, session) for r in log)
+    return b"".join(encode(r, start.session) for r in log)
 
 
-def play_round(driver: Driver[Any, Any], rnd: RecordedRound) -> None:
+def play_round(driver: Driver[Obs, Act], rnd: RecordedRound) -> None:
     """Commit one recorded round's inputs at the driver's current decision point."""
-    actions = {rec["tenant"]: driver.parse_action(rec["action"]) for rec in rnd.actions}
-    policies = {rec["tenant"]: rec["policy"] for rec in rnd.actions}
-    offers = [
-        Offer(o["offer_id"], o["tenant"], o["to_tenant"], Bundle.model_validate(o["give"]),
-              Bundle.model_validate(o["take"]), o.get("reason", ""))
-        for o in rnd.offers
-    ]  # fmt: skip
-    answers = {a["offer_id"]: a["accepted"] for a in rnd.answers}
-    why = {a["offer_id"]: a["reason"] for a in rnd.answers if a.get("reason")}
-    driver.act(actions, policies, offers=offers, answers=answers, answer_reasons=why,
-               mechanism=rnd.commit["mechanism"], defaulted=rnd.commit["defaulted"])  # fmt: skip
+    commit = rnd.commit
+    assert commit is not None, "a recorded round ends in its commit"
+    book = driver.book(commit.mechanism, asked=())
+    defaulted = set(commit.defaulted)
+    for made in rnd.decisions:
+        tenant = _tenant(made)
+        book.record(Turn(tenant, driver.parse_action(made.action), made.policy,
+                         defaulted=tenant in defaulted))  # fmt: skip
+    for seq, o in enumerate(rnd.offers):
+        book.record_offer(
+            Offer(offer_id=o.offer_id, from_tenant=_tenant(o), to_tenant=o.to_tenant,
+                  give=Bundle.model_validate(o.give), take=Bundle.model_validate(o.take),
+                  reason=o.reason), seq
+        )  # fmt: skip
+    for a in rnd.answers:
+        book.record_answer(Answer(a.offer_id, _tenant(a), a.accepted, a.reason))
+    driver.commit(book)
+
+
+def _tenant(event: Event) -> str:
+    if event.tenant is None:
+        raise TwinError(f"the log's {type(event).__name__} at t_s={event.t_s} names no tenant")
+    return event.tenant
 
 
 def complete_records(data: bytes) -> list[dict[str, Any]]:

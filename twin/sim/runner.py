@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
 
 from twin.eventlog.log import EventLog, JsonlWriter
 from twin.eventlog.metrics import Metrics
+from twin.schema.base import Frozen
 from twin.schema.scenario import Scenario
 from twin.schema.summary import Summary
 from twin.schema.vocabulary import EVENTS_FILE, SUMMARY_FILE
@@ -30,7 +30,7 @@ def run_episode(
     keep_log: bool = False,
     metrics: Metrics | None = None,
     progress: Callable[[float], None] | None = None,
-) -> tuple[Summary, Driver[Any, Any]]:
+) -> tuple[Summary, Driver[Frozen, Frozen]]:
     """Play `scenario` to its end, every tenant by its policy (`policy` for all, if given);
     write the event log and the summary under `out_dir`; `progress(t_s)` hears the virtual
     time every few thousand events."""
@@ -49,7 +49,7 @@ def run_episode(
             stream = stack.enter_context((out_dir / EVENTS_FILE).open("wb"))
             log.subscribe(JsonlWriter(stream, session))
         log.subscribe(metrics.consume)
-        driver: Driver[Any, Any] = Driver(
+        driver: Driver[Frozen, Frozen] = Driver(
             scenario, seed=seed, session=session, log=log, sources=sources
         )
         limit = None if progress is None else PROGRESS_EVERY
@@ -57,7 +57,7 @@ def run_episode(
             if progress is not None:
                 progress(driver.now_s)
             if batch is not PAUSED:
-                driver.commit_round({}, policies, announce_defaults=False)
+                driver.commit(driver.book(), policies, announce_defaults=False)
         log.flush()
     summary = metrics.summary()
     if out_dir is not None:

@@ -17,6 +17,7 @@ import simpy
 from twin.schema import records
 from twin.schema.scenario import ClusterScenario
 from twin.schema.vocabulary import PLACED_ONLY
+from twin.sim.backfill import backfill_behind
 from twin.sim.cycles import Cycles
 from twin.sim.decisions import Decisions
 from twin.sim.encode import DEGENERATE, Evaluated, PlanOption
@@ -233,44 +234,9 @@ class Scheduler:
             q.pop()
             self.run(job, h)
         if self._backfill and len(q) > 1:
-            self._backfill_behind(job)
-
-    def _backfill_behind(self, head: Job) -> None:
-        """EASY backfill: a later job may start now if it cannot delay the blocked head.
-
-        The head reserves the earliest time its GPUs free up in its best pool (the shadow time);
-        a candidate may run there if it ends by then or uses only GPUs the head will not need.
-        """
-        now = self.env.now
-        shadow_s, spare_milli, reserved = self._shadow(head)
-        q = self.lines[head.tenant]
-        for job in q.first(self.cfg.queue.backfill_depth)[1:]:
-            fit = self.fit(job)
-            if fit is None:
-                continue
-            if fit is not reserved or now + job.remaining / self.rate(job, fit.pool) <= shadow_s:
-                pass
-            elif job.milli <= spare_milli:
-                spare_milli -= job.milli
-            else:
-                continue
-            q.remove(job)
-            self.run(job, fit)
-
-    def _shadow(self, head: Job) -> tuple[float, int, Holding | None]:
-        """When the head could start at the earliest, the GPUs it leaves spare then, and where."""
-        shadow_s, spare_milli = math.inf, 0
-        reserved: Holding | None = None
-        for h in self.placement.candidates(head):
-            free = h.ready * 1000 - h.busy_milli
-            ends = sorted((j.start_s + j.remaining / j.rate, j.milli) for j in h.running)
-            for end_s, milli in ends:
-                free += milli
-                if free >= head.milli:
-                    if end_s < shadow_s:
-                        shadow_s, spare_milli, reserved = end_s, free - head.milli, h
-                    break
-        return shadow_s, spare_milli, reserved
+            backfill_behind(job, q, now_s=self.env.now, depth=self.cfg.queue.backfill_depth,
+                            placement=self.placement, fit=fit, rate=self.rate,
+                            run=self.run)  # fmt: skip
 
     # -- runs -----------------------------------------------------------------------------
 

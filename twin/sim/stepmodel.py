@@ -18,7 +18,8 @@ from twin.schema.actions import GpuClusterAction, GpuClusterObservation
 from twin.schema.scenario import GpuClusterScenario
 from twin.schema.vocabulary import EndReason
 from twin.sim.jobrecord import JobRecord
-from twin.sim.model import RoundInputs, TenantOutcome, World
+from twin.sim.model import TenantOutcome, World
+from twin.sim.round import RoundInputs
 from twin.sim.sampling import Sampler
 
 TENANT = "default"

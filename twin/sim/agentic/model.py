@@ -22,7 +22,8 @@ from twin.schema.vocabulary import EndReason
 from twin.sim.agentic.actions import RESOURCES, TENANT, Action, Usage
 from twin.sim.agentic.policies import orchestrator
 from twin.sim.jobrecord import JobRecord
-from twin.sim.model import RoundInputs, TenantOutcome, World
+from twin.sim.model import TenantOutcome, World
+from twin.sim.round import RoundInputs
 from twin.sim.sampling import sampler
 
 

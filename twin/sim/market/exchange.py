@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Protocol
 
 from twin.schema import records
-from twin.schema.actions import Bundle
-from twin.sim.model import Offer, PlacementOutcome
+from twin.schema.actions import Bundle, Offer
+from twin.sim.model import PlacementOutcome
 from twin.sim.state import ClusterState
 
 

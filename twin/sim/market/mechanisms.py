@@ -7,10 +7,10 @@ priorities and the free GPUs; it returns the grants and, for an auction, the uni
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from twin.schema.vocabulary import Mechanism
+from twin.schema.vocabulary import MECHANISM_TRAITS, Mechanism, MechanismTraits
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,22 +61,30 @@ def _in_order(r: Requests, free: int, order: list[str]) -> dict[str, int]:
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """A mechanism: how it shares a scarce pool, and whether winners pay a price."""
+    """A mechanism: how it shares a scarce pool, and its traits (whether winners pay a price,
+    whether bids count), which agents are told."""
 
     scarce: Callable[[Requests, int], Share]
-    priced: bool = False
+    traits: MechanismTraits
 
 
-MECHANISM: Mapping[Mechanism, Rule] = {
-    "proportional": Rule(proportional),
-    "priority": Rule(priority),
-    "auction": Rule(auction, priced=True),
+MECHANISM: dict[Mechanism, Rule] = {
+    "proportional": Rule(proportional, MECHANISM_TRAITS["proportional"]),
+    "priority": Rule(priority, MECHANISM_TRAITS["priority"]),
+    "auction": Rule(auction, MECHANISM_TRAITS["auction"]),
 }
+
+
+def register(name: Mechanism, rule: Rule) -> None:
+    """Add a mechanism: sessions, envs and the arena may name it, and agents are told its
+    traits."""
+    MECHANISM[name] = rule
+    MECHANISM_TRAITS[name] = rule.traits
 
 
 def share(mechanism: Mechanism, r: Requests, free: int) -> Share:
     """How many of `free` GPUs each tenant gets, and the price per GPU (None if unpriced)."""
     rule = MECHANISM[mechanism]
     if sum(r.wants.values()) <= free:
-        return dict(r.wants), (0.0 if rule.priced else None)
+        return dict(r.wants), (0.0 if rule.traits.priced else None)
     return rule.scarce(r, free)

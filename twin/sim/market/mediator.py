@@ -12,23 +12,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from twin.schema.actions import Placement, ProvisionAction
+from twin.schema.actions import Offer, Placement, ProvisionAction
 from twin.schema.scenario import ClusterScenario
 from twin.sim.encode import DEGENERATE, PlacementVerdict, PlanOption, evaluate_placements
 from twin.sim.jobs import Job
 from twin.sim.market import exchange
 from twin.sim.market.credit import credit_round
 from twin.sim.market.mechanisms import Requests, share
-from twin.sim.model import (
-    Offer,
-    PlacementOutcome,
-    RoundInputs,
-    TenantOutcome,
-    TradeOutcome,
-    TradeStatus,
-)
+from twin.sim.model import PlacementOutcome, TenantOutcome, TradeOutcome, TradeStatus
 from twin.sim.queues import Waiting
 from twin.sim.quotas import Quotas
+from twin.sim.round import RoundInputs
 from twin.sim.state import ClusterState
 
 Ordered = Sequence[tuple[str, ProvisionAction]]

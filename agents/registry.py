@@ -1,0 +1,89 @@
+"""The built-in agents by name: the one list the CLI (`twin play`, `twin arena`, `python -m
+agents`), the RL opponents and the policy factory read. A new built-in agent is one entry here.
+
+Light to import (the policies themselves load when an agent is made), so a command line can
+offer the names as choices without paying for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agents.policy import Policy
+
+LLM = "llm"
+"""The name of an agent played by a language model (with a built-in agent to fall back on)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Seat:
+    """Where an agent sits: the session's tenants, the one it acts for, and its seed."""
+
+    tenants: tuple[str, ...]
+    tenant: str
+    seed: int = 0
+
+
+Maker = Callable[[Seat], "Policy"]
+
+
+def _baseline(seat: Seat) -> Policy:
+    from agents.policies import Baseline
+
+    return Baseline()
+
+
+def _greedy(seat: Seat) -> Policy:
+    from agents.policies import Greedy
+
+    return Greedy()
+
+
+def _fair_share(seat: Seat) -> Policy:
+    from agents.policies import FairShare
+
+    return FairShare(len(seat.tenants))
+
+
+def _random(seat: Seat) -> Policy:
+    from agents.policies import RandomPolicy
+
+    return RandomPolicy(seat.seed)
+
+
+def _negotiator(seat: Seat) -> Policy:
+    from agents.policies import Negotiator
+
+    return Negotiator(list(seat.tenants), seat.tenant)
+
+
+BUILT_IN: dict[str, Maker] = {
+    "baseline": _baseline,
+    "greedy": _greedy,
+    "fair_share": _fair_share,
+    "random": _random,
+    "negotiator": _negotiator,
+}
+"""Every built-in agent, by name, in the order listings show them."""
+
+
+def builtin_names() -> tuple[str, ...]:
+    """The built-in agents' names (those registered now)."""
+    return tuple(BUILT_IN)
+
+
+def agent_names() -> tuple[str, ...]:
+    """Every agent a tenant can be played by: the built-in ones and `llm`."""
+    return (*BUILT_IN, LLM)
+
+
+def builtin(name: str, tenants: list[str] | tuple[str, ...], me: str, seed: int = 0) -> Policy:
+    """The built-in agent called `name` acting for `me` among `tenants`; ValueError names the
+    built-in ones if there is none of that name."""
+    make = BUILT_IN.get(name)
+    if make is None:
+        raise ValueError(f"unknown policy {name!r}; built-in policies: {', '.join(BUILT_IN)}")
+    return make(Seat(tuple(tenants), me, seed))

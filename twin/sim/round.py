@@ -1,0 +1,286 @@
+"""A negotiation round in one place: the turns, offers and answers its tenants give, each checked
+against the round, and the canonical order the driver commits them in.
+
+Whoever collects a round (the gateway from websocket and MCP agents, the RL table and the
+parallel env in process, `reproduce` from a log) fills one `RoundBook` and hands it to
+`Driver.commit`. The book knows nothing of transport: no sockets, no wire messages, no clock.
+
+Canonical order: turns by tenant (scenario order); offers by maker (scenario order), then by
+the maker's sequence number; answers in the order of the offers they answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Generic, NamedTuple, TypeVar
+
+from twin.errors import RoundError
+from twin.schema.actions import Bundle, Offer, ProvisionAction
+from twin.schema.codes import ErrorCode
+from twin.schema.vocabulary import DEFAULT_MECHANISM, Mechanism
+
+A = TypeVar("A")
+AGENT = "agent"  # the policy label of an action an agent sent
+
+
+@dataclass(frozen=True, slots=True)
+class Turn(Generic[A]):
+    """One tenant's decision in a round: its action and who decided it (`agent`, a policy's
+    name, or `default:<policy>` where a default stood in for an absent or late agent)."""
+
+    tenant: str
+    action: A
+    policy: str = AGENT
+    defaulted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A tenant's answer to an offer made to it, and why."""
+
+    offer_id: str
+    tenant: str
+    accepted: bool
+    reason: str = ""
+
+
+class RoundInputs(NamedTuple, Generic[A]):
+    """A round book in canonical order, as the model commits it: actions by tenant, offers as
+    made, the ids of accepted offers, and the mechanism that shares scarce pools."""
+
+    actions: Sequence[tuple[str, A]]
+    offers: Sequence[Offer] = ()
+    accepted: frozenset[str] = frozenset()
+    mechanism: Mechanism = DEFAULT_MECHANISM
+
+
+class RoundBook(Generic[A]):
+    """What one decision round has taken so far, checked as it is taken.
+
+    `asked` are the tenants the round waits on; only they take turns and make offers. An offer
+    is answered by the tenant it is made to. A message sent again under the same sequence number
+    (after a cut connection) is taken once.
+    """
+
+    __slots__ = (
+        "_keys",
+        "_made",
+        "_order",
+        "_taken",
+        "answers",
+        "asked",
+        "done",
+        "mechanism",
+        "number",
+        "offers",
+        "open_offers",
+        "open_turns",
+        "pools",
+        "t_s",
+        "tenants",
+        "turns",
+    )
+
+    def __init__(
+        self,
+        number: int,
+        t_s: float,
+        tenants: Sequence[str],
+        asked: Iterable[str],
+        *,
+        pools: Collection[str] | None = None,
+        mechanism: Mechanism = DEFAULT_MECHANISM,
+    ) -> None:
+        self.number, self.t_s, self.mechanism = number, t_s, mechanism
+        self.tenants = tuple(tenants)
+        self._order = {t: i for i, t in enumerate(self.tenants)}
+        self.asked = tuple(asked)
+        self.pools = None if pools is None else sorted(pools)  # None: pool names are not checked
+        self.turns: dict[str, Turn[A]] = {}
+        self.offers: dict[str, Offer] = {}  # by id, as taken
+        self.answers: dict[str, Answer] = {}  # by offer id; a later answer replaces an earlier
+        self.done: set[str] = set()
+        # Maintain: open_turns == set(asked) - done; open_offers == set(offers) - set(answers).
+        self.open_turns = set(self.asked)
+        self.open_offers: set[str] = set()
+        self._made: dict[str, int] = {}  # offers each tenant sent, refused ones too
+        self._keys: dict[str, tuple[int, int]] = {}  # an offer's canonical place
+        self._taken: dict[tuple[str, int], tuple[object, ...]] = {}
+
+    # -- taking -------------------------------------------------------------------------------
+
+    def propose(self, tenant: str, action: A, *, seq: int | None = None, policy: str = AGENT,
+                final: bool = False) -> bool:  # fmt: skip
+        """Take `tenant`'s action (the last one taken before the commit counts); with `final`,
+        its turn ends too. False if this sequence number was taken already."""
+        if self._again(tenant, seq, ("propose", action, final)):
+            return False
+        self._check_turn(tenant)
+        if isinstance(action, ProvisionAction):
+            self.check_pools(action.provision, action.bids_usd_per_gpu)
+        self.turns[tenant] = Turn(tenant, action, policy)
+        self._take(tenant, seq, ("propose", action, final))
+        if final:
+            self.end_turn(tenant)
+        return True
+
+    def offer(self, tenant: str, to_tenant: str, give: Bundle, take: Bundle, *,
+              reason: str = "", seq: int | None = None,
+              offer_id: str | None = None) -> Offer | None:  # fmt: skip
+        """Take an offer from `tenant` to `to_tenant`; the offer as recorded, or None if this
+        sequence number was taken already. Without `offer_id` the book names it
+        `{tenant}-{round}-{n}` (the tenant's n-th offer of the round, refused ones counted), so
+        no tenant can take another's offer id."""
+        key = ("offer", to_tenant, give, take, reason, offer_id)
+        if self._again(tenant, seq, key):
+            return None
+        n = self._made.get(tenant, 0)
+        self._made[tenant] = n + 1
+        self._check_turn(tenant)
+        if to_tenant == tenant or to_tenant not in self._order:
+            raise RoundError(
+                ErrorCode.BAD_OFFER, f"cannot offer to {to_tenant!r}; tenants: {list(self.tenants)}"
+            )
+        self.check_pools(give.gpus, take.gpus)
+        named = offer_id if offer_id is not None else f"{tenant}-{self.number}-{n}"
+        if named in self.offers:
+            raise RoundError(
+                ErrorCode.BAD_OFFER, f"offer id {named!r} is taken in round {self.number}"
+            )
+        made = Offer(
+            offer_id=named,
+            from_tenant=tenant,
+            to_tenant=to_tenant,
+            give=give,
+            take=take,
+            reason=reason,
+        )
+        self.offers[named] = made
+        self._keys[named] = (self._order[tenant], n if seq is None else seq)
+        self.open_offers.add(named)
+        self._take(tenant, seq, key)
+        return made
+
+    def answer(self, tenant: str, offer_id: str, accepted: bool, *, reason: str = "",
+               seq: int | None = None) -> bool:  # fmt: skip
+        """Take `tenant`'s answer to an offer made to it. False if this sequence number was taken
+        already."""
+        key = ("answer", offer_id, accepted, reason)
+        if self._again(tenant, seq, key):
+            return False
+        made = self.offers.get(offer_id)
+        if made is None or made.to_tenant != tenant:
+            raise RoundError(
+                ErrorCode.BAD_OFFER, f"no offer {offer_id!r} to {tenant!r} in round {self.number}"
+            )
+        self.answers[offer_id] = Answer(offer_id, tenant, accepted, reason)
+        self.open_offers.discard(offer_id)
+        self._take(tenant, seq, key)
+        return True
+
+    def end_turn(self, tenant: str, *, seq: int | None = None) -> bool:
+        """Nothing more from `tenant` this round but answers. False if taken already."""
+        if self._again(tenant, seq, ("end_turn",)):
+            return False
+        self._check_turn(tenant)
+        self.done.add(tenant)
+        self.open_turns.discard(tenant)
+        self._take(tenant, seq, ("end_turn",))
+        return True
+
+    def default(self, tenant: str, action: A, policy: str, *, announced: bool = True) -> None:
+        """A silent tenant's action, decided by `policy` on its behalf: announced (logged as
+        `default:<policy>` and listed as defaulted) where it stands in for an absent agent."""
+        label = f"default:{policy}" if announced else policy
+        self.turns[tenant] = Turn(tenant, action, label, defaulted=announced)
+
+    def record(self, turn: Turn[A]) -> None:
+        """A turn as a log recorded it (its label and default flag kept)."""
+        if turn.tenant not in self._order:
+            raise RoundError(
+                ErrorCode.OUT_OF_ROUND,
+                f"unknown tenant {turn.tenant!r}; tenants: {list(self.tenants)}",
+            )
+        self.turns[turn.tenant] = turn
+
+    def record_offer(self, offer: Offer, seq: int) -> None:
+        """An offer as a log recorded it (its id kept), the maker's `seq`-th."""
+        self.offers[offer.offer_id] = offer
+        self._keys[offer.offer_id] = (self._order[offer.from_tenant], seq)
+
+    def record_answer(self, answer: Answer) -> None:
+        """An answer as a log recorded it."""
+        self.answers[answer.offer_id] = answer
+
+    def check_pools(self, *by_pool: Collection[str]) -> None:
+        """Refuse pool names the scenario does not have."""
+        if self.pools is None:
+            return
+        for names in by_pool:
+            unknown = sorted(set(names) - set(self.pools))
+            if unknown:
+                raise RoundError(
+                    ErrorCode.VALIDATION_ERROR, f"unknown pool {unknown[0]!r}; pools: {self.pools}"
+                )
+
+    # -- reading --------------------------------------------------------------------------
+
+    def silent(self) -> list[str]:
+        """The tenants asked that have taken no turn, in the order asked."""
+        return [t for t in self.asked if t not in self.turns]
+
+    def settled(self, awaited: Callable[[str], bool]) -> bool:
+        """Every awaited tenant has ended its turn and answered the offers made to it (only
+        what is still open is looked at: O(1) per message once the round is busy)."""
+        offers = self.offers
+        return not any(awaited(t) for t in self.open_turns) and not any(
+            awaited(offers[oid].to_tenant) for oid in self.open_offers
+        )
+
+    def in_order(self) -> list[Offer]:
+        """The offers in canonical order."""
+        keys = self._keys
+        return sorted(self.offers.values(), key=lambda o: keys[o.offer_id])
+
+    def offers_to(self, tenant: str, *, unanswered: bool = False) -> list[Offer]:
+        """The offers made to `tenant`, in canonical order (only those still open)."""
+        return [o for o in self.in_order() if o.to_tenant == tenant
+                and (not unanswered or o.offer_id in self.open_offers)]  # fmt: skip
+
+    def decisions(self) -> list[Turn[A]]:
+        """The turns in canonical order."""
+        turns = list(self.turns.values())
+        if len(turns) > 1:
+            order = self._order
+            turns.sort(key=lambda turn: order[turn.tenant])
+        return turns
+
+    def defaulted(self) -> list[str]:
+        """The tenants whose default stood in for their agent, sorted by name."""
+        return sorted(t.tenant for t in self.turns.values() if t.defaulted)
+
+    def inputs(self) -> RoundInputs[A]:
+        """The book in the canonical form the model commits."""
+        offers = self.in_order() if self.offers else ()
+        accepted = frozenset(oid for oid, a in self.answers.items() if a.accepted)
+        actions = [(turn.tenant, turn.action) for turn in self.decisions()]
+        return RoundInputs(actions, offers, accepted, self.mechanism)
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _check_turn(self, tenant: str) -> None:
+        if tenant not in self._order:
+            raise RoundError(
+                ErrorCode.OUT_OF_ROUND, f"unknown tenant {tenant!r}; tenants: {list(self.tenants)}"
+            )
+        if tenant not in self.open_turns:
+            why = "already ended its turn" if tenant in self.done else "was not asked to decide"
+            raise RoundError(ErrorCode.OUT_OF_ROUND, f"{tenant!r} {why} in round {self.number}")
+
+    def _again(self, tenant: str, seq: int | None, key: tuple[object, ...]) -> bool:
+        return seq is not None and self._taken.get((tenant, seq)) == key
+
+    def _take(self, tenant: str, seq: int | None, key: tuple[object, ...]) -> None:
+        if seq is not None:
+            self._taken[(tenant, seq)] = key
