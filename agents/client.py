@@ -258,6 +258,8 @@ class AgentClient:
             seq=next(self._seq),
             provision=turn.provision,
             bids_usd_per_gpu=turn.bids_usd_per_gpu,
+            asks=turn.asks,
+            buys=turn.buys,
             placements=turn.placements,
             reason=turn.reason,
         )

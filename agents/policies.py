@@ -6,7 +6,7 @@ import math
 import random
 
 from agents.policy import Answer, OfferToMake, Quiet, Turn
-from twin.schema.actions import Bundle, PoolView, TenantObservation
+from twin.schema.actions import Bundle, Order, PoolView, TenantObservation
 from twin.schema.wire import DecisionRequested, OfferView, RoundCommitted
 
 
@@ -119,55 +119,108 @@ class RandomPolicy(Bidding):
 
 
 class Negotiator:
-    """Provisions like the baseline while money lasts, and trades idle GPUs at a fair price.
+    """Provisions for its queue net of what it holds and has coming, sells what it will not use,
+    and buys GPUs that pay.
 
-    A GPU handed over now saves the buyer one provisioning delay (a full hour where the pool is
-    exhausted). Any buyer that runs work on a GPU values it at least at its rent, so one delay's
-    rent is surplus the trade surely creates: that is the ask, and the buyer keeps the rest. It
-    sells GPUs its queue does not need, split among the other tenants (those that bought before
-    first), and buys when its waiting jobs need the GPUs and a GPU now is worth more to it (its
-    value per GPU-hour at the pool's speed, over the wait it saves) than the price.
+    Provisioning: it asks for the GPUs its waiting jobs need beyond its idle and pending ones, in
+    the usable pools best value first, while money lasts; GPUs its queue does not need it offers
+    to the other tenants first and releases only what nobody bought by the next round (without
+    trading, it releases them at once). A GPU handed over now saves the buyer one provisioning
+    delay (a full hour where the pool is exhausted): one delay's rent is surplus the trade surely
+    creates, so that is the ask, and the buyer keeps the rest. It buys when its waiting jobs need
+    the GPUs and one now is worth more to it than the price: its work's value per GPU-hour net of
+    rent, plus the SLA its waiting jobs stop paying, over the wait it saves.
     """
 
     name = "negotiator"
 
     def __init__(self, tenants: list[str], me: str, *, trade: bool = True) -> None:
-        self.others = [t for t in tenants if t != me]
+        self.me, self.others = me, [t for t in tenants if t != me]
         self.trade = trade
-        self.baseline = Baseline()
         self.buyers: list[str] = []  # tenants that accepted an offer, most recent first
-        self._coming = 0  # GPUs this round's turn asked for and offers it accepted
+        self._bought = 0  # GPUs of offers it accepted this round
+        self._asked: dict[str, int] = {}  # GPUs per pool this round's turn asked for
+        self._offered: dict[str, int] = {}  # spare GPUs per pool offered in the last round
+        self._lots = [1, 2]  # lots sold, lots offered (a prior of one sale in two)
+        self._round_s = 900.0  # the time between its rounds, as last seen
+        self._last_t_s: float | None = None
 
     async def decide(self, request: DecisionRequested) -> Turn:
         view = request.view
-        low = view.budget_usd is not None and view.budget_usd < 0.2 * (
-            view.budget_usd + view.spent_usd
-        )
-        turn = Turn() if low else await self.baseline.decide(request)  # with its bids
-        turn.reason = "budget low: holding" if low else "baseline: queue against idle GPUs"
-        self._coming = sum(n for n in turn.provision.values() if n > 0)
-        if self.trade and view.queue_length == 0 and self.others:
-            turn.offers = self._sell(view)
+        if self._last_t_s is not None and view.t_s > self._last_t_s:
+            self._round_s = view.t_s - self._last_t_s
+        self._last_t_s = view.t_s
+        spare = _spare(view)
+        worth_selling = {p.name for p in view.pools if self._pays_to_offer(p)}
+        spare_kept = {p: (n if p in worth_selling else 0) for p, n in spare.items()}
+        selling = self.trade and request.trading and bool(self.others)
+        selling = selling and any(spare_kept.values())
+        # Spare GPUs offered last round and still spare: nobody wanted them, so they go back.
+        back = (
+            {p: n - spare_kept[p] + min(spare_kept[p], self._offered.get(p, 0))
+             for p, n in spare.items()}
+            if selling else spare
+        )  # fmt: skip
+        turn = Turn(provision={p: -n for p, n in back.items() if n})
+        turn.provision.update(_grow(view, self._round_s))
+        turn.reason = _why(turn.provision)
+        self._asked = {p: n for p, n in turn.provision.items() if n > 0}
+        self._bought = 0
+        before, self._offered = self._offered, {}
+        if request.traits.clears_held and self.trade and request.trading:
+            return self._to_market(request, turn, spare, before)
+        if selling:
+            left = {p: n - back.get(p, 0) for p, n in spare.items()}
+            turn.offers = self._sell(view, left)
+            self._lots[1] += len(turn.offers)
+            self._offered = {p: n for p, n in left.items() if n}
             if turn.offers:
-                turn.reason += f"; selling {len(turn.offers)} lots of idle GPUs"
-        return turn
+                turn.reason += f"; selling {len(turn.offers)} lots of spare GPUs"
+        return with_bids(turn, request)
 
-    def _sell(self, view: TenantObservation) -> list[OfferToMake]:
+    def _to_market(self, request: DecisionRequested, turn: Turn, spare: dict[str, int],
+                   before: dict[str, int]) -> Turn:  # fmt: skip
+        """Under a call market: spare GPUs are asked at one delay's rent (those asked last round
+        and still spare, which nobody bought, are released instead), and the GPUs its queue
+        still needs are bid for at what they are worth to it now (its requests stand)."""
+        view = request.view
+        pools = {p.name: p for p in view.pools}
+        for name, n in spare.items():
+            gone = min(n, before.get(name, 0))
+            if turn.provision.get(name, 0) < 0:
+                del turn.provision[name]
+            if gone:
+                turn.provision[name] = -gone
+            if n - gone > 0:
+                price = round(ask_usd_per_gpu(pools[name]), 2)
+                turn.asks[name] = Order(gpus=n - gone, usd_per_gpu=price)
+        self._offered = {name: o.gpus for name, o in turn.asks.items()}
+        need = _unmet(view)
+        best = _cheapest(view)
+        if need > 0 and best:
+            pool = best[0]
+            worth = worth_usd_per_gpu(view, pool) + sla_saved_usd_per_gpu(view, pool)
+            if worth > 0:
+                turn.buys = {pool.name: Order(gpus=need, usd_per_gpu=round(worth, 2))}
+        if turn.asks or turn.buys:
+            turn.reason += "; to the call market"
+        return with_bids(turn, request)
+
+    def _sell(self, view: TenantObservation, spare: dict[str, int]) -> list[OfferToMake]:
         order = self.buyers + [t for t in self.others if t not in self.buyers]
+        pools = {p.name: p for p in view.pools}
         offers = []
-        for pool in view.pools:
-            spare = pool.idle_gpus
-            if spare <= 0:
-                continue
-            lot = math.ceil(spare / len(order))
+        for name, spare_gpus in spare.items():
+            left = spare_gpus
+            lot = math.ceil(left / len(order)) if left > 0 else 0
             for buyer in order:
-                n = min(lot, spare)
+                n = min(lot, left)
                 if n <= 0:
                     break
-                spare -= n
-                ask = round(n * ask_usd_per_gpu(pool), 2)
-                why = f"{n} idle {pool.name} GPUs my queue does not need, at one delay's rent"
-                offers.append(OfferToMake(buyer, Bundle(gpus={pool.name: n}), Bundle(usd=ask), why))
+                left -= n
+                ask = round(n * ask_usd_per_gpu(pools[name]), 2)
+                why = f"{n} {name} GPUs my queue does not need, at one delay's rent"
+                offers.append(OfferToMake(buyer, Bundle(gpus={name: n}), Bundle(usd=ask), why))
         return offers
 
     async def answer(self, offer: OfferView, request: DecisionRequested | None) -> Answer:
@@ -179,7 +232,12 @@ class Negotiator:
         pools = {p.name: p for p in view.pools}
         usable = {name for job in view.head for name in job.pools}
         n = sum(offer.give.gpus.values())
-        need = _unmet(view) - self._coming
+        # GPUs now stand in for those coming within a round; beside those further off (a queue
+        # that waits an hour on them grows meanwhile).
+        soon = sum(p.pending + self._asked.get(p.name, 0) for p in view.pools
+                   if p.mean_provision_delay_s <= self._round_s)  # fmt: skip
+        need = math.ceil(view.queued_gpus) - sum(p.idle_gpus for p in view.pools) - soon
+        need -= self._bought
         if need < n:
             return Answer(False, f"my queue needs {max(need, 0)} more GPUs, not {n}")
         worth = 0.0
@@ -187,27 +245,95 @@ class Negotiator:
             pool = pools.get(name)
             if pool is None or name not in usable:
                 return Answer(False, f"my waiting jobs cannot use {name}")
-            worth += k * worth_usd_per_gpu(view, pool)
+            worth += k * (worth_usd_per_gpu(view, pool) + sla_saved_usd_per_gpu(view, pool))
         if view.budget_usd is not None and view.budget_usd < offer.take.usd:
             return Answer(False, "not enough budget left")
         if offer.take.usd > worth:
             return Answer(False, f"${offer.take.usd:.2f} is more than the ${worth:.2f} they "
                           "are worth to me now")  # fmt: skip
-        self._coming += n
+        self._bought += n
         return Answer(True, f"${offer.take.usd:.2f} for {n} GPUs now, worth ${worth:.2f} to me")
+
+    def _pays_to_offer(self, pool: PoolView) -> bool:
+        """Whether offering a spare GPU of `pool` for a round pays, by its record so far: the
+        chance of a sale times the ask beats the chance of none times a round's rent."""
+        sold = self._lots[0] / self._lots[1]
+        rent = pool.price_usd_per_gpu_h * self._round_s / 3600
+        return sold * ask_usd_per_gpu(pool) > (1 - sold) * rent
 
     def learn(self, outcome: RoundCommitted) -> None:
         for trade in outcome.trades:
+            if trade.status == "applied" and trade.from_tenant == self.me:
+                self._lots[0] += 1
             if trade.status == "applied" and trade.to_tenant in self.others:
                 if trade.to_tenant in self.buyers:
                     self.buyers.remove(trade.to_tenant)
                 self.buyers.insert(0, trade.to_tenant)
 
 
+def _spare(view: TenantObservation) -> dict[str, int]:
+    """Idle GPUs the queue does not need, per pool: all of them when nothing waits, else those
+    in pools its waiting jobs cannot use, or beyond what they need."""
+    usable = {name for job in view.head for name in job.pools}
+    need = math.ceil(view.queued_gpus)
+    out = {}
+    for pool in view.pools:
+        if pool.shared:
+            continue
+        idle = pool.idle_gpus
+        kept = min(idle, need) if pool.name in usable else 0
+        need -= kept
+        out[pool.name] = idle - kept
+    return out
+
+
+def _grow(view: TenantObservation, round_s: float) -> dict[str, int]:
+    """GPUs to ask for: what the waiting jobs need beyond the idle and pending ones, in the
+    usable pools best value first, while more than a fifth of the budget is left; where more
+    is coming than they need, cancel requests that take no longer than a round (`round_s`) to
+    make again."""
+    low = view.budget_usd is not None and view.budget_usd < 0.2 * (view.budget_usd + view.spent_usd)
+    deficit = _unmet(view)
+    if deficit < 0:  # more coming than the queue needs: cancel what is quick to ask for again
+        out: dict[str, int] = {}
+        for pool in reversed(_cheapest(view)):
+            n = min(-deficit, pool.pending) if pool.mean_provision_delay_s <= round_s else 0
+            if n > 0:
+                out[pool.name] = -n
+                deficit += n
+        return out
+    if low or deficit == 0:
+        return {}
+    out = {}
+    for pool in _cheapest(view):
+        n = min(deficit, pool.free_capacity)
+        if n > 0:
+            out[pool.name] = n
+            deficit -= n
+    return out
+
+
+def _why(provision: dict[str, int]) -> str:
+    asked = sum(n for n in provision.values() if n > 0)
+    gone = -sum(n for n in provision.values() if n < 0)
+    parts = [f"asking {asked} GPUs my queue needs" if asked else "",
+             f"releasing {gone} spare GPUs" if gone else ""]  # fmt: skip
+    return "; ".join(p for p in parts if p) or "holding: my GPUs match my queue"
+
+
 def ask_usd_per_gpu(pool: PoolView) -> float:
     """A seller's price for one GPU of `pool` handed over now: its rent over one provisioning
     delay (at least a minute)."""
     return pool.price_usd_per_gpu_h * max(pool.mean_provision_delay_s, 60.0) / 3600
+
+
+def sla_saved_usd_per_gpu(view: TenantObservation, pool: PoolView) -> float:
+    """What one more GPU now saves in SLA penalties: its share of the waiting jobs (jobs per
+    waiting GPU) stops paying for the wait it saves."""
+    if not view.queue_length or view.queued_gpus <= 0:
+        return 0.0
+    wait_h = (pool.mean_provision_delay_s if pool.free_capacity > 0 else 3600.0) / 3600
+    return view.sla_usd_per_job_h * view.queue_length / view.queued_gpus * wait_h
 
 
 def worth_usd_per_gpu(view: TenantObservation, pool: PoolView) -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from twin.schema.actions import Bundle, Placement
+from twin.schema.actions import Bundle, Order, Placement
 from twin.schema.wire import DecisionRequested, OfferView, RoundCommitted
 
 
@@ -31,6 +31,8 @@ class Turn:
 
     provision: dict[str, int] = field(default_factory=dict)
     bids_usd_per_gpu: dict[str, float] = field(default_factory=dict)
+    asks: dict[str, Order] = field(default_factory=dict)  # held GPUs to sell, per pool
+    buys: dict[str, Order] = field(default_factory=dict)  # held GPUs to buy, per pool
     placements: list[Placement] = field(default_factory=list)
     offers: list[OfferToMake] = field(default_factory=list)
     reason: str = ""

@@ -30,6 +30,15 @@ class Seat:
 Maker = Callable[[Seat], "Policy"]
 
 
+@dataclass(frozen=True, slots=True)
+class BuiltIn:
+    """A built-in agent: how it is made, and whether it trades (makes and answers offers; one
+    that does not refuses every offer made to it)."""
+
+    make: Maker
+    trades: bool = False
+
+
 def _baseline(seat: Seat) -> Policy:
     from agents.policies import Baseline
 
@@ -60,12 +69,12 @@ def _negotiator(seat: Seat) -> Policy:
     return Negotiator(list(seat.tenants), seat.tenant)
 
 
-BUILT_IN: dict[str, Maker] = {
-    "baseline": _baseline,
-    "greedy": _greedy,
-    "fair_share": _fair_share,
-    "random": _random,
-    "negotiator": _negotiator,
+BUILT_IN: dict[str, BuiltIn] = {
+    "baseline": BuiltIn(_baseline),
+    "greedy": BuiltIn(_greedy),
+    "fair_share": BuiltIn(_fair_share),
+    "random": BuiltIn(_random),
+    "negotiator": BuiltIn(_negotiator, trades=True),
 }
 """Every built-in agent, by name, in the order listings show them."""
 
@@ -80,10 +89,17 @@ def agent_names() -> tuple[str, ...]:
     return (*BUILT_IN, LLM)
 
 
+def trades(name: str) -> bool:
+    """Whether the agent called `name` trades: an LLM agent does (it may make and answer
+    offers), a built-in one where its entry says so."""
+    entry = BUILT_IN.get(name)
+    return entry.trades if entry is not None else name == LLM
+
+
 def builtin(name: str, tenants: list[str] | tuple[str, ...], me: str, seed: int = 0) -> Policy:
     """The built-in agent called `name` acting for `me` among `tenants`; ValueError names the
     built-in ones if there is none of that name."""
-    make = BUILT_IN.get(name)
-    if make is None:
+    entry = BUILT_IN.get(name)
+    if entry is None:
         raise ValueError(f"unknown policy {name!r}; built-in policies: {', '.join(BUILT_IN)}")
-    return make(Seat(tuple(tenants), me, seed))
+    return entry.make(Seat(tuple(tenants), me, seed))

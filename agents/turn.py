@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from agents.policy import Answer, OfferToMake, Turn
-from twin.schema.actions import Bundle, Placement
+from twin.schema.actions import Bundle, Order, Placement
 from twin.schema.wire import DecisionRequested
 
 BOUND = 8  # GPUs a pool may move by, or change hands, in one answer
@@ -52,7 +52,11 @@ def answer_model(request: DecisionRequested, tenants: tuple[str, ...]) -> type[B
         fields["place"] = (list[place], Field(max_length=PLACE_MAX))
     if request.traits.takes_bids:
         fields["bids"] = (_per_pool("Bids", pools, BID_LEVELS_USD), ...)
-    if others:
+    if request.traits.clears_held and request.trading:  # a call market: held GPUs to trade
+        for side in ("sell", "buy"):
+            fields[side] = (_per_pool(side.title(), pools, tuple(range(BOUND + 1))), ...)
+            fields[f"{side}_usd"] = (_per_pool(f"{side.title()}Usd", pools, BID_LEVELS_USD), ...)
+    if others and request.trading:
         gpus = _per_pool("Gpus", pools, tuple(range(BOUND + 1)))
         offer = create_model(
             "Offer", __config__=STRICT, to=(_enum((NOBODY, *others)), ...),
@@ -113,6 +117,7 @@ def to_turn(answer: BaseModel) -> tuple[Turn, dict[str, Answer]]:
             seen.add(pl["job"])
             turn.placements.append(Placement(job_id=pl["job"], pool=pl["pool"]))
     turn.bids_usd_per_gpu = {p: float(v) for p, v in raw.get("bids", {}).items() if v}
+    turn.asks, turn.buys = _orders(raw, "sell"), _orders(raw, "buy")
     offer = raw.get("offer")
     if offer and offer["to"] != NOBODY:
         give = Bundle(gpus={p: n for p, n in offer["give_gpus"].items() if n},
@@ -125,3 +130,9 @@ def to_turn(answer: BaseModel) -> tuple[Turn, dict[str, Answer]]:
         oid: Answer(verdict == "accept", reason) for oid, verdict in raw.get("answers", {}).items()
     }
     return turn, answers
+
+
+def _orders(raw: dict[str, Any], side: str) -> dict[str, Order]:
+    """A call market's orders on one side, per pool, from a validated answer."""
+    gpus, usd = raw.get(side, {}), raw.get(f"{side}_usd", {})
+    return {p: Order(gpus=n, usd_per_gpu=float(usd.get(p, 0))) for p, n in gpus.items() if n}

@@ -17,7 +17,7 @@ from aiohttp.test_utils import TestServer
 from agents import prompting
 from agents.client import AgentClient, HandshakeError
 from agents.llm import BOUND, LLMPolicy
-from agents.policies import Baseline
+from agents.policies import Baseline, Negotiator
 from agents.policy import Answer
 from agents.registry import BUILT_IN, builtin
 from agents.turn import answer_model, shape
@@ -42,7 +42,7 @@ SHARED = {
             "gpu_type": "a100-80gb",
             "max_gpus": 32,
             "price_usd_per_gpu_h": 2.0,
-            "provision_delay_s": {"dist": "constant", "value": 600},
+            "provision_delay_s": {"dist": "constant", "value": 1800},
         },
         {
             "name": "h100",
@@ -50,7 +50,7 @@ SHARED = {
             "max_gpus": 16,
             "price_usd_per_gpu_h": 4.0,
             "speed": 2.0,
-            "provision_delay_s": {"dist": "constant", "value": 600},
+            "provision_delay_s": {"dist": "constant", "value": 1800},
         },
     ],
     "tenants": [
@@ -254,6 +254,41 @@ async def test_the_model_decides_the_whole_turn(aiohttp_server: MakeServer) -> N
     assert schema["$defs"]["Offer"]["properties"]["to"]["enum"] == ["nobody", "alpha", "gamma",
                                                                     "delta"]  # fmt: skip
     assert (policy.stats.prompt_tokens, policy.stats.completion_tokens) == (100, 10)
+
+
+def test_an_llm_is_offered_no_offer_to_make_where_trading_is_off() -> None:
+    on = request()
+    off = on.model_copy(update={"trading": False})
+    assert "offer" in answer_model(on, tuple(TENANTS)).model_json_schema()["required"]
+    assert "offer" not in answer_model(off, tuple(TENANTS)).model_json_schema()["properties"]
+
+
+async def test_under_a_call_market_the_negotiator_bids_for_what_its_queue_needs() -> None:
+    negotiator = Negotiator(list(TENANTS), "beta")
+    asked = request(mechanism="call_market")
+    slow = [p.model_copy(update={"mean_provision_delay_s": 1800.0}) for p in asked.view.pools]
+    worth = asked.view.model_copy(update={"value_usd_per_gpu_h": 8.0, "pools": slow})
+    turn = await negotiator.decide(asked.model_copy(update={"view": worth}))
+    ((_, order),) = turn.buys.items()
+    assert order.gpus == 6  # its queue needs 6 GPUs; none idle, none coming, new ones 30 min off
+    assert order.usd_per_gpu > 0
+    assert not turn.offers, "held GPUs go through the market, not offers"
+
+
+async def test_an_llm_may_sell_and_buy_held_gpus_under_a_call_market(
+    aiohttp_server: MakeServer,
+) -> None:
+    schema = answer_model(request(mechanism="call_market"), tuple(TENANTS)).model_json_schema()
+    assert {"sell", "sell_usd", "buy", "buy_usd"} <= set(schema["required"])
+    assert "sell" not in answer_model(request(), tuple(TENANTS)).model_json_schema()["properties"]
+
+
+def test_the_registry_says_which_agents_trade() -> None:
+    from agents.registry import LLM, trades
+
+    assert trades("negotiator")
+    assert trades(LLM)
+    assert not any(trades(name) for name in ("baseline", "greedy", "fair_share", "random"))
 
 
 async def test_bids_are_asked_for_only_where_the_mechanism_takes_them(

@@ -58,13 +58,17 @@ def test_every_agent_plays_every_tenant_on_every_seed_against_one_baseline(arena
     con = duckdb.connect()
     sessions = str(arena / "sessions.parquet")
     plays = con.execute(f"SELECT agent, tenant, count(DISTINCT seed), count(*) FROM "
-                        f"'{sessions}' WHERE kind = 'session' GROUP BY ALL").fetchall()  # fmt: skip
+                        f"'{sessions}' WHERE kind = 'session' AND trading "
+                        "GROUP BY ALL").fetchall()  # fmt: skip
     assert sorted((a, t) for a, t, _, _ in plays) == sorted((a, t) for a in AGENTS for t in TENANTS)
     assert {(seeds, n) for _, _, seeds, n in plays} == {(SEEDS, SEEDS)}
     baselines = con.execute(f"SELECT count(DISTINCT key), count(DISTINCT seed) FROM '{sessions}' "
                         "WHERE kind = 'baseline-session'").fetchone()  # fmt: skip
     assert baselines == (SEEDS, SEEDS), "one baseline per seed, paired with every rotation"
-    assert len(summaries(arena)) == SEEDS * (len(AGENTS) + 1)
+    untraded = con.execute(f"SELECT count(DISTINCT key) FROM '{sessions}' WHERE kind = 'session' "
+                           "AND NOT trading").fetchone()  # fmt: skip
+    assert untraded == (SEEDS * len(AGENTS),), "each rotation (a negotiator in each) again"
+    assert len(summaries(arena)) == SEEDS * (2 * len(AGENTS) + 1)
 
 
 def test_the_leaderboard_s_returns_are_the_sessions_summaries(arena: Path) -> None:
@@ -74,7 +78,7 @@ def test_the_leaderboard_s_returns_are_the_sessions_summaries(arena: Path) -> No
     gains: dict[tuple[str, str], dict[int, float]] = defaultdict(dict)
     base = {r["seed"]: told[k] for k, r in runs.items() if r["kind"] == "baseline-session"}
     for key, run in runs.items():
-        if run["kind"] != "session":
+        if run["kind"] != "session" or not run["trading"]:
             continue
         mine = {t["name"]: t["reward_usd"] for t in told[key]["tenants"]}
         theirs = {t["name"]: t["reward_usd"] for t in base[run["seed"]]["tenants"]}
@@ -98,7 +102,7 @@ def test_the_leaderboard_s_returns_are_the_sessions_summaries(arena: Path) -> No
 def test_the_intervals_are_a_percentile_bootstrap_over_seeds(arena: Path) -> None:
     sessions = pq.read_table(arena / "sessions.parquet").to_pylist()
     for row in board(arena):
-        cells = [c for c in sessions if c["agent"] == row["agent"]
+        cells = [c for c in sessions if c["agent"] == row["agent"] and c["trading"]
                  and (row["role"] == "all" or c["tenant"] == row["role"])]  # fmt: skip
         for field in ("return_usd", "gain_usd"):
             per_seed = np.array([statistics.fmean(c[field] for c in cells if c["seed"] == s)
@@ -163,16 +167,17 @@ def test_a_stopped_arena_resumes_where_it_stopped(tmp_path: Path) -> None:
     assert twin_command(*argv).returncode == 0
     first = outcomes(out)
     runs = sorted((out / "runs").glob("*.json"))
-    assert len(runs) == 2 * 3
+    # Per seed: its bound, its baseline, two rotations, each again with trading off.
+    assert len(runs) == 2 * 6
     runs[0].unlink()
     again = twin_command(*argv)
     assert again.returncode == 0, again.stderr
-    assert "(1 now, 5 done before)" in " ".join(again.stdout.split())
+    assert "(1 now, 11 done before)" in " ".join(again.stdout.split())
     assert outcomes(out) == first
     more = twin_command("arena", "--agents", "negotiator,baseline", "--seeds", "3",
                         "--out", str(out))  # fmt: skip
     assert more.returncode == 0, more.stderr
-    assert "(3 now, 6 done before)" in " ".join(more.stdout.split())
+    assert "(6 now, 12 done before)" in " ".join(more.stdout.split())
     other = twin_command("arena", "--agents", "greedy,baseline", "--seeds", "2", "--out", str(out))
     assert other.returncode != 0
     assert "holds another arena (its agents differ)" in other.stderr
@@ -263,7 +268,7 @@ def test_a_local_ray_plays_the_same_arena_as_the_local_pool(tmp_path: Path) -> N
     ray = twin_command(*argv, "--engine", "ray", "--out", str(tmp_path / "ray"))
     assert pool.returncode == 0, pool.stderr
     assert ray.returncode == 0, ray.stderr
-    assert "6 sessions (6 now, 0 done before)" in " ".join(ray.stdout.split())
+    assert "12 sessions (12 now, 0 done before)" in " ".join(ray.stdout.split())
     assert outcomes(tmp_path / "ray") == outcomes(tmp_path / "pool")
 
 
@@ -306,3 +311,101 @@ def test_an_llm_agent_whose_endpoint_is_down_falls_back_at_once(tmp_path: Path) 
     assert row["fallbacks"] > 0
     walls = [c["wall_s"] for c in pq.read_table(out / "sessions.parquet").to_pylist()]
     assert max(walls) < 10, "a dead endpoint is found dead once, not waited on every round"
+
+
+@pytest.fixture(scope="module")
+def regimes(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Mirror and cross play on `market-scarce`, the built-in with gains from trade."""
+    out = tmp_path_factory.mktemp("regimes") / "scarce"
+    result = twin_command("arena", "--scenario", "market-scarce", "--agents",
+                          "negotiator,fair_share", "--regime", "mirror,cross", "--seeds", "8",
+                          "--out", str(out), "--workers", "2")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "mirror (every tenant one agent)" in result.stdout
+    return out
+
+
+def test_mirror_play_by_the_negotiator_gains_over_the_baseline_and_from_trade(
+    regimes: Path,
+) -> None:
+    mirror = {r["agent"]: r for r in pq.read_table(regimes / "mirror.parquet").to_pylist()}
+    negotiator, fair_share = mirror["negotiator"], mirror["fair_share"]
+    assert negotiator["seeds"] == 8
+    assert negotiator["welfare_gain_lo_usd"] > 0, "the 95% interval is above zero"
+    assert negotiator["trade_welfare_gain_usd"] > 0
+    assert negotiator["pareto_share"] > 0
+    assert 0 < negotiator["score"] <= 1
+    assert negotiator["distance_usd"] > 0, "no agent reaches the bound"
+    assert negotiator["trades"]
+    assert not fair_share["trades"], "an agent that cannot trade is marked"
+    assert fair_share["trade_welfare_gain_usd"] == 0.0
+    shares = json.loads(negotiator["surplus_shares"])
+    assert set(shares) == {"research", "inference", "batch"}
+
+
+def test_the_score_is_the_welfare_gain_over_the_room_to_the_bound(regimes: Path) -> None:
+    from twin.bound.run import bound_seed
+    from twin.sim import scenarios
+
+    cells = pq.read_table(regimes / "sessions.parquet").to_pylist()
+    mirrored = [c for c in cells if c["kind"] == "session" and c["trading"] and c["seed"] == 0
+                and c["regimes"] == "mirror" and c["agent"] == "negotiator"]  # fmt: skip
+    base = next(c for c in cells if c["kind"] == "baseline-session" and c["seed"] == 0)
+    bound = bound_seed(scenarios.as_cluster(scenarios.load("market-scarce")), 0).bound_usd
+    cell = mirrored[0]
+    assert cell["bound_usd"] == pytest.approx(bound, rel=1e-9)
+    room = bound - base["total_return_usd"]
+    assert cell["score"] == pytest.approx(cell["welfare_gain_usd"] / room)
+    assert cell["distance_usd"] == pytest.approx(bound - cell["total_return_usd"])
+    assert cell["total_return_usd"] <= bound
+
+
+def test_cross_play_fills_the_matrix_and_counts_offers_made_to_non_traders(regimes: Path) -> None:
+    crossed = pq.read_table(regimes / "cross.parquet").to_pylist()
+    assert {(r["agent"], r["against"]) for r in crossed} == {
+        ("negotiator", "fair_share"), ("fair_share", "negotiator")}  # fmt: skip
+    assert all(r["seeds"] == 8 and r["gain_lo_usd"] <= r["gain_usd"] <= r["gain_hi_usd"]
+               for r in crossed)  # fmt: skip
+    cells = pq.read_table(regimes / "sessions.parquet").to_pylist()
+    lone = [c for c in cells if c["regimes"] == "cross" and c["agent"] == "negotiator"
+            and c["trading"]]  # fmt: skip
+    assert sum(c["offers_to_nontraders"] for c in lone) > 0
+
+
+async def test_the_mirror_and_cross_tables_open_in_chromium(regimes: Path) -> None:
+    url = (regimes / "leaderboard.html").as_uri()
+    async with chromium() as (browser, watched):
+        page = await new_page(browser, watched)
+        await page.goto(url)
+        text = await page.locator("body").inner_text()
+    assert watched.problems == []
+    assert "mirror, every tenant one agent" in text
+    assert "cross-play" in text
+    assert "score" in text
+
+
+def test_mechanisms_are_compared_in_one_run(tmp_path: Path) -> None:
+    out = tmp_path / "mechanisms"
+    result = twin_command("arena", "--scenario", "market-scarce", "--agents", "negotiator",
+                          "--regime", "mirror", "--mechanism", "proportional,auction",
+                          "--seeds", "2", "--out", str(out))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    mirror = pq.read_table(out / "mirror.parquet").to_pylist()
+    assert {r["mechanism"] for r in mirror} == {"proportional", "auction"}
+    assert "market-scarce (auction)" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--regime", "spiral"], "--regime: unknown 'spiral'; allowed: rotation, mirror, cross"),
+        (["--mechanism", "haggle"], "--mechanism: unknown 'haggle'; allowed: proportional"),
+        (["--regime", "cross"], "--regime cross needs at least two agents"),
+    ],
+)
+def test_an_unknown_regime_or_mechanism_is_one_line(argv: list[str], message: str,
+                                                     tmp_path: Path) -> None:  # fmt: skip
+    result = twin_command("arena", "--agents", "negotiator", *argv, "--out", str(tmp_path / "x"))
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr

@@ -185,7 +185,7 @@ def test_smollm2_in_one_role_of_an_arena_reports_its_valid_answers_and_latency(
     argv = [sys.executable, "-m", "twin", "arena", "--scenario", str(short_market(tmp_path, 2)),
             "--agents", "smol,negotiator,fair_share", "--llm", smol, "--seeds", "1",
             "--llm-schema-format", "json_object", "--llm-first-answer-s", "120",
-            "--workers", "1", "--out", str(out)]  # fmt: skip
+            "--workers", "1", "--no-trade-gain", "--out", str(out)]  # fmt: skip
     result = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=1200)
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr

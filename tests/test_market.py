@@ -9,8 +9,9 @@ import pytest
 
 from tests.conftest import kinds
 from tests.rounds import commit
-from twin.eventlog.log import EventLog, encode
-from twin.schema.actions import Bundle, Offer, Placement, ProvisionAction
+from twin.eventlog.log import EventLog, encode, from_dict
+from twin.eventlog.metrics import Metrics
+from twin.schema.actions import Bundle, Offer, Order, Placement, ProvisionAction
 from twin.schema.scenario import ClusterScenario, PlanSpec
 from twin.sim.driver import Driver
 from twin.sim.model import TradeOutcome
@@ -220,3 +221,79 @@ def test_a_negotiated_session_replays_from_its_log_byte_for_byte() -> None:
     original = b"".join(encode(r, "s") for r in log)
     assert b'"kind":"trade_settled"' in original
     assert reproduce_log(orjson.loads(line) for line in original.splitlines()) == original
+
+
+def test_a_call_market_clears_at_one_price_where_the_bids_meet_the_asks() -> None:
+    from twin.sim.market.call_market import Order as Unit
+    from twin.sim.market.call_market import clear
+
+    asks = [Unit(0, 2, 1.0), Unit(1, 2, 3.0)]  # tenant 0 sells 2 at $1, tenant 1 2 at $3
+    bids = [Unit(2, 3, 4.0), Unit(3, 1, 2.0)]  # tenant 2 buys 3 at $4, tenant 3 1 at $2
+    cleared = clear(asks, bids)
+    assert cleared is not None
+    # Bids 4, 4, 4, 2 against asks 1, 1, 3, 3: three GPUs trade; the last pair is 4 and 3.
+    assert cleared.price_usd_per_gpu == 3.5
+    assert cleared.fills == {0: -2, 1: -1, 2: 3}
+    assert cleared.volume == 3
+    assert clear([Unit(0, 1, 5.0)], [Unit(1, 1, 4.0)]) is None, "no bid meets the ask"
+
+
+def held(**gpus: int) -> dict[str, Any]:
+    """The market's tenants, each starting with `gpus` idle H100s."""
+    return {"tenants": [
+        {"name": t, "policy": "static", "budget_usd": 1000, "initial_gpus": {"h100": n}}
+        for t, n in gpus.items()
+    ]}  # fmt: skip
+
+
+def test_held_gpus_change_hands_in_the_call_market_and_the_log_tells_it() -> None:
+    log = EventLog("cm", keep=True)
+    driver = Driver(cluster(**held(a=3, b=0, c=0)), seed=0, log=log)
+    assert driver.advance() is not None
+    book = driver.book("call_market")
+    book.propose("a", ProvisionAction(asks={"h100": Order(gpus=3, usd_per_gpu=1.0)}))
+    book.propose("b", ProvisionAction(buys={"h100": Order(gpus=2, usd_per_gpu=3.0)}))
+    book.propose("c", ProvisionAction(buys={"h100": Order(gpus=5, usd_per_gpu=0.5)}))
+    out = driver.commit(book)
+    assert out["a"].market == {"h100": -2}
+    assert out["b"].market == {"h100": 2}
+    assert out["b"].market_price_usd_per_gpu == {"h100": 2.0}  # the midpoint of 3 and 1
+    assert "c" not in {t for t, o in out.items() if o.market}, "its bid meets no ask"
+    records = list(log.dicts())
+    (cleared,) = kinds(records, "market_cleared")
+    assert (cleared["pool"], cleared["price_usd_per_gpu"], cleared["fills"]) == (
+        "h100", 2.0, {"a": -2, "b": 2})  # fmt: skip
+    held_after = {r["tenant"]: r["gpus"] for r in kinds(records, "gpus_ready")
+                  if r["t_s"] == cleared["t_s"]}  # fmt: skip
+    assert held_after == {"b": 2}
+
+
+def test_the_call_market_s_money_is_in_the_summary_and_the_log_reproduces() -> None:
+    log = EventLog("cm", keep=True)
+    driver = Driver(cluster(**held(a=2, b=0, c=1)), seed=0, log=log)
+    rounds = 0
+    while driver.advance() is not None:
+        book = driver.book("call_market")
+        if rounds == 0:
+            book.propose("a", ProvisionAction(asks={"h100": Order(gpus=2, usd_per_gpu=1.0)}))
+            book.propose("b", ProvisionAction(buys={"h100": Order(gpus=2, usd_per_gpu=2.0)}))
+        driver.commit(book)
+        rounds += 1
+    records = list(log.dicts())
+    metrics = Metrics()
+    metrics.consume([from_dict(r) for r in records])
+    tenants = {t.name: t for t in metrics.summary().tenants}
+    assert tenants["a"].traded_usd == pytest.approx(3.0)  # 2 GPUs at $1.50
+    assert tenants["b"].traded_usd == pytest.approx(-3.0)
+    for t in driver.tenants:
+        assert driver.settlement(t)[1] == pytest.approx(tenants[t].reward_usd)
+    original = b"".join(encode(r, "cm") for r in log)
+    assert reproduce_log(orjson.loads(line) for line in original.splitlines()) == original
+
+
+def test_an_order_for_a_pool_the_scenario_lacks_is_refused() -> None:
+    from twin.errors import RoundError
+
+    book = at_first_round(cluster()).book("call_market")
+    with pytest.raises(RoundError, match="unknown pool 'tpu'"):
+        book.propose("a", ProvisionAction(buys={"tpu": Order(gpus=1, usd_per_gpu=1.0)}))

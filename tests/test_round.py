@@ -150,3 +150,21 @@ def test_a_recorded_turn_keeps_its_label_and_a_recorded_default_stays_a_default(
     assert b.defaulted() == ["b"]
     with pytest.raises(RoundError, match="unknown tenant 'zed'"):
         b.record(Turn("zed", ask(1)))
+
+
+def test_with_trading_off_every_offer_is_refused_and_turns_still_count() -> None:
+    b = RoundBook(2, 0.0, TENANTS, TENANTS, pools=("h100",), trading=False)
+    with pytest.raises(RoundError, match="trading is off in this session") as refused:
+        b.offer("a", "b", ONE, PAY)
+    assert refused.value.code == ErrorCode.BAD_OFFER
+    assert b.propose("a", ask(1))
+    assert b.inputs().actions == [("a", ask(1))]
+
+
+def test_with_trading_off_call_market_orders_are_refused_too() -> None:
+    from twin.schema.actions import Order
+
+    b = RoundBook(2, 0.0, TENANTS, TENANTS, pools=("h100",), trading=False)
+    with pytest.raises(RoundError, match="no call market orders"):
+        b.propose("a", ProvisionAction(asks={"h100": Order(gpus=1, usd_per_gpu=1.0)}))
+    assert not b.turns

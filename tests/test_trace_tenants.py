@@ -281,15 +281,17 @@ BUILTIN_ARGS = {
 
 
 class TestAgentsOnTheTrace:
-    def test_negotiators_burst_trade_and_are_credited_on_openb(self, tmp_path: Path) -> None:
+    def test_negotiators_burst_and_are_credited_on_openb(self, tmp_path: Path) -> None:
+        """They burst to the cloud pool and are credited; they hold no idle cloud GPU for a buyer
+        (a new one is ten minutes away, a round an hour: holding it unsold costs more than a
+        sale could bring)."""
         agents = ",".join(f"{t}=negotiator" for t in ("ls", "be", "burstable", "other"))
         done = twin_command("play", "--scenario", "openb-tenants", "--agents", agents,
                             "--out", str(tmp_path))  # fmt: skip
         assert done.returncode == 0, done.stderr
         with (tmp_path / "events.jsonl").open() as f:
             events = [json.loads(line) for line in f]
-        settled = [e for e in events if e["kind"] == "trade_settled" and e["applied"]]
-        assert settled, "no trade was carried out"
+        assert not [e for e in events if e["kind"] == "offer_made"]
         credited = [e for e in events if e["kind"] == "round_credited"]
         assert any(e["difference_reward"] != 0 for e in credited)
         assert {e["tenant"] for e in credited} == {"ls", "be", "burstable", "other"}
@@ -298,7 +300,7 @@ class TestAgentsOnTheTrace:
         assert {e["pool"] for e in bursts} == {"cloud"}
         assert events[-1]["kind"] == "episode_ended"
         report = json.loads((tmp_path / "agents.json").read_text())["agents"]
-        assert sum(a["trades_applied"] for a in report.values()) >= 2  # both parties count one
+        assert set(report) == {"ls", "be", "burstable", "other"}
 
     def test_a_gymnasium_tenant_steps_against_negotiators(self) -> None:
         from twin.rl.cluster_env import ClusterEnv

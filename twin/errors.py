@@ -8,6 +8,7 @@ TwinError                   the twin cannot do what was asked
 ├── ActionError             an action names something the model does not have
 ├── SessionEndedError       a finished episode was asked to go on
 ├── EnvNotReadyError        an environment was used before its first reset
+├── BoundError              a welfare bound's program was not solved (infeasible, time limit)
 └── RefusedError            a client's request is refused with a wire code
     ├── FrameError          a frame is too large, not JSON, of an unknown type or invalid
     ├── RoundError          a round message cannot be taken (wrong round, bad offer, ...)
@@ -64,6 +65,15 @@ class SessionEndedError(TwinError):
 
 class EnvNotReadyError(TwinError):
     """Raised when an environment is stepped or read before its first reset."""
+
+
+class BoundError(TwinError):
+    """Raised when the solver does not reach a welfare bound; `reason` says why in one word
+    (`infeasible`, `time_limit`, `unbounded`, `numerical_difficulties`, `no_horizon`)."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"bound not reached ({reason}): {detail}")
+        self.reason = reason
 
 
 class RefusedError(TwinError):

@@ -10,7 +10,14 @@ percentiles of the resampled means. Agents rank by their mean gain over all role
 
 Welfare, per session: the total return of all tenants, Jain's index over the tenants' mean
 queueing delays, and whether the outcome Pareto-dominates the baseline (no tenant's return lower,
-one higher).
+one higher). Against the seed's bound (what a planner with hindsight could reach): the score,
+(welfare - baseline) / (bound - baseline), 0 at the baseline and 1 at the bound, and the
+distance to the bound in dollars. A line-up played again with trading off gives each tenant's
+trade gain: its return with trading less its return without.
+
+Three tables: the rotation's leaderboard (per agent, all roles and each), the mirror (every
+tenant one agent: the welfare it reaches, its trade gain and score), and the cross-play matrix
+(agent A in one seat against agent B in the others: A's gain).
 """
 
 from __future__ import annotations
@@ -22,8 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from twin.arena.lineup import BASELINE
+from twin.arena.lineup import BASELINE, BOUND, NO_TRADE
 from twin.errors import ConfigError
+from twin.schema.vocabulary import DEFAULT_MECHANISM
 
 Row = dict[str, Any]
 ALL_ROLES = "all"
@@ -57,44 +65,85 @@ def _pareto(session: Row, base: Row) -> bool:
     return all(g >= -TOLERANCE_USD for g in gains) and any(g > TOLERANCE_USD for g in gains)
 
 
-def baselines(rows: Iterable[Row]) -> dict[tuple[str, int], Row]:
-    """The baseline session of each (scenario hash, seed)."""
-    return {(r["scenario_sha256"], r["seed"]): r for r in rows if r["kind"] == BASELINE}
+def mechanism_of(row: Row) -> str:
+    """The session's mechanism (a row from before arenas named it played the default)."""
+    return str(row.get("mechanism", DEFAULT_MECHANISM))
+
+
+def baselines(rows: Iterable[Row]) -> dict[tuple[str, int, str], Row]:
+    """The baseline session of each (scenario hash, seed, mechanism)."""
+    return {(r["scenario_sha256"], r["seed"], mechanism_of(r)): r for r in rows
+            if r["kind"] == BASELINE}  # fmt: skip
+
+
+def bounds(rows: Iterable[Row]) -> dict[tuple[str, int], float]:
+    """The welfare bound of each (scenario hash, seed), where the program could be built."""
+    return {(r["scenario_sha256"], r["seed"]): r["bound_usd"] for r in rows
+            if r["kind"] == BOUND and r.get("bound_usd") is not None}  # fmt: skip
 
 
 def tidy(rows: list[Row]) -> list[Row]:
-    """One row per session and tenant, with its gain over the baseline and the session's
-    welfare: the form `sessions.parquet` takes."""
-    base = baselines(rows)
+    """One row per session and tenant, with its gain over the baseline, its trade gain, and the
+    session's welfare, score and distance to the bound: the form `sessions.parquet` takes."""
+    base, ceiling = baselines(rows), bounds(rows)
+    by_key = {r["key"]: r for r in rows}
     out = []
     for r in sorted(rows, key=lambda r: r["key"]):
-        paired = base.get((r["scenario_sha256"], r["seed"]))
+        if r["kind"] == BOUND:
+            continue
+        paired = base.get((r["scenario_sha256"], r["seed"], mechanism_of(r)))
         if paired is None:
             raise ConfigError(f"session {r['key']} has no baseline session for its seed")
         before = {t["tenant"]: t["return_usd"] for t in paired["tenants"]}
+        alone = by_key.get(r["key"] + NO_TRADE)
+        untraded = {t["tenant"]: t["return_usd"] for t in alone["tenants"]} if alone else None
         dominates = _pareto(r, paired) if r["kind"] != BASELINE else None
+        welfare = r["total_return_usd"]
+        surplus = welfare - paired["total_return_usd"]
+        bound = ceiling.get((r["scenario_sha256"], r["seed"]))
+        room = None if bound is None else bound - paired["total_return_usd"]
         for t in r["tenants"]:
             llm = t.get("llm") or {}
+            gain = t["return_usd"] - before.get(t["tenant"], 0.0)
             out.append({
                 "key": r["key"], "kind": r["kind"], "scenario": r["scenario"],
                 "scenario_sha256": r["scenario_sha256"], "seed": r["seed"],
+                "mechanism": mechanism_of(r), "trading": r.get("trading", True),
+                "regimes": ",".join(r.get("regimes") or (["rotation"] if r["kind"] != BASELINE
+                                                         else [])),
                 "rotation": r["rotation"], "tenant": t["tenant"], "agent": t["agent"],
+                "trades": t.get("trades"),
                 "return_usd": t["return_usd"],
-                "gain_usd": t["return_usd"] - before.get(t["tenant"], 0.0),
+                "gain_usd": gain,
+                "trade_gain_usd": (t["return_usd"] - untraded.get(t["tenant"], 0.0)
+                                   if untraded is not None else 0.0),
+                "surplus_share": gain / surplus if surplus > TOLERANCE_USD else None,
                 "difference_reward_usd": t.get("difference_reward_usd"),
                 "offers_made": t.get("offers_made"), "offers_taken": t.get("offers_taken"),
                 "offers_refused": t.get("offers_refused"),
+                "offers_to_nontraders": t.get("offers_to_nontraders"),
                 "trades_applied": t.get("trades_applied"),
                 "llm_asks": llm.get("asks"), "llm_valid_first_try": llm.get("valid_first_try"),
                 "llm_fallbacks": (llm["fallbacks"] + llm["offer_fallbacks"]) if llm else None,
                 "mean_queueing_delay_s": t["mean_queueing_delay_s"],
-                "total_return_usd": r["total_return_usd"],
-                "welfare_gain_usd": r["total_return_usd"] - paired["total_return_usd"],
+                "total_return_usd": welfare,
+                "welfare_gain_usd": surplus,
+                "trade_welfare_gain_usd": (welfare - alone["total_return_usd"]
+                                           if alone is not None else 0.0),
+                "bound_usd": bound,
+                "score": surplus / room if room is not None and room > TOLERANCE_USD else None,
+                "distance_usd": None if bound is None else bound - welfare,
                 "jain_delay": r["jain_delay"],
                 "pareto_dominates": dominates,
                 "wall_s": r["wall_s"],
             })  # fmt: skip
     return out
+
+
+def _played(cells: list[Row], regime: str) -> list[Row]:
+    """The cells of agents' sessions with trading on, in `regime`."""
+    return [c for c in cells if c["kind"] != BASELINE and c["agent"] is not None
+            and c["trading"] and regime in c["regimes"].split(",")]  # fmt: skip
 
 
 def _interval(values: list[float]) -> tuple[float, float, float]:
@@ -103,26 +152,106 @@ def _interval(values: list[float]) -> tuple[float, float, float]:
 
 
 def leaderboard(rows: list[Row]) -> list[Row]:
-    """The leaderboard's rows: per scenario, each agent over all roles (ranked) then per role."""
-    cells = [c for c in tidy(rows) if c["kind"] != BASELINE and c["agent"] is not None]
-    raw: dict[tuple[str, str], list[Row]] = defaultdict(list)  # (scenario, agent) -> cells
+    """The leaderboard's rows: per scenario and mechanism, each agent over all roles (ranked)
+    then per role, from the rotation's sessions."""
+    cells = _played(tidy(rows), "rotation")
+    raw: dict[tuple[str, str, str], list[Row]] = defaultdict(list)  # (scenario, mech, agent)
     for c in cells:
-        raw[(c["scenario_sha256"], c["agent"])].append(c)
+        raw[(c["scenario_sha256"], c["mechanism"], c["agent"])].append(c)
     sessions = {r["key"]: r for r in rows}
     board: list[Row] = []
-    for (_, agent), mine in sorted(raw.items()):
+    for (_, _, agent), mine in sorted(raw.items()):
         roles = sorted({c["tenant"] for c in mine})
         for role in [ALL_ROLES, *roles]:
             picked = mine if role == ALL_ROLES else [c for c in mine if c["tenant"] == role]
             board.append(_entry(agent, role, picked, sessions))
-    for scenario_hash in {b["scenario_sha256"] for b in board}:
-        ranked = sorted((b for b in board if b["scenario_sha256"] == scenario_hash
+    for group in {(b["scenario_sha256"], b["mechanism"]) for b in board}:
+        ranked = sorted((b for b in board if (b["scenario_sha256"], b["mechanism"]) == group
                          and b["role"] == ALL_ROLES), key=lambda b: -b["gain_usd"])  # fmt: skip
         for rank, b in enumerate(ranked, 1):
             b["rank"] = rank
-    return sorted(board, key=lambda b: (b["scenario"], b["scenario_sha256"], b["role"] != ALL_ROLES,
+    return sorted(board, key=lambda b: (b["scenario"], b["scenario_sha256"], b["mechanism"],
+                                        b["role"] != ALL_ROLES,
                                         b["rank"] if b["role"] == ALL_ROLES else 0,
                                         b["role"], b["agent"]))  # fmt: skip
+
+
+def mirror(rows: list[Row]) -> list[Row]:
+    """Per scenario, mechanism and agent, its mirror sessions (every tenant the agent): the
+    welfare it reaches, its gain over the baseline and from trading, its score against the
+    bound, each with its interval over seeds; its Pareto share and each tenant's share of the
+    surplus."""
+    cells = _played(tidy(rows), "mirror")
+    groups: dict[tuple[str, str, str], list[Row]] = defaultdict(list)
+    for c in cells:
+        groups[(c["scenario_sha256"], c["mechanism"], c["agent"])].append(c)
+    out = []
+    for (_, mechanism, agent), mine in sorted(groups.items()):
+        sessions = {c["key"]: c for c in mine}
+        first = mine[0]
+        entry: Row = {"scenario": first["scenario"], "scenario_sha256": first["scenario_sha256"],
+                      "mechanism": mechanism, "agent": agent, "trades": first["trades"],
+                      "seeds": len({c["seed"] for c in mine})}  # fmt: skip
+        for field in ("total_return_usd", "welfare_gain_usd", "trade_welfare_gain_usd", "score",
+                      "distance_usd"):  # fmt: skip
+            entry.update(_summary(field, _session_values(sessions.values(), field)))
+        entry["pareto_share"] = statistics.fmean(
+            float(c["pareto_dominates"]) for c in sessions.values()
+        )
+        shares = defaultdict(list)
+        for c in mine:
+            if c["surplus_share"] is not None:
+                shares[c["tenant"]].append(c["surplus_share"])
+        entry["surplus_shares"] = {t: statistics.fmean(v) for t, v in sorted(shares.items())}
+        out.append(entry)
+    return sorted(out, key=lambda r: (r["scenario"], r["scenario_sha256"], r["mechanism"],
+                                      -r["welfare_gain_usd"]))  # fmt: skip
+
+
+def cross(rows: list[Row]) -> list[Row]:
+    """The cross-play matrix: per scenario, mechanism and ordered pair, agent A's gain over the
+    baseline in the seat it holds against agent B in every other (the mean over its seats on a
+    seed, then its interval over seeds)."""
+    cells = _played(tidy(rows), "cross")
+    by_session: dict[str, list[Row]] = defaultdict(list)
+    for c in cells:
+        by_session[c["key"]].append(c)
+    pairs: dict[tuple[str, str, str, str], list[Row]] = defaultdict(list)
+    for mine in by_session.values():
+        agents = [c["agent"] for c in mine]
+        for c in mine:
+            others = {a for a in agents if a != c["agent"]}
+            if agents.count(c["agent"]) == 1 and len(others) == 1:  # the lone seat: A vs B
+                pairs[(c["scenario_sha256"], c["mechanism"], c["agent"], others.pop())].append(c)
+    out = []
+    for (_, mechanism, a, b), mine in sorted(pairs.items()):
+        gain, low, high = _interval(_per_seed(mine, "gain_usd"))
+        out.append({"scenario": mine[0]["scenario"], "scenario_sha256": mine[0]["scenario_sha256"],
+                    "mechanism": mechanism, "agent": a, "against": b,
+                    "seeds": len({c["seed"] for c in mine}), "gain_usd": gain,
+                    "gain_lo_usd": low, "gain_hi_usd": high,
+                    "trade_gain_usd": statistics.fmean(c["trade_gain_usd"]
+                                                       for c in mine)})  # fmt: skip
+    return out
+
+
+def _session_values(cells: Iterable[Row], field: str) -> list[float]:
+    """A session-wide field per seed (the mean over the seed's sessions); seeds without it
+    (no bound, say) left out."""
+    by_seed: dict[int, list[float]] = defaultdict(list)
+    for c in cells:
+        if c[field] is not None:
+            by_seed[c["seed"]].append(c[field])
+    return [statistics.fmean(by_seed[s]) for s in sorted(by_seed)]
+
+
+def _summary(field: str, values: list[float]) -> Row:
+    name = field.removesuffix("_usd")
+    unit = "_usd" if field.endswith("_usd") else ""
+    if not values:
+        return {f"{name}{unit}": None, f"{name}_lo{unit}": None, f"{name}_hi{unit}": None}
+    mean, low, high = _interval(values)
+    return {f"{name}{unit}": mean, f"{name}_lo{unit}": low, f"{name}_hi{unit}": high}
 
 
 def _per_seed(cells: list[Row], field: str) -> list[float]:
@@ -144,10 +273,14 @@ def _entry(agent: str, role: str, cells: list[Row], sessions: dict[str, Row]) ->
     asks = [c["llm_asks"] for c in cells if c["llm_asks"] is not None]
     valid = sum(c["llm_valid_first_try"] for c in cells if c["llm_valid_first_try"] is not None)
     n = len(cells)
+    trade, trade_lo, trade_hi = _interval(_per_seed(cells, "trade_gain_usd"))
+    score = _summary("score", _session_values(per_session.values(), "score"))
     return {
         "scenario": first["scenario"],
         "scenario_sha256": first["scenario_sha256"],
+        "mechanism": first["mechanism"],
         "agent": agent,
+        "trades": first["trades"],
         "role": role,
         "rank": None,
         "seeds": len({c["seed"] for c in cells}),
@@ -158,10 +291,15 @@ def _entry(agent: str, role: str, cells: list[Row], sessions: dict[str, Row]) ->
         "gain_usd": gain,
         "gain_lo_usd": gain_lo,
         "gain_hi_usd": gain_hi,
+        "trade_gain_usd": trade,
+        "trade_gain_lo_usd": trade_lo,
+        "trade_gain_hi_usd": trade_hi,
+        **score,
         "difference_reward_usd": statistics.fmean(c["difference_reward_usd"] for c in cells),
         "offers_made": sum(c["offers_made"] for c in cells) / n,
         "offers_taken": sum(c["offers_taken"] for c in cells) / n,
         "offers_refused": sum(c["offers_refused"] for c in cells) / n,
+        "offers_to_nontraders": sum(c["offers_to_nontraders"] or 0 for c in cells) / n,
         "trades_applied": sum(c["trades_applied"] for c in cells) / n,
         "valid_first_share": valid / sum(asks) if asks and sum(asks) else None,
         "fallbacks": _fallbacks(cells) if asks else None,

@@ -1,17 +1,22 @@
 """Who plays: the agents of an arena, the line-ups they form, and the sessions that come of them.
 
 Agents are built-in policies by name, or LLM agents named on the command line with an endpoint,
-a model and (optionally) a system prompt. With k agents on a scenario of n tenants, rotation r
-gives tenant i to agent (i + r) mod k: over k rotations every agent plays every tenant once per
-seed. Every seed also has one baseline session, the tenants' own policies with no agent.
+a model and (optionally) a system prompt. Line-ups come from regimes:
+- `rotation`: with k agents on a scenario of n tenants, rotation r gives tenant i to agent
+  (i + r) mod k: over k rotations every agent plays every tenant once per seed;
+- `mirror`: every tenant the same agent, one session per agent;
+- `cross`: agent A in one seat, agent B in every other, for each ordered pair and seat.
+Every seed also has, per mechanism, one baseline session (the tenants' own policies, no agent,
+no trading) and one bound (what a planner with hindsight could reach); every line-up in which an
+agent trades is played a second time with trading switched off, for its trade gain.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Literal, get_args
 
 from twin.errors import ConfigError
 from twin.schema.vocabulary import DEFAULT_MECHANISM, Mechanism
@@ -19,6 +24,11 @@ from twin.schema.vocabulary import DEFAULT_MECHANISM, Mechanism
 BASELINE = "baseline-session"
 """The `kind` of a scenario's paired baseline session (no agents, no trading)."""
 SESSION = "session"
+BOUND = "bound"
+"""The `kind` of a seed's welfare bound (no session: a program solved on its workload)."""
+Regime = Literal["rotation", "mirror", "cross"]
+REGIMES: tuple[Regime, ...] = get_args(Regime)
+NO_TRADE = ".notrade"  # the key suffix of a line-up's session with trading switched off
 
 
 def sha256(data: bytes | str) -> str:
@@ -165,27 +175,81 @@ class SessionTask:
     round_timeout_ms: int = 30_000
     first_answer_s: float | None = None
     logs: str | None = None  # where to keep the session's event log and summary
+    trading: bool = True
+    regimes: tuple[Regime, ...] = ()
 
 
 def lineup_hash(lineup: dict[str, AgentSpec]) -> str:
     return sha256(repr(sorted((t, sorted(a.identity().items())) for t, a in lineup.items())))
 
 
-def tasks(scenarios: list[ScenarioEntry], seeds: list[int], agents: list[AgentSpec], *,
-          mechanism: Mechanism, round_timeout_ms: int,
-          first_answer_s: float | None, logs: str | None = None) -> list[SessionTask]:  # fmt: skip
-    """Every session of the arena: per scenario and seed, the baseline and one per rotation."""
-    out: list[SessionTask] = []
+def lineups(tenants: tuple[str, ...], agents: list[AgentSpec],
+            regime: Regime) -> list[tuple[int | None, dict[str, AgentSpec]]]:  # fmt: skip
+    """The line-ups of one regime, each with its rotation (None outside `rotation`)."""
     k = len(agents)
+    if regime == "rotation":
+        return [(r, {t: agents[(i + r) % k] for i, t in enumerate(tenants)}) for r in range(k)]
+    if regime == "mirror":
+        return [(None, dict.fromkeys(tenants, a)) for a in agents]
+    return [
+        (None, {t: a if j == seat else b for j, t in enumerate(tenants)})
+        for a in agents
+        for b in agents
+        if a is not b
+        for seat in range(len(tenants))
+    ]
+
+
+def trades(agent: AgentSpec) -> bool:
+    """Whether the agent makes and answers offers (a built-in's registry says; LLMs may)."""
+    from agents.registry import trades as registered
+
+    return registered(agent.policy)
+
+
+def tasks(scenarios: list[ScenarioEntry], seeds: list[int], agents: list[AgentSpec], *,
+          mechanisms: list[Mechanism], round_timeout_ms: int, first_answer_s: float | None,
+          regimes: tuple[Regime, ...] = ("rotation",), trade_gain: bool = True,
+          logs: str | None = None) -> list[SessionTask]:  # fmt: skip
+    """Every session of the arena: per scenario and seed its bound, and per mechanism the
+    baseline and one session per line-up of the regimes (a line-up two regimes share is played
+    once), each with a trading agent played again with trading off (unless `trade_gain` is
+    off)."""
+    out: list[SessionTask] = []
     for entry in scenarios:
         for seed in seeds:
-            out.append(SessionTask(f"{entry.slug}.s{seed}.baseline", BASELINE, entry, seed, None,
-                                   mechanism=mechanism, logs=logs))  # fmt: skip
-            for r in range(k):
-                lineup = {t: agents[(i + r) % k] for i, t in enumerate(entry.tenants)}
-                key = f"{entry.slug}.s{seed}.{lineup_hash(lineup)[:12]}"
-                out.append(SessionTask(key, SESSION, entry, seed, r, lineup, mechanism,
-                                       round_timeout_ms, first_answer_s, logs))  # fmt: skip
+            out.append(SessionTask(f"{entry.slug}.s{seed}.bound", BOUND, entry, seed, None))
+            for mechanism in mechanisms:
+                out += _sessions(entry, seed, agents, mechanism, regimes=regimes,
+                                 round_timeout_ms=round_timeout_ms, trade_gain=trade_gain,
+                                 first_answer_s=first_answer_s, logs=logs)  # fmt: skip
+    return out
+
+
+def _sessions(entry: ScenarioEntry, seed: int, agents: list[AgentSpec], mechanism: Mechanism, *,
+              regimes: tuple[Regime, ...], round_timeout_ms: int, first_answer_s: float | None,
+              trade_gain: bool, logs: str | None) -> list[SessionTask]:  # fmt: skip
+    # The default mechanism's keys are those an arena of one mechanism always had.
+    prefix = f"{entry.slug}.s{seed}" + ("" if mechanism == DEFAULT_MECHANISM else f".{mechanism}")
+    out = [SessionTask(f"{prefix}.baseline", BASELINE, entry, seed, None, mechanism=mechanism,
+                       logs=logs, trading=False)]  # fmt: skip
+    played: dict[str, SessionTask] = {}
+    for regime in regimes:
+        for rotation, lineup in lineups(entry.tenants, agents, regime):
+            key = f"{prefix}.{lineup_hash(lineup)[:12]}"
+            if key in played:
+                before = played[key]
+                played[key] = replace(before, rotation=before.rotation if before.rotation
+                                      is not None else rotation,
+                                      regimes=(*before.regimes, regime))  # fmt: skip
+                continue
+            played[key] = SessionTask(key, SESSION, entry, seed, rotation, lineup, mechanism,
+                                      round_timeout_ms, first_answer_s, logs,
+                                      regimes=(regime,))  # fmt: skip
+    for task in played.values():
+        out.append(task)
+        if trade_gain and any(trades(a) for a in task.lineup.values()):
+            out.append(replace(task, key=task.key + NO_TRADE, trading=False))
     return out
 
 

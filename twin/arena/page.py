@@ -1,5 +1,6 @@
 """`leaderboard.html`: the arena on one self-contained page (no script, nothing loaded): per
-scenario the ranking, a figure per measure with its interval, the per-role table, and what the
+scenario and mechanism the ranking, a figure per measure with its interval, the per-role table,
+the mirror (every tenant one agent) against the bound and the cross-play matrix; and what the
 arena ran (versions, scenario hashes, seeds, agents and prompt hashes)."""
 
 from __future__ import annotations
@@ -18,14 +19,26 @@ OUTCOME = (
     ("95% CI", ("gain_lo_usd", "gain_hi_usd"), 0), ("diff. reward $", "difference_reward_usd", 1),
     ("welfare $", "welfare_usd", 0), ("welfare gain $", "welfare_gain_usd", 0),
     ("Jain", "jain_delay", 3), ("Pareto", "pareto_share", 2),
+    ("trade gain $", "trade_gain_usd", 1), ("score", "score", 2),
+)  # fmt: skip
+MIRROR = (
+    ("agent", "agent", None), ("trades", "trades", None), ("welfare $", "total_return_usd", 0),
+    ("welfare gain $", "welfare_gain_usd", 0),
+    ("95% CI", ("welfare_gain_lo_usd", "welfare_gain_hi_usd"), 0),
+    ("trade gain $", "trade_welfare_gain_usd", 0),
+    ("95% CI", ("trade_welfare_gain_lo_usd", "trade_welfare_gain_hi_usd"), 0),
+    ("score", "score", 2), ("95% CI", ("score_lo", "score_hi"), 2),
+    ("to the bound $", "distance_usd", 0), ("Pareto", "pareto_share", 2),
+    ("surplus shares", "shares", None),
 )  # fmt: skip
 NEGOTIATION = (
     ("agent", "agent", None), ("offers made", "offers_made", 1), ("taken", "offers_taken", 1),
-    ("refused", "offers_refused", 1), ("trades", "trades_applied", 1),
+    ("refused", "offers_refused", 1), ("to non-traders", "offers_to_nontraders", 1),
+    ("trades", "trades_applied", 1),
     ("valid first", "valid_first_share", 2), ("fallbacks", "fallbacks", 1),
     ("answer p50 ms", "answer_ms_p50", 2), ("p95 ms", "answer_ms_p95", 2),
 )  # fmt: skip
-Columns = tuple[tuple[str, "str | tuple[str, str]", "int | None"], ...]
+Columns = tuple[tuple[str, "str | tuple[str, ...]", "int | None"], ...]
 FIGURES = (
     ("return ($), mean and 95% CI", "return_usd", ("return_lo_usd", "return_hi_usd")),
     ("gain over the paired baseline ($)", "gain_usd", ("gain_lo_usd", "gain_hi_usd")),
@@ -38,17 +51,31 @@ FIGURES = (
 )  # fmt: skip
 
 
-def cell(row: Row, field: str | tuple[str, str], digits: int | None) -> str:
-    """One table cell as text ('-' for nothing measured)."""
+def cell(row: Row, field: str | tuple[str, ...], digits: int | None) -> str:
+    """One table cell as text ('-' for nothing measured): a field, an interval (two fields), or
+    a value with its interval (three)."""
+    if isinstance(field, tuple) and len(field) == 3:
+        value = cell(row, field[0], digits)
+        return value if value == "-" else f"{value} ({cell(row, field[1:], digits)})"
     if isinstance(field, tuple):
         low, high = row[field[0]], row[field[1]]
-        return f"{low:,.{digits}f}..{high:,.{digits}f}"
+        if low is None or high is None:
+            return "-"
+        return f"{_number(low, digits)}..{_number(high, digits)}"
     value = row[field]
     if value is None:
         return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if digits is None or isinstance(value, str):
         return str(value)
-    return f"{value:,.{digits}f}"
+    return _number(value, digits)
+
+
+def _number(value: float, digits: int | None) -> str:
+    """`value` with `digits` decimals ("-0" shown as "0")."""
+    text = f"{value:,.{digits or 0}f}"
+    return text[1:] if text.startswith("-") and not text.strip("-0.,") else text
 
 
 def _grid(columns: Columns, rows: list[Row]) -> str:
@@ -88,6 +115,45 @@ def _figure(title: str, rows: list[Row], field: str, interval: tuple[str, str] |
     return f"<figure>{svg_of(fig)}</figure>"
 
 
+def _rotation(title: str, rows: list[Row]) -> list[str]:
+    ranked = [r for r in rows if r["role"] == ALL_ROLES]
+    by_role = [r for r in rows if r["role"] != ALL_ROLES]
+    figures = "".join(_figure(t, ranked, f, i) for t, f, i in FIGURES)
+    role = (("role", "role", None),)
+    return [
+        _section(f"{title}: ranking by gain over the paired baseline, all roles",
+                 _grid(OUTCOME, ranked), _grid(NEGOTIATION, ranked),
+                 f'<div class="figs">{figures}</div>'),
+        _section(f"{title}: per role", _grid(role + OUTCOME[1:], by_role),
+                 _grid(role + NEGOTIATION, by_role)),
+    ]  # fmt: skip
+
+
+def _shares(shares: dict[str, float]) -> str:
+    return " · ".join(f"{t} {v:.2f}" for t, v in shares.items()) or "-"
+
+
+def _matrix(pairs: list[Row]) -> str:
+    """Rows: the agent in one seat; columns: the agent in every other; a cell: the row agent's
+    gain and its interval."""
+    agents = sorted({r["agent"] for r in pairs} | {r["against"] for r in pairs})
+    found = {(r["agent"], r["against"]): r for r in pairs}
+    head = "".join(f"<th>{html.escape(a)}</th>" for a in agents)
+    body = ""
+    for a in agents:
+        cells = ""
+        for b in agents:
+            r = found.get((a, b))
+            text = (
+                ""
+                if r is None
+                else (f"{r['gain_usd']:,.0f} ({r['gain_lo_usd']:,.0f}..{r['gain_hi_usd']:,.0f})")
+            )
+            cells += f"<td>{html.escape(text)}</td>"
+        body += f'<tr><th class="t">{html.escape(a)}</th>{cells}</tr>'
+    return f'<table><thead><tr><th class="t">in one seat</th>{head}</tr></thead>{body}</table>'
+
+
 def _section(title: str, *parts: str) -> str:
     return f"<section><h2>{html.escape(title)}</h2>{''.join(parts)}</section>"
 
@@ -98,23 +164,36 @@ def _kv(pairs: list[tuple[str, str]]) -> str:
     return f'<table class="kv">{rows}</table>'
 
 
-def render(board: list[Row], manifest: dict[str, Any]) -> str:
+def render(board: list[Row], manifest: dict[str, Any], mirrored: list[Row] | None = None,
+           crossed: list[Row] | None = None) -> str:  # fmt: skip
     """The page's HTML."""
     parts = []
-    for sha in dict.fromkeys(r["scenario_sha256"] for r in board):
-        rows = [r for r in board if r["scenario_sha256"] == sha]
-        ranked = [r for r in rows if r["role"] == ALL_ROLES]
-        by_role = [r for r in rows if r["role"] != ALL_ROLES]
-        name = ranked[0]["scenario"]
-        figures = "".join(_figure(t, ranked, f, i) for t, f, i in FIGURES)
-        parts.append(_section(
-            f"{name}: ranking by gain over the paired baseline, all roles",
-            _grid(OUTCOME, ranked), _grid(NEGOTIATION, ranked),
-            f'<div class="figs">{figures}</div>',
-        ))  # fmt: skip
-        role = (("role", "role", None),)
-        parts.append(_section(f"{name}: per role", _grid(role + OUTCOME[1:], by_role),
-                              _grid(role + NEGOTIATION, by_role)))  # fmt: skip
+    groups = dict.fromkeys((r["scenario_sha256"], r["mechanism"]) for r in board)
+    groups.update(dict.fromkeys((r["scenario_sha256"], r["mechanism"])
+                                for r in [*(mirrored or []), *(crossed or [])]))  # fmt: skip
+    for sha, mechanism in groups:
+        rows = [r for r in board if (r["scenario_sha256"], r["mechanism"]) == (sha, mechanism)]
+        key = (sha, mechanism)
+        mine = [r for r in mirrored or [] if (r["scenario_sha256"], r["mechanism"]) == key]
+        pairs = [r for r in crossed or [] if (r["scenario_sha256"], r["mechanism"]) == key]
+        name = (rows or mine or pairs)[0]["scenario"]
+        title = f"{name} ({mechanism})"
+        if rows:
+            parts += _rotation(title, rows)
+        if mine:
+            shown = [{**r, "shares": _shares(r["surplus_shares"])} for r in mine]
+            parts.append(_section(
+                f"{title}: mirror, every tenant one agent, against the baseline and the bound",
+                _grid(MIRROR, shown),
+                "<p>score: (welfare - baseline) / (bound - baseline), the bound what a planner "
+                "with hindsight could reach (<code>twin bound</code>); trade gain: the same "
+                "line-up with trading switched off.</p>",
+            ))  # fmt: skip
+        if pairs:
+            parts.append(_section(
+                f"{title}: cross-play, the row agent's gain ($) in one seat against the column "
+                "agent in the others", _matrix(pairs),
+            ))  # fmt: skip
     agents = [(a["name"], ", ".join(f"{k}={v}" for k, v in a.items() if k != "name" and v))
               for a in manifest["agents"]]  # fmt: skip
     scenarios = [(s["name"], f"{s['spec']} · sha256 {s['sha256'][:16]}… · tenants (their own "
@@ -123,7 +202,8 @@ def render(board: list[Row], manifest: dict[str, Any]) -> str:
                  for s in manifest["scenarios"]]  # fmt: skip
     run = [("twin", ", ".join(manifest["twin_versions"])),
            ("seeds", ", ".join(str(s) for s in manifest["seeds"])),
-           ("mechanism", manifest["mechanism"]),
+           ("mechanisms", ", ".join(manifest.get("mechanisms") or [manifest["mechanism"]])),
+           ("regimes", ", ".join(manifest.get("regimes") or ["rotation"])),
            ("bootstrap", f"{manifest['bootstrap']['resamples']:,} resamples, seed "
                          f"{manifest['bootstrap']['seed']}, percentile "
                          f"{manifest['bootstrap']['confidence']:.0%}")]  # fmt: skip

@@ -11,6 +11,7 @@ from typing import Any
 from twin.arena import board, store
 from twin.arena.lineup import (
     AgentSpec,
+    Regime,
     ScenarioEntry,
     SessionTask,
     manifest_agents,
@@ -26,7 +27,8 @@ Progress = Callable[[int, int], None]  # (done, running)
 
 
 def manifest(scenarios: list[ScenarioEntry], seeds: list[int], agents: list[AgentSpec], *,
-             mechanism: Mechanism, round_timeout_ms: int) -> dict[str, Any]:  # fmt: skip
+             mechanisms: list[Mechanism], regimes: tuple[Regime, ...],
+             round_timeout_ms: int, trade_gain: bool = True) -> dict[str, Any]:  # fmt: skip
     """What the arena runs, as `arena.json` records it (enough to run it again)."""
     import platform
 
@@ -36,9 +38,13 @@ def manifest(scenarios: list[ScenarioEntry], seeds: list[int], agents: list[Agen
         "scenarios": [scenario_record(s) for s in scenarios],
         "seeds": seeds,
         "agents": manifest_agents(agents),
-        "mechanism": mechanism,
+        "mechanism": mechanisms[0],
+        "mechanisms": mechanisms,
+        "regimes": list(regimes),
         "round_timeout_ms": round_timeout_ms,
         "rotation": "tenant i plays agent (i + r) mod k, r = 0..k-1",
+        "trade_gain": trade_gain,  # each line-up with a trading agent played again, trading off
+        "score": "(welfare - baseline) / (bound - baseline), the bound from twin bound (pooled)",
         "bootstrap": {"resamples": board.RESAMPLES, "seed": board.BOOTSTRAP_SEED,
                       "confidence": board.CONFIDENCE, "method": "percentile, over seeds"},
     }  # fmt: skip
@@ -75,8 +81,8 @@ def execute(tasks: list[SessionTask], out: Path, *, engine: str, workers: int,
     return len(todo)
 
 
-def finish(out: Path, tasks: list[SessionTask]) -> list[Row]:
-    """The leaderboard of this arena's sessions (the ones its tasks name), written out."""
+def finish(out: Path, tasks: list[SessionTask]) -> store.Boards:
+    """The boards of this arena's sessions (the ones its tasks name), written out."""
     keys = {t.key for t in tasks}
     found = [r for r in store.rows(out) if r["key"] in keys]
     manifest = store.read_manifest(out)

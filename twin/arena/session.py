@@ -51,6 +51,7 @@ async def play_session(
     mechanism: Mechanism,
     round_timeout_ms: int,
     max_round_timeout_ms: int,
+    trading: bool = True,
     watch: Callable[[Progress], None] | None = None,
 ) -> Played:
     """Play `scenario` with `policies` (by tenant) over a real gateway; the other tenants follow
@@ -76,7 +77,7 @@ async def play_session(
         await site.start()
         host, port = runner.addresses[0][:2]
         session = app[REGISTRY].create(
-            SessionRequest(scenario=scenario, seed=seed, mechanism=mechanism,
+            SessionRequest(scenario=scenario, seed=seed, mechanism=mechanism, trading=trading,
                            agents=list(policies), round_timeout_ms=round_timeout_ms)
         )  # fmt: skip
         url = f"ws://{host}:{port}/v1/agents"

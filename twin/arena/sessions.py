@@ -5,11 +5,12 @@ and its jobs' queueing delay; per session, the tenants' welfare together."""
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from twin.arena.lineup import BASELINE, SessionTask
+from twin.arena.lineup import BASELINE, BOUND, SessionTask, trades
 
 if TYPE_CHECKING:
     from agents.client import AgentStats
@@ -107,6 +108,11 @@ def reduce(task: SessionTask, events: bytes, stats: dict[str, AgentStats],
         (kept / SUMMARY_FILE).write_text(summary.model_dump_json(indent=2) + "\n")
     mean_delay = {t: sum(v) / len(v) for t, v in delays.items() if v}
     told = {t.name: t for t in summary.tenants}  # a tenant with no record is not in it
+    traders = {t for t, a in task.lineup.items() if trades(a)}
+    to_nontraders: dict[str, int] = {}  # offers made to a tenant that does not trade
+    for record in records:
+        if record["kind"] == "offer_made" and record["to_tenant"] not in traders:
+            to_nontraders[record["tenant"]] = to_nontraders.get(record["tenant"], 0) + 1
     tenants = []
     for name in task.scenario.tenants:
         agent, mine = task.lineup.get(name), told.get(name)
@@ -116,6 +122,8 @@ def reduce(task: SessionTask, events: bytes, stats: dict[str, AgentStats],
             "return_usd": mine.reward_usd if mine is not None else 0.0,
             "jobs_finished": mine.jobs_finished if mine is not None else 0,
             "mean_queueing_delay_s": mean_delay.get(name),
+            "trades": name in traders,
+            "offers_to_nontraders": to_nontraders.get(name, 0),
             **_tenant(stats.get(name), llm.get(name)),
         })  # fmt: skip
     return {
@@ -125,6 +133,9 @@ def reduce(task: SessionTask, events: bytes, stats: dict[str, AgentStats],
         "scenario_sha256": task.scenario.sha256,
         "seed": task.seed,
         "rotation": task.rotation,
+        "mechanism": task.mechanism,
+        "trading": task.trading,
+        "regimes": list(task.regimes),
         "end_reason": summary.end_reason,
         "wall_s": wall_s,
         "total_return_usd": sum(t["return_usd"] for t in tenants),
@@ -138,14 +149,42 @@ def run_task(task: SessionTask) -> Row:
     processes and Ray can run it.)"""
     from twin.arena.session import play_session
 
+    if task.kind == BOUND:
+        return bound_row(task)
     policies = _policies(task) if task.kind != BASELINE else {}
     llm = {t: getattr(p, "stats", None) for t, p in policies.items()}
     played = asyncio.run(play_session(task.scenario.spec, policies, seed=task.seed,
                                       mechanism=task.mechanism,
                                       round_timeout_ms=task.round_timeout_ms,
-                                      max_round_timeout_ms=MAX_ROUND_TIMEOUT_MS))  # fmt: skip
+                                      max_round_timeout_ms=MAX_ROUND_TIMEOUT_MS,
+                                      trading=task.trading))  # fmt: skip
     stats = dict(zip(policies, played.stats, strict=True))
     return reduce(task, played.events, stats, llm, played.wall_s)
+
+
+def bound_row(task: SessionTask) -> Row:
+    """A seed's welfare bound, as a row: what a planner with hindsight could reach with GPUs
+    movable between tenants (`bound_usd`) and with holdings kept per tenant; None (with why)
+    where the program cannot be built for the scenario."""
+    from twin.bound.run import bound_seed
+    from twin.errors import ConfigError
+    from twin.sim import scenarios
+
+    started = time.perf_counter()
+    row: Row = {
+        "key": task.key, "kind": BOUND, "scenario": task.scenario.name,
+        "scenario_sha256": task.scenario.sha256, "seed": task.seed, "rotation": None,
+        "tenants": [], "bound_usd": None, "separable_usd": None, "why_not": None,
+    }  # fmt: skip
+    try:
+        found = bound_seed(scenarios.as_cluster(scenarios.load(task.scenario.spec)), task.seed)
+    except ConfigError as exc:  # a scenario the program does not model (shared pools, ...)
+        row["why_not"] = str(exc)
+    else:
+        row.update(bound_usd=found.pooled.welfare_usd, separable_usd=found.separable.welfare_usd,
+                   feasible_usd=found.feasible_usd)  # fmt: skip
+    row["wall_s"] = time.perf_counter() - started
+    return row
 
 
 def warm() -> None:

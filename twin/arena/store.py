@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -23,6 +23,8 @@ Row = dict[str, Any]
 MANIFEST_FILE = "arena.json"
 LEADERBOARD_FILE = "leaderboard.parquet"
 SESSIONS_FILE = "sessions.parquet"
+MIRROR_FILE = "mirror.parquet"  # every tenant one agent: welfare, trade gain, score
+CROSS_FILE = "cross.parquet"  # the cross-play matrix
 PAGE_FILE = "leaderboard.html"
 BASELINE_TOLERANCE_USD = 1e-6
 
@@ -53,7 +55,15 @@ def write_json(path: Path, body: Any) -> None:
 
 def identity(manifest: dict[str, Any]) -> dict[str, Any]:
     """What a directory's sessions depend on, past the seeds (which may grow on a resume)."""
-    return {k: manifest[k] for k in ("scenarios", "agents", "mechanism")}
+    return {"scenarios": manifest["scenarios"], "agents": manifest["agents"],
+            "mechanisms": mechanisms(manifest),
+            "regimes": manifest.get("regimes", ["rotation"]),
+            "trade_gain": manifest.get("trade_gain", False)}  # fmt: skip
+
+
+def mechanisms(manifest: dict[str, Any]) -> list[str]:
+    """The mechanisms an arena played (one, under its old name, in an arena from before)."""
+    return list(manifest.get("mechanisms") or [manifest["mechanism"]])
 
 
 def rows(out: Path) -> list[Row]:
@@ -77,19 +87,35 @@ def _clean(value: Any) -> Any:
     return None if isinstance(value, float) and math.isnan(value) else value
 
 
-def write_outputs(out: Path, manifest: dict[str, Any], found: list[Row]) -> list[Row]:
-    """The leaderboard, the sessions' table and the page from the rows; the leaderboard."""
+class Boards(NamedTuple):
+    """What an arena's rows come to: the rotation's leaderboard, the mirror, the cross-play."""
+
+    ranked: list[Row]
+    mirrored: list[Row]
+    crossed: list[Row]
+
+
+def write_outputs(out: Path, manifest: dict[str, Any], found: list[Row]) -> Boards:
+    """The leaderboard, the mirror and cross-play tables, the sessions' table and the page from
+    the rows."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from twin.arena.page import render
 
     ranked = board.leaderboard(found)
+    mirrored, crossed = board.mirror(found), board.cross(found)
     pq.write_table(pa.Table.from_pylist(ranked), out / LEADERBOARD_FILE, compression="zstd")
     table = pa.Table.from_pylist([{k: _clean(v) for k, v in r.items()} for r in board.tidy(found)])
     pq.write_table(table, out / SESSIONS_FILE, compression="zstd")
-    (out / PAGE_FILE).write_text(render(ranked, manifest), encoding="utf-8")
-    return ranked
+    if mirrored:
+        shares = [{**r, "surplus_shares": orjson.dumps(r["surplus_shares"]).decode()}
+                  for r in mirrored]  # fmt: skip
+        pq.write_table(pa.Table.from_pylist(shares), out / MIRROR_FILE, compression="zstd")
+    if crossed:
+        pq.write_table(pa.Table.from_pylist(crossed), out / CROSS_FILE, compression="zstd")
+    (out / PAGE_FILE).write_text(render(ranked, manifest, mirrored, crossed), encoding="utf-8")
+    return Boards(ranked, mirrored, crossed)
 
 
 def merge(a: Path, b: Path, out: Path) -> tuple[dict[str, Any], list[Row], int]:
@@ -108,9 +134,9 @@ def merge(a: Path, b: Path, out: Path) -> tuple[dict[str, Any], list[Row], int]:
     if sorted(first["seeds"]) != sorted(second["seeds"]):
         raise ConfigError(f"cannot merge: the seeds differ ({a}: {first['seeds']}; "
                           f"{b}: {second['seeds']})")  # fmt: skip
-    if first["mechanism"] != second["mechanism"]:
-        raise ConfigError(f"cannot merge: the mechanisms differ ({first['mechanism']} and "
-                          f"{second['mechanism']})")  # fmt: skip
+    if mechanisms(first) != mechanisms(second):
+        raise ConfigError(f"cannot merge: the mechanisms differ ({mechanisms(first)} and "
+                          f"{mechanisms(second)})")  # fmt: skip
     agents = {x["name"]: x for x in first["agents"]}
     for x in second["agents"]:
         if x["name"] in agents and agents[x["name"]] != x:

@@ -21,6 +21,8 @@ from twin.schema.vocabulary import DEFAULT_MECHANISM, mechanism_names
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from twin.arena.store import Boards
+
 ENGINES = ("local", "ray")
 ROUND_TIMEOUT_MS, LLM_ROUND_TIMEOUT_MS = 30_000, 120_000
 SHOWN = (
@@ -28,6 +30,18 @@ SHOWN = (
     ("95% CI", ("gain_lo_usd", "gain_hi_usd"), 0), ("trades", "trades_applied", 1),
     ("valid", "valid_first_share", 2), ("p95 s", "answer_s_p95", 1),
     ("Pareto", "pareto_share", 2),
+)  # fmt: skip
+MIRRORED = (
+    ("agent", "agent", None),
+    ("welfare gain $", ("welfare_gain_usd", "welfare_gain_lo_usd", "welfare_gain_hi_usd"), 0),
+    ("trade gain $", ("trade_welfare_gain_usd", "trade_welfare_gain_lo_usd",
+                      "trade_welfare_gain_hi_usd"), 0),
+    ("score", ("score", "score_lo", "score_hi"), 2), ("Pareto", "pareto_share", 2),
+)  # fmt: skip
+CROSSED = (
+    ("agent", "agent", None), ("against", "against", None),
+    ("gain $", ("gain_usd", "gain_lo_usd", "gain_hi_usd"), 0),
+    ("trade gain $", "trade_gain_usd", 1),
 )  # fmt: skip
 
 
@@ -49,7 +63,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     ar.add_argument("--llm-first-answer-s", type=float,
                     help="how long LLM agents wait for a first answer (default 0.5)")  # fmt: skip
     ar.add_argument("--seeds", default="8", help="N (seeds 0..N-1), A-B, or a list (default 8)")
-    ar.add_argument("--mechanism", choices=mechanism_names(), default=DEFAULT_MECHANISM)
+    ar.add_argument("--mechanism", default=DEFAULT_MECHANISM,
+                    help="mechanisms, comma-separated (" + ", ".join(mechanism_names()) + "): "
+                    "every line-up plays under each")  # fmt: skip
+    ar.add_argument("--regime", default="rotation",
+                    help="regimes, comma-separated: rotation (every agent every tenant), mirror "
+                    "(every tenant one agent), cross (A in one seat, B in the others)")  # fmt: skip
+    ar.add_argument("--no-trade-gain", dest="trade_gain", action="store_false",
+                    help="play no line-up again with trading off (no trade gain: half the "
+                    "sessions where an agent trades; for costly LLM agents)")  # fmt: skip
     ar.add_argument("--round-timeout-ms", type=int, help=f"a round's deadline (default "
                     f"{ROUND_TIMEOUT_MS}; with LLM agents {LLM_ROUND_TIMEOUT_MS})")  # fmt: skip
     ar.add_argument("--out", help="the arena's directory (resumes if it exists)")
@@ -103,11 +125,18 @@ def arena_command(args: argparse.Namespace) -> int:
     timeout_ms = args.round_timeout_ms or (
         LLM_ROUND_TIMEOUT_MS if any(a.policy == "llm" for a in agents) else ROUND_TIMEOUT_MS
     )
+    mechanisms = parse_list("--mechanism", args.mechanism, mechanism_names())
+    chosen = parse_list("--regime", args.regime, lineup.REGIMES)
+    regimes = tuple(r for r in lineup.REGIMES if r in chosen)
+    if "cross" in regimes and len(agents) < 2:
+        raise ConfigError("--regime cross needs at least two agents")
     out = Path(args.out)
-    tasks = lineup.tasks(scenarios, seeds, agents, mechanism=args.mechanism,
+    tasks = lineup.tasks(scenarios, seeds, agents, mechanisms=mechanisms, regimes=regimes,
+                         trade_gain=args.trade_gain,
                          round_timeout_ms=timeout_ms, first_answer_s=args.llm_first_answer_s,
                          logs=str(out / "logs") if args.keep_logs else None)  # fmt: skip
-    prepare(out, manifest(scenarios, seeds, agents, mechanism=args.mechanism,
+    prepare(out, manifest(scenarios, seeds, agents, mechanisms=mechanisms, regimes=regimes,
+                          trade_gain=args.trade_gain,
                           round_timeout_ms=timeout_ms))  # fmt: skip
     console = Console()
     with progress_bar(console, "arena", len(tasks), "sessions") as advance:
@@ -123,11 +152,23 @@ def arena_command(args: argparse.Namespace) -> int:
             played = execute(tasks, out, engine=args.engine, workers=args.workers,
                              address=args.ray_address,
                              progress=Ticker(console.print, len(tasks)))  # fmt: skip
-    ranked = finish(out, tasks)
-    show(console, ranked)
+    show(console, finish(out, tasks))
     console.print(f"{len(tasks)} sessions ({played} now, {len(tasks) - played} done before)")
     console.print(f"wrote {out / 'leaderboard.html'}, leaderboard.parquet and sessions.parquet")
     return 0
+
+
+def parse_list(flag: str, text: str, allowed: tuple[str, ...]) -> list[str]:
+    """`a,b` -> ["a", "b"], each one of `allowed`; ConfigError names what is not."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in allowed]
+    if unknown or not names:
+        listed = ", ".join(allowed)
+        raise ConfigError(f"{flag}: unknown {unknown[0]!r}; allowed: {listed}" if unknown
+                          else f"{flag}: name at least one of {listed}")  # fmt: skip
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{flag}: name each once")
+    return names
 
 
 def merge_command(args: argparse.Namespace) -> int:
@@ -139,37 +180,59 @@ def merge_command(args: argparse.Namespace) -> int:
     require_analysis()
     out = Path(args.merge_out)
     manifest, rows, twice = store.merge(Path(args.first), Path(args.second), out)
-    ranked = store.write_outputs(out, manifest, rows)
+    boards = store.write_outputs(out, manifest, rows)
     console = Console()
-    show(console, ranked)
+    show(console, boards)
     console.print(f"merged {len(rows)} sessions ({twice} in both, kept once)")
     console.print(f"wrote {out / store.PAGE_FILE}, {store.LEADERBOARD_FILE} and "
                   f"{store.SESSIONS_FILE}")  # fmt: skip
     return 0
 
 
-def show(console: Console, ranked: list[dict[str, Any]]) -> None:
-    """The ranking of each scenario, all roles together, as a table."""
+def show(console: Console, boards: Boards) -> None:
+    """Per scenario and mechanism: the ranking (all roles together), the mirror against the
+    bound, and the cross-play matrix, as tables."""
+    from twin.arena.board import ALL_ROLES
+
+    ranked, mirrored, crossed = boards
+    every = [*ranked, *mirrored, *crossed]
+    several = len({r["mechanism"] for r in every}) > 1
+    for key in dict.fromkeys((r["scenario_sha256"], r["mechanism"]) for r in every):
+        mechanism = key[1]
+
+        def mine(rows: list[dict[str, Any]], key: tuple[str, str] = key) -> list[dict[str, Any]]:
+            return [r for r in rows if (r["scenario_sha256"], r["mechanism"]) == key]
+
+        rows = [{**r, "answer_s_p95": _seconds(r["answer_ms_p95"])} for r in mine(ranked)
+                if r["role"] == ALL_ROLES]  # fmt: skip
+        first = (rows or mine(mirrored) or mine(crossed))[0]
+        name = f"{first['scenario']} ({mechanism})" if several else first["scenario"]
+        plural = "s" * (first["seeds"] != 1)
+        if rows:
+            _table(console, f"{name}: {first['seeds']} seed{plural}, ranked by gain over the "
+                   "paired baseline", SHOWN, rows)  # fmt: skip
+        if mine(mirrored):
+            _table(console, f"{name}: mirror (every tenant one agent): welfare gain, trade gain "
+                   "and score, 95% CIs", MIRRORED, mine(mirrored))  # fmt: skip
+        if mine(crossed):
+            _table(console, f"{name}: cross-play, gain of the agent in one seat against the "
+                   "other in the rest", CROSSED, mine(crossed))  # fmt: skip
+
+
+def _table(console: Console, title: str, columns: Any, rows: list[dict[str, Any]]) -> None:
     from rich.table import Table
 
-    from twin.arena.board import ALL_ROLES
     from twin.arena.page import cell
 
-    for sha in dict.fromkeys(r["scenario_sha256"] for r in ranked):
-        rows = [{**r, "answer_s_p95": _seconds(r["answer_ms_p95"])} for r in ranked
-                if r["scenario_sha256"] == sha and r["role"] == ALL_ROLES]  # fmt: skip
-        seeds = rows[0]["seeds"]
-        plural = "s" * (seeds != 1)
-        table = Table(title=f"{rows[0]['scenario']}: {seeds} seed{plural}, ranked by gain over "
-                      "the paired baseline")  # fmt: skip
-        for head, _, _ in SHOWN:
-            if head == "agent":
-                table.add_column(head, no_wrap=True, min_width=max(len(r["agent"]) for r in rows))
-            else:
-                table.add_column(head, justify="right", no_wrap=True)
-        for r in rows:
-            table.add_row(*(cell(r, field, digits) for _, field, digits in SHOWN))
-        console.print(table)
+    table = Table(title=title)
+    for head, field, _ in columns:
+        if field in ("agent", "against"):
+            table.add_column(head, no_wrap=True, min_width=max(len(r[field]) for r in rows))
+        else:
+            table.add_column(head, justify="right", no_wrap=True)
+    for r in rows:
+        table.add_row(*(cell(r, field, digits) for _, field, digits in columns))
+    console.print(table)
 
 
 def _seconds(ms: float | None) -> float | None:

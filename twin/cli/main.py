@@ -86,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     from twin.cli import (
         analyse,
         arena,
+        bound,
         compare,
         fill,
         kernel,
@@ -126,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_parser(sub)
     play.add_parser(sub)
     arena.add_parser(sub)
+    bound.add_parser(sub)
     warm.add_parser(sub, entry=main, prepare=keep_parser)
 
     bench = sub.add_parser("bench", help="measure the twin's speed")

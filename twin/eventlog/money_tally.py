@@ -37,6 +37,10 @@ class MoneyTally:
             self.tenants[maker].traded_usd += taken - given
             self.tenants[taker].traded_usd += given - taken
 
+    def _on_market_cleared(self, rec: records.MarketCleared) -> None:
+        for tenant, gpus in rec.fills.items():
+            self.tenants[tenant].traded_usd -= gpus * rec.price_usd_per_gpu
+
     def _on_round_committed(self, rec: records.RoundCommitted) -> None:
         self._offers.clear()
 

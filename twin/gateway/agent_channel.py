@@ -97,6 +97,7 @@ async def _connect(request: web.Request, ws: web.WebSocketResponse) -> None:
             pools=[p.name for p in session.scenario.pools],
             mechanism=session.request.mechanism,
             traits=MECHANISM_TRAITS[session.request.mechanism],
+            trading=session.request.trading,
             round=session.open_round_for(hello.tenant),
             frames_per_s=config.rate_per_s,
             frame_burst=config.burst,

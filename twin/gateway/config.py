@@ -93,6 +93,9 @@ class SessionRequest(Frozen):
     )
     seed: NonNegativeInt = Field(0, le=2**63 - 1)
     mechanism: RegisteredMechanism = DEFAULT_MECHANISM
+    trading: bool = Field(
+        True, description="Whether tenants may make offers (off: every offer is refused)."
+    )
     clock: Clock = "lockstep"
     speed: PositiveFloat = Field(60.0, description="Realtime clock: virtual seconds per second.")
     round_timeout_ms: PositiveInt | None = None

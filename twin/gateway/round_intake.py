@@ -41,6 +41,7 @@ class Intake:
         if isinstance(message, Propose):
             action = ProvisionAction(provision=message.provision, placements=message.placements,
                                      bids_usd_per_gpu=message.bids_usd_per_gpu,
+                                     asks=message.asks, buys=message.buys,
                                      reason=message.reason)  # fmt: skip
             book.propose(tenant, action, seq=message.seq, final=message.final)
         elif isinstance(message, MakeOffer):

@@ -248,6 +248,7 @@ class Session:
             deadline_ms=left_ms,
             mechanism=self.request.mechanism,
             traits=MECHANISM_TRAITS[self.request.mechanism],
+            trading=self.request.trading,
             view=view,
             offers=offers,
         )
@@ -255,7 +256,8 @@ class Session:
     async def _play(self) -> None:
         timeout_s = (self.request.round_timeout_ms or self.config.round_timeout_ms) / 1000
         opened = self.loop.time()
-        r = OpenRound(self.driver.book(self.request.mechanism), opened + timeout_s)
+        book = self.driver.book(self.request.mechanism, trading=self.request.trading)
+        r = OpenRound(book, opened + timeout_s)
         self.round = r
         asked = r.book.asked
         connected = [t for t in asked if t in self.agents]

@@ -80,7 +80,7 @@ class BuiltInAgent:
         self._request = request
         turn = at_once(self.policy.decide(request), self.name)
         action = ProvisionAction(provision=turn.provision, bids_usd_per_gpu=turn.bids_usd_per_gpu,
-                                 placements=turn.placements,
+                                 asks=turn.asks, buys=turn.buys, placements=turn.placements,
                                  reason=turn.reason[:REASON_CHARS])  # fmt: skip
         offers = [
             Offer(offer_id=f"{self.tenant}-{round_number}-{i}", from_tenant=self.tenant,

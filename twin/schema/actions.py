@@ -51,6 +51,18 @@ class Bundle(Frozen):
     )
 
 
+class Order(Frozen):
+    """An order to a call market for one pool: so many GPUs, at a limit price per GPU (at
+    least that much to sell, at most that much to buy)."""
+
+    gpus: PositiveInt
+    usd_per_gpu: NonNegativeFloat
+
+
+def _none_given(orders: dict[str, Order]) -> bool:
+    return not orders
+
+
 class Offer(Frozen):
     """A trade one tenant proposes to another in a round: what each side hands over. The round
     records it and the tenant it is made to sees it as it is (the wire's `OfferView`)."""
@@ -72,6 +84,15 @@ class ProvisionAction(Frozen):
     provision: dict[str, int] = Field(default_factory=dict)
     bids_usd_per_gpu: dict[str, NonNegativeFloat] = Field(default_factory=dict)
     placements: list[Placement] = Field(default_factory=list, max_length=256)
+    asks: dict[str, Order] = Field(
+        default_factory=dict, exclude_if=_none_given,
+        description="Idle GPUs offered to the call market, per pool (where the mechanism's "
+        "traits say it clears held GPUs).",
+    )  # fmt: skip
+    buys: dict[str, Order] = Field(
+        default_factory=dict, exclude_if=_none_given,
+        description="GPUs wanted from the call market, per pool.",
+    )  # fmt: skip
     reason: str = Field(
         "", max_length=REASON_CHARS, exclude_if=_empty, description="Why, in a few words."
     )

@@ -149,6 +149,16 @@ class AuctionCleared(Event):
     winners: dict[str, int]
 
 
+class MarketCleared(Event):
+    """A call market's clearing for one pool: held GPUs changed hands at one price per GPU;
+    `fills` is each tenant's GPUs bought (+) or sold (-), each paying or paid the price."""
+
+    kind: Literal["market_cleared"] = "market_cleared"
+    pool: str
+    price_usd_per_gpu: float
+    fills: dict[str, int]
+
+
 class RoundCommitted(Event):
     kind: Literal["round_committed"] = "round_committed"
     round: int
@@ -302,6 +312,7 @@ EVENT_MODELS: tuple[type[Event], ...] = (
     OfferAnswered,
     TradeSettled,
     AuctionCleared,
+    MarketCleared,
     RoundCommitted,
     RoundCredited,
     EpisodeSettled,
@@ -345,6 +356,7 @@ AnyEvent = Annotated[
     | OfferAnswered
     | TradeSettled
     | AuctionCleared
+    | MarketCleared
     | RoundCommitted
     | RoundCredited
     | EpisodeSettled

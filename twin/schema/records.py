@@ -163,6 +163,17 @@ class AuctionCleared(NamedTuple):
     winners: dict[str, int]
 
 
+class MarketCleared(NamedTuple):
+    """A call market's clearing for one pool: held GPUs changed hands at one price per GPU; ..."""
+
+    kind: Literal["market_cleared"]
+    t_s: float
+    tenant: str | None
+    pool: str
+    price_usd_per_gpu: float
+    fills: dict[str, int]
+
+
 class RoundCommitted(NamedTuple):
     kind: Literal["round_committed"]
     t_s: float
@@ -426,6 +437,7 @@ AnyRecord = (
     | OfferAnswered
     | TradeSettled
     | AuctionCleared
+    | MarketCleared
     | RoundCommitted
     | RoundCredited
     | EpisodeSettled
@@ -469,6 +481,7 @@ RECORDS: dict[str, type[AnyRecord]] = {
     "offer_answered": OfferAnswered,
     "trade_settled": TradeSettled,
     "auction_cleared": AuctionCleared,
+    "market_cleared": MarketCleared,
     "round_committed": RoundCommitted,
     "round_credited": RoundCredited,
     "episode_settled": EpisodeSettled,

@@ -38,6 +38,7 @@ MECHANISM_TRAITS: dict[Mechanism, MechanismTraits] = {
     "proportional": MechanismTraits(),
     "priority": MechanismTraits(),
     "auction": MechanismTraits(priced=True, takes_bids=True),
+    "call_market": MechanismTraits(clears_held=True),
 }
 DEFAULT_MECHANISM: Mechanism = "proportional"
 

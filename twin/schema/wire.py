@@ -19,7 +19,7 @@ from pydantic import (
     TypeAdapter,
 )
 
-from twin.schema.actions import REASON_CHARS, Bundle, Offer, Placement, TenantObservation
+from twin.schema.actions import REASON_CHARS, Bundle, Offer, Order, Placement, TenantObservation
 from twin.schema.base import Frozen
 from twin.schema.codes import ErrorCode
 from twin.schema.vocabulary import DEFAULT_MECHANISM, Mechanism, MechanismTraits
@@ -55,6 +55,15 @@ class Propose(Frozen):
         description="Sealed bids per pool (where the mechanism's traits say it takes bids).",
     )
     placements: list[Placement] = Field(default_factory=list, max_length=256)
+    asks: dict[str, Order] = Field(
+        default_factory=dict,
+        description="Idle GPUs offered to the call market per pool (where the mechanism's "
+        "traits say it clears held GPUs): how many, at least at what price per GPU.",
+    )
+    buys: dict[str, Order] = Field(
+        default_factory=dict,
+        description="GPUs wanted from the call market per pool: how many, at most at what price.",
+    )
     final: bool = Field(False, description="Also end the turn (as EndTurn would).")
     reason: str = Field("", max_length=REASON_CHARS, description="Why, in a few words (logged).")
 
@@ -127,6 +136,7 @@ class Welcomed(Frozen):
     traits: MechanismTraits = Field(
         default_factory=MechanismTraits, description="What acting under the mechanism takes."
     )
+    trading: bool = Field(True, description="Whether offers may be made in this session.")
     round: int | None = Field(description="The open round, if one is waiting for this tenant.")
     frames_per_s: PositiveFloat | None = Field(
         None,
@@ -149,6 +159,7 @@ class DecisionRequested(Frozen):
         description="What acting under the mechanism takes: bids count where `takes_bids`, "
         "winners pay a clearing price where `priced`, held GPUs are traded where `clears_held`.",
     )
+    trading: bool = Field(True, description="Whether offers may be made (off: each is refused).")
     view: TenantObservation
     offers: list[OfferView] = Field(description="Offers made to this tenant so far this round.")
 
@@ -197,6 +208,13 @@ class RoundCommitted(Frozen):
     price_usd_per_gpu: dict[str, float]
     placements: list[PlacementResult]
     trades: list[TradeResult]
+    market: dict[str, int] = Field(
+        default_factory=dict,
+        description="Held GPUs bought (+) or sold (-) in the call market, per pool.",
+    )
+    market_price_usd_per_gpu: dict[str, float] = Field(
+        default_factory=dict, description="The call market's clearing price, per pool it traded."
+    )
     reward: float
     difference_reward: float
     score: float = Field(

@@ -176,14 +176,15 @@ class Driver(Generic[Obs, Act]):
         final = self._final[tenant]
         return final, self._told[tenant] + final
 
-    def book(self, mechanism: Mechanism = DEFAULT_MECHANISM,
-             asked: Iterable[str] | None = None) -> RoundBook[Act]:  # fmt: skip
+    def book(self, mechanism: Mechanism = DEFAULT_MECHANISM, asked: Iterable[str] | None = None,
+             *, trading: bool = True) -> RoundBook[Act]:  # fmt: skip
         """A book for the open decision round: the tenants asked are the decision point's (or
-        `asked`, for a caller whose every agent acts each round), under `mechanism`."""
+        `asked`, for a caller whose every agent acts each round), under `mechanism`; without
+        `trading`, it refuses every offer."""
         if asked is None:
             asked = self.batch.reasons if self.batch is not None else ()
         return RoundBook(self.round + 1, self.now_s, self.tenants, asked, pools=self._pools,
-                         mechanism=mechanism)  # fmt: skip
+                         mechanism=mechanism, trading=trading)  # fmt: skip
 
     def commit(
         self,

@@ -67,6 +67,8 @@ class TenantOutcome:
     reward: float = 0.0
     score: float = 0.0
     credit_reasons: tuple[str, ...] = ()
+    market: dict[str, int] = field(default_factory=dict)  # GPUs bought (+) or sold (-) per pool
+    market_price_usd_per_gpu: dict[str, float] = field(default_factory=dict)
 
 
 class Model(Protocol[O_co, A]):

@@ -79,6 +79,7 @@ class RoundBook(Generic[A]):
         "pools",
         "t_s",
         "tenants",
+        "trading",
         "turns",
     )
 
@@ -91,8 +92,10 @@ class RoundBook(Generic[A]):
         *,
         pools: Collection[str] | None = None,
         mechanism: Mechanism = DEFAULT_MECHANISM,
+        trading: bool = True,
     ) -> None:
         self.number, self.t_s, self.mechanism = number, t_s, mechanism
+        self.trading = trading  # False: every offer is refused
         self.tenants = tuple(tenants)
         self._order = {t: i for i, t in enumerate(self.tenants)}
         self.asked = tuple(asked)
@@ -118,7 +121,10 @@ class RoundBook(Generic[A]):
             return False
         self._check_turn(tenant)
         if isinstance(action, ProvisionAction):
-            self.check_pools(action.provision, action.bids_usd_per_gpu)
+            self.check_pools(action.provision, action.bids_usd_per_gpu, action.asks, action.buys)
+            if not self.trading and (action.asks or action.buys):
+                raise RoundError(ErrorCode.BAD_OFFER, "trading is off in this session: no call "
+                                 f"market orders (round {self.number})")  # fmt: skip
         self.turns[tenant] = Turn(tenant, action, policy)
         self._take(tenant, seq, ("propose", action, final))
         if final:
@@ -138,6 +144,9 @@ class RoundBook(Generic[A]):
         n = self._made.get(tenant, 0)
         self._made[tenant] = n + 1
         self._check_turn(tenant)
+        if not self.trading:
+            raise RoundError(ErrorCode.BAD_OFFER, f"trading is off in this session: no offers "
+                             f"(round {self.number})")  # fmt: skip
         if to_tenant == tenant or to_tenant not in self._order:
             raise RoundError(
                 ErrorCode.BAD_OFFER, f"cannot offer to {to_tenant!r}; tenants: {list(self.tenants)}"

@@ -27,6 +27,8 @@ def round_committed(number: int, t_s: float, defaulted: bool, o: TenantOutcome) 
                         to_tenant=t.to_tenant, status=t.status, reason=t.reason)
             for t in o.trades
         ],
+        market=o.market,
+        market_price_usd_per_gpu=o.market_price_usd_per_gpu,
         reward=o.reward,
         difference_reward=o.difference_reward,
         score=o.score,

@@ -7,6 +7,7 @@ from typing import Protocol
 
 from twin.schema import records
 from twin.schema.actions import Bundle, Offer
+from twin.sim.market.call_market import Cleared
 from twin.sim.model import PlacementOutcome
 from twin.sim.state import ClusterState
 
@@ -61,6 +62,28 @@ def clear_auction(
         amount = price * n
         if amount > 0:
             billing.charge_auction(t, name, amount)
+
+
+def clear_market(
+    state: ClusterState, provisioning: HandsOver, billing: Pays, pool: int, cleared: Cleared
+) -> None:
+    """Record a call market's clearing for `pool`, then move the GPUs (billing moves with them)
+    from sellers to buyers, and the price from each buyer to its sellers, in tenant order."""
+    name, names = state.pools[pool].cfg.name, state.tenant_names
+    price = cleared.price_usd_per_gpu
+    state.emit(records.MarketCleared("market_cleared", state.env.now, None, name, price,
+                                     {names[t]: n for t, n in cleared.fills.items()}))  # fmt: skip
+    sellers = [[t, -n] for t, n in cleared.fills.items() if n < 0]
+    for buyer, bought in ((t, n) for t, n in cleared.fills.items() if n > 0):
+        wanted = bought
+        for seller in sellers:
+            moved = min(wanted, seller[1])
+            if moved <= 0:
+                continue
+            provisioning.hand_over(seller[0], buyer, name, moved)
+            billing.move_budget(buyer, seller[0], price * moved)
+            seller[1] -= moved
+            wanted -= moved
 
 
 def cannot_hand_over(state: ClusterState, tenant: int, bundle: Bundle) -> str:

@@ -72,6 +72,9 @@ MECHANISM: dict[Mechanism, Rule] = {
     "proportional": Rule(proportional, MECHANISM_TRAITS["proportional"]),
     "priority": Rule(priority, MECHANISM_TRAITS["priority"]),
     "auction": Rule(auction, MECHANISM_TRAITS["auction"]),
+    # Held GPUs change hands in its double auction (call_market.py); new ones are shared as
+    # proportional shares them.
+    "call_market": Rule(proportional, MECHANISM_TRAITS["call_market"]),
 }
 
 

@@ -17,8 +17,10 @@ from twin.schema.scenario import ClusterScenario
 from twin.sim.encode import DEGENERATE, PlacementVerdict, PlanOption, evaluate_placements
 from twin.sim.jobs import Job
 from twin.sim.market import exchange
+from twin.sim.market.call_market import Order as MarketOrder
+from twin.sim.market.call_market import clear
 from twin.sim.market.credit import credit_round
-from twin.sim.market.mechanisms import Requests, share
+from twin.sim.market.mechanisms import MECHANISM, Requests, share
 from twin.sim.model import PlacementOutcome, TenantOutcome, TradeOutcome, TradeStatus
 from twin.sim.queues import Waiting
 from twin.sim.quotas import Quotas
@@ -79,6 +81,9 @@ class Mediator:
                 if tenant in out:
                     out[tenant].trades.append(outcome)
         ordered = inputs.actions
+        if MECHANISM[inputs.mechanism].traits.clears_held:
+            for p in range(len(state.pools)):
+                self._call_market(p, ordered, out)
         for tenant, action in ordered:
             for pool_name, delta in sorted(action.provision.items()):
                 if delta < 0:
@@ -129,6 +134,35 @@ class Mediator:
             if n < wants[tenant]:
                 exchange.clamp(state, index[tenant], p, requested=wants[tenant], granted=n,
                                reason=f"{inputs.mechanism}_share")  # fmt: skip
+
+    def _call_market(self, p: int, ordered: Ordered, out: dict[str, TenantOutcome]) -> None:
+        """Clear one pool's call market: asks capped at the seller's idle GPUs now, bids at what
+        the buyer's budget covers at its limit."""
+        state = self.state
+        pool = state.pools[p]
+        if pool.cfg.shared:
+            return
+        name, index = pool.cfg.name, state.tenant_index
+        asks, bids = [], []
+        for tenant, action in ordered:
+            t = index[tenant]
+            ask, bid = action.asks.get(name), action.buys.get(name)
+            if ask is not None:
+                n = min(ask.gpus, state.holdings[t][p].idle_whole)
+                if n > 0:
+                    asks.append(MarketOrder(t, n, ask.usd_per_gpu))
+            if bid is not None:
+                n = min(bid.gpus, _affordable(state, t, bid.usd_per_gpu))
+                if n > 0:
+                    bids.append(MarketOrder(t, n, bid.usd_per_gpu))
+        cleared = clear(asks, bids)
+        if cleared is None:
+            return
+        exchange.clear_market(state, self.provisioning, self.billing, p, cleared)
+        for t, n in cleared.fills.items():
+            mine = out[state.tenant_names[t]]
+            mine.market[name] = n
+            mine.market_price_usd_per_gpu[name] = cleared.price_usd_per_gpu
 
     def _trade(self, offer: Offer) -> TradeOutcome:
         state = self.state
@@ -224,3 +258,13 @@ def _only_on(pool: int, v: PlacementVerdict, n_pools: int) -> PlanOption:
         tuple(v.stable if i == pool else True for i in range(n_pools)),
         tuple(tuple(v.reasons) if i == pool else ("not_placed_here",) for i in range(n_pools)),
     )
+
+
+def _affordable(state: ClusterState, tenant: int, usd_per_gpu: float) -> int:
+    """GPUs the tenant's budget left covers at `usd_per_gpu` (no limit without a budget or at
+    a price of nothing)."""
+    ledger = state.ledgers[tenant]
+    if ledger.budget_usd is None or usd_per_gpu <= 0:
+        return 1 << 30
+    left = ledger.budget_usd - ledger.spent_at(state.env.now)
+    return max(int(left // usd_per_gpu), 0)

@@ -1,0 +1,152 @@
+"""A scenario's welfare bound, seed by seed: the session played by the tenants' own policies
+(its log gives the realised workload, its welfare a feasible schedule's), the program solved with
+pooled and with separable holdings, the separable program's holdings played in the twin (the
+planner: another feasible schedule), and the result as JSON and Parquet.
+
+Welfare is every tenant's return together (value of finished work, less GPU rent and SLA
+penalties; trade money and auction prices are transfers between tenants and count for nothing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from twin.bound.planner import Planner
+from twin.bound.program import HOLDINGS, RELAXES, Plan, solve
+from twin.bound.workload import realised_jobs
+from twin.errors import ConfigError
+from twin.schema.actions import ProvisionAction, TenantObservation
+from twin.schema.scenario import ClusterScenario, PoolConfig
+from twin.sim.driver import Driver
+from twin.sim.runner import run_episode
+from twin.sim.sampling import sampler
+from twin.sim.tenant_policies import CLUSTER_POLICIES
+
+BOUND_FILE = "bound.json"
+BOUND_TABLE = "bound.parquet"
+DELAY_QUANTILE = 0.01  # provisioning delays at their 1st percentile: a real one is rarely less
+FEASIBLE_POLICIES = ("autoscale", "static")  # tenants' own policies, each a feasible schedule
+
+
+@dataclass(frozen=True, slots=True)
+class SeedBound:
+    """One seed's bound: both programs' optima, their difference (the trade headroom), and the
+    best welfare the tenants' own policies reached on the same workload."""
+
+    scenario: str
+    seed: int
+    jobs: int
+    slot_s: float
+    delay_s: dict[str, float]
+    pooled: Plan
+    separable: Plan
+    feasible_usd: float
+    feasible_policy: str
+    planner_usd: float
+
+    @property
+    def bound_usd(self) -> float:
+        return self.pooled.welfare_usd
+
+    @property
+    def headroom_usd(self) -> float:
+        """What moving GPUs between tenants adds to the best welfare: the trade headroom (never
+        below zero: the pooled program relaxes the separable one; a solver's rounding is not
+        reported as a loss)."""
+        return max(self.pooled.welfare_usd - self.separable.welfare_usd, 0.0)
+
+    def row(self) -> dict[str, float | int | str]:
+        return {
+            "scenario": self.scenario, "seed": self.seed, "jobs": self.jobs,
+            "pooled_usd": self.pooled.welfare_usd, "separable_usd": self.separable.welfare_usd,
+            "headroom_usd": self.headroom_usd, "feasible_usd": self.feasible_usd,
+            "feasible_policy": self.feasible_policy, "planner_usd": self.planner_usd,
+            "value_usd": self.pooled.value_usd, "rent_usd": self.pooled.rent_usd,
+            "sla_usd": self.pooled.sla_usd,
+            "solve_s": self.pooled.solve_s + self.separable.solve_s,
+        }  # fmt: skip
+
+
+def delays_s(pools: Sequence[PoolConfig], quantile: float = DELAY_QUANTILE) -> dict[str, float]:
+    """Each pool's provisioning delay at `quantile` of its distribution (estimated from 20,000
+    seeded draws)."""
+    rng = np.random.default_rng(0)
+    out = {}
+    for pool in pools:
+        draw = sampler(pool.provision_delay_s, rng)
+        out[pool.name] = float(np.quantile([draw() for _ in range(20_000)], quantile))
+    return out
+
+
+def bound_seed(
+    scenario: ClusterScenario,
+    seed: int,
+    *,
+    slot_s: float | None = None,
+    time_limit_s: float = 60.0,
+) -> SeedBound:
+    """The bound on one seed of `scenario`."""
+    if scenario.horizon_s is None:
+        raise ConfigError(f"bound: scenario {scenario.name!r} has no horizon_s; set one")
+    if scenario.scheduler.quota_gpus:
+        raise ConfigError(
+            f"bound: scenario {scenario.name!r} sets quotas (scheduler.quota_gpus), which the "
+            "program does not model yet; bound it without them"
+        )
+    slot = slot_s or scenario.decisions.interval_s or 900.0
+    feasible: dict[str, float] = {}
+    log: list[dict[str, Any]] = []
+    for policy in FEASIBLE_POLICIES:
+        if policy not in CLUSTER_POLICIES:
+            continue
+        summary, driver = run_episode(scenario, seed=seed, policy=policy, keep_log=not log)
+        feasible[policy] = sum(t.reward_usd for t in summary.tenants)
+        if not log:
+            log = list(driver.log.dicts())
+    jobs = realised_jobs(scenario, log)
+    delays = delays_s(scenario.pools)
+    plans = {
+        holdings: solve(scenario, jobs, holdings, slot_s=slot,
+                        delay_s=[delays[p.name] for p in scenario.pools],
+                        time_limit_s=time_limit_s)
+        for holdings in HOLDINGS
+    }  # fmt: skip
+    best = max(feasible, key=lambda k: feasible[k])
+    planned = play_plan(scenario, seed, plans["separable"], slot)
+    return SeedBound(scenario.name, seed, len(jobs), slot, delays, plans["pooled"],
+                     plans["separable"], feasible[best], best, planned)  # fmt: skip
+
+
+def play_plan(scenario: ClusterScenario, seed: int, plan: Plan, slot_s: float) -> float:
+    """The welfare of the separable program's holdings played in the twin (`Planner`)."""
+    driver: Driver[TenantObservation, ProvisionAction] = Driver(scenario, seed=seed)
+    planners = {t: Planner(plan.held_gpus.get(t, {}), slot_s) for t in driver.tenants}
+    while driver.advance() is not None:
+        driver.commit(driver.book(), planners, announce_defaults=False)
+    return sum(driver.settlement(t)[1] for t in driver.tenants)
+
+
+def write(results: Sequence[SeedBound], out_dir: Path) -> list[Path]:
+    """`bound.json` (every seed, both plans with the GPUs they hold, what the program relaxes)
+    and `bound.parquet` (one row per seed)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "relaxes": list(RELAXES),
+        "seeds": [{**r.row(), "delay_s": r.delay_s, "slot_s": r.slot_s,
+                   "plans": {h: asdict(getattr(r, h)) for h in HOLDINGS}}
+                  for r in results],
+    }  # fmt: skip
+    json_path = out_dir / BOUND_FILE
+    json_path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+    table_path = out_dir / BOUND_TABLE
+    pq.write_table(pa.Table.from_pylist([r.row() for r in results]), table_path)
+    return [json_path, table_path]
