@@ -88,8 +88,8 @@ async def test_an_mcp_client_plays_a_whole_market_session_as_one_tenant(
         play_inference_over_mcp(mcp_url(server, session), session.tokens["inference"]),
         *(c.run() for c in others),
     )
-    assert set(tools) == {"observe", "provision", "place", "bid", "make_offer", "answer_offer",
-                          "wait"}  # fmt: skip
+    assert set(tools) == {"observe", "provision", "place", "bid", "sell", "buy", "make_offer",
+                          "answer_offer", "wait"}  # fmt: skip
     assert final["ended"]["reason"] == "horizon"
     assert all(s.end_reason == "horizon" for s in stats)
     records = [json.loads(line) for line in session.events().splitlines()]
@@ -145,3 +145,32 @@ async def test_no_token_or_another_session_s_token_reaches_nothing(
             bad = await http.post(url, content=body, headers=auth)
             assert bad.status_code == 400
             assert "error" in bad.json()
+
+
+async def test_an_mcp_tenant_bids_in_the_call_market(aiohttp_server: MakeServer) -> None:
+    server = await aiohttp_server(create_app(GatewayConfig()))
+    scenario = scenarios.as_cluster(scenarios.load("market-scarce")).model_dump(mode="json")
+    session = server.app[REGISTRY].create(SessionRequest(
+        scenario=scenario, seed=1, agents=["inference"], mechanism="call_market",
+        round_timeout_ms=20_000))  # fmt: skip
+    client = httpx.AsyncClient(
+        headers={"Authorization": f"Bearer {session.tokens['inference']}"}, timeout=30
+    )
+    async with (
+        client,
+        streamable_http_client(mcp_url(server, session), http_client=client) as (read, write, _),
+        ClientSession(read, write) as mcp,
+    ):
+        await mcp.initialize()
+        state = (await mcp.call_tool("wait", {"timeout_s": 30})).structuredContent
+        assert state is not None
+        assert state["traits"]["clears_held"]
+        bought = await mcp.call_tool("buy", {"pool": "h100", "gpus": 2, "usd_per_gpu": 9.5})
+        assert not bought.isError, bought.content
+        zero = await mcp.call_tool("sell", {"pool": "h100", "gpus": 0, "usd_per_gpu": 1.0})
+        assert zero.isError
+        await mcp.call_tool("wait", {"timeout_s": 30})
+    records = [json.loads(line) for line in session.events().splitlines()]
+    decided = [r["action"] for r in records
+               if r["kind"] == "decision_made" and r["tenant"] == "inference"]  # fmt: skip
+    assert {"h100": {"gpus": 2, "usd_per_gpu": 9.5}} in [a.get("buys") for a in decided]

@@ -93,13 +93,17 @@ async def _deliver(session: Session, link: TenantLink, message: RoundMessage) ->
         raise ToolError(exc.code.value, str(exc)) from None
 
 
-async def _propose(session: Session, link: TenantLink, *, final: bool, reason: str = "") -> None:
+async def _propose(session: Session, link: TenantLink, *, final: bool, reason: str = "",
+                   draft: dict[str, Any] | None = None) -> None:  # fmt: skip
+    """Send the draft (or `draft`, which becomes the draft once the session takes it)."""
     try:
         message = Propose(round=_round(link), seq=link.next_seq(), final=final,
-                          reason=reason, **link.draft)  # fmt: skip
+                          reason=reason, **(link.draft if draft is None else draft))  # fmt: skip
     except ValidationError as exc:
         raise ToolError(ErrorCode.VALIDATION_ERROR.value, _first(exc)) from None
     await _deliver(session, link, message)
+    if draft is not None:
+        link.draft = draft
 
 
 async def observe(session: Session, link: TenantLink, args: dict[str, Any]) -> dict[str, Any]:
@@ -108,9 +112,10 @@ async def observe(session: Session, link: TenantLink, args: dict[str, Any]) -> d
 
 async def _amend(session: Session, link: TenantLink, part: str, key: str,
                  value: Any) -> dict[str, Any]:  # fmt: skip
-    """Set one entry of the round's draft proposal and send the draft (the turn stays open)."""
-    link.draft[part][key] = value
-    await _propose(session, link, final=False)
+    """Set one entry of the round's draft proposal and send the draft (the turn stays open); a
+    call the session refuses leaves the draft as it was."""
+    draft = {**link.draft, part: {**link.draft[part], key: value}}
+    await _propose(session, link, final=False, draft=draft)
     return {"draft": link.draft}
 
 
@@ -125,8 +130,9 @@ async def place(session: Session, link: TenantLink, args: dict[str, Any]) -> dic
         placement = Placement(job_id=_str(args, "job_id"), pool=_str(args, "pool"))
     except ValidationError as exc:
         raise ToolError(ErrorCode.VALIDATION_ERROR.value, _first(exc)) from None
-    link.draft["placements"].append(placement.model_dump(mode="json"))
-    await _propose(session, link, final=False)
+    draft = {**link.draft, "placements": [*link.draft["placements"],
+                                          placement.model_dump(mode="json")]}  # fmt: skip
+    await _propose(session, link, final=False, draft=draft)
     return {"draft": link.draft}
 
 
@@ -134,6 +140,21 @@ async def bid(session: Session, link: TenantLink, args: dict[str, Any]) -> dict[
     _round(link)
     pool, usd = _str(args, "pool"), _float(args, "usd_per_gpu")
     return await _amend(session, link, "bids_usd_per_gpu", pool, usd)
+
+
+async def sell(session: Session, link: TenantLink, args: dict[str, Any]) -> dict[str, Any]:
+    return await _order(session, link, "asks", args)
+
+
+async def buy(session: Session, link: TenantLink, args: dict[str, Any]) -> dict[str, Any]:
+    return await _order(session, link, "buys", args)
+
+
+async def _order(session: Session, link: TenantLink, side: str,
+                 args: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+    _round(link)
+    order = {"gpus": _int(args, "gpus"), "usd_per_gpu": _float(args, "usd_per_gpu")}
+    return await _amend(session, link, side, _str(args, "pool"), order)
 
 
 async def make_offer(session: Session, link: TenantLink, args: dict[str, Any]) -> dict[str, Any]:
@@ -196,6 +217,9 @@ def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
 
 GPUS = {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1},
         "description": "GPUs per pool"}  # fmt: skip
+ORDER = _schema({"pool": {"type": "string"}, "gpus": {"type": "integer", "minimum": 1},
+                 "usd_per_gpu": {"type": "number", "minimum": 0}},
+                ["pool", "gpus", "usd_per_gpu"])  # fmt: skip
 TOOLS: dict[str, tuple[Tool, str, dict[str, Any]]] = {
     "observe": (observe, "The open round: your view (budget, queue with the kernel's plan "
                 "verdicts, pools), offers made to you with their reasons, your draft, the last "
@@ -210,6 +234,9 @@ TOOLS: dict[str, tuple[Tool, str, dict[str, Any]]] = {
              "the mechanism takes bids).",
             _schema({"pool": {"type": "string"}, "usd_per_gpu": {"type": "number", "minimum": 0}},
                     ["pool", "usd_per_gpu"])),
+    "sell": (sell, "Offer idle GPUs of a pool to the call market, at least at usd_per_gpu each "
+             "(where the traits say the mechanism clears held GPUs).", ORDER),
+    "buy": (buy, "Bid for GPUs of a pool in the call market, at most at usd_per_gpu each.", ORDER),
     "make_offer": (make_offer, "Offer another tenant a trade: what you give and what you take "
                    "(GPUs per pool and/or dollars); its id comes back.",
                    _schema({"to_tenant": {"type": "string"}, "give_gpus": GPUS,

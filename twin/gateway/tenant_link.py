@@ -29,7 +29,13 @@ class TenantLink:
         self.committed: RoundCommitted | None = None
         self.ended: SessionEnded | None = None
         self.errors: list[str] = []
-        self.draft: dict[str, Any] = {"provision": {}, "bids_usd_per_gpu": {}, "placements": []}
+        self.draft: dict[str, Any] = {
+            "provision": {},
+            "bids_usd_per_gpu": {},
+            "asks": {},
+            "buys": {},
+            "placements": [],
+        }
         self.turn_over = False  # this round's turn ended
         self.seq = 0
         self.closed = False
@@ -43,7 +49,13 @@ class TenantLink:
             return True  # the tool that made the offer already told the offer's id
         if isinstance(message, DecisionRequested):
             if self.request is None or message.round != self.request.round:
-                self.draft = {"provision": {}, "bids_usd_per_gpu": {}, "placements": []}
+                self.draft = {
+                    "provision": {},
+                    "bids_usd_per_gpu": {},
+                    "asks": {},
+                    "buys": {},
+                    "placements": [],
+                }
                 self.turn_over = False
             self.request = message
             self.offers = {o.offer_id: o for o in message.offers}
