@@ -409,3 +409,17 @@ def test_an_unknown_regime_or_mechanism_is_one_line(argv: list[str], message: st
     assert result.returncode == 2
     assert message in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_planner_oracle_plays_the_bound_s_holdings_over_the_gateway(tmp_path: Path) -> None:
+    out = tmp_path / "planner"
+    result = twin_command("arena", "--scenario", "market-scarce", "--agents", "planner",
+                          "--regime", "mirror", "--seeds", "2", "--out", str(out))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    (planner,) = pq.read_table(out / "mirror.parquet").to_pylist()
+    assert not planner["trades"], "the oracle never trades"
+    assert planner["score"] > 0
+    assert planner["distance_usd"] > 0, "even the planner does not reach the bound"
+    cells = pq.read_table(out / "sessions.parquet").to_pylist()
+    assert {c["agent"] for c in cells if c["kind"] == "session"} == {"planner"}
+    assert not [c for c in cells if c["kind"] == "session" and not c["trading"]]

@@ -28,6 +28,7 @@ BOUND = "bound"
 """The `kind` of a seed's welfare bound (no session: a program solved on its workload)."""
 Regime = Literal["rotation", "mirror", "cross"]
 REGIMES: tuple[Regime, ...] = get_args(Regime)
+PLANNER = "planner"  # the oracle: the bound's planned holdings (twin/arena/planner_agent.py)
 NO_TRADE = ".notrade"  # the key suffix of a line-up's session with trading switched off
 
 
@@ -98,10 +99,11 @@ def parse_agents(names: str, llms: list[AgentSpec]) -> list[AgentSpec]:
     for name in filter(None, (n.strip() for n in names.split(","))):
         if name in named:
             out.append(named[name])
-        elif name in BUILT_IN:
+        elif name in BUILT_IN or name == PLANNER:
             out.append(AgentSpec(name, name))
         else:
             raise ConfigError(f"--agents: unknown agent {name!r}; built-in: {list(BUILT_IN)}; "
+                              f"the oracle: {PLANNER}; "
                               f"named by --llm: {list(named) or 'none'}")  # fmt: skip
     if len({a.name for a in out}) != len(out):
         raise ConfigError("--agents: name each agent once")
@@ -201,10 +203,11 @@ def lineups(tenants: tuple[str, ...], agents: list[AgentSpec],
 
 
 def trades(agent: AgentSpec) -> bool:
-    """Whether the agent makes and answers offers (a built-in's registry says; LLMs may)."""
+    """Whether the agent makes and answers offers (a built-in's registry says; LLMs may; the
+    planner does not)."""
     from agents.registry import trades as registered
 
-    return registered(agent.policy)
+    return agent.policy != PLANNER and registered(agent.policy)
 
 
 def tasks(scenarios: list[ScenarioEntry], seeds: list[int], agents: list[AgentSpec], *,

@@ -32,11 +32,16 @@ def jain(values: list[float]) -> float | None:
 def _policies(task: SessionTask) -> dict[str, Policy]:
     from agents.factory import LlmEndpoint, make_policy
     from agents.health import EndpointHealth
+    from twin.arena.lineup import PLANNER
+    from twin.arena.planner_agent import PlannerAgent
 
     tenants = list(task.scenario.tenants)
     endpoints: dict[str, LlmEndpoint] = {}  # one per agent: its health is shared by its roles
     out: dict[str, Policy] = {}
     for tenant, agent in task.lineup.items():
+        if agent.policy == PLANNER:
+            out[tenant] = PlannerAgent(task.scenario.spec, task.seed, tenant)
+            continue
         endpoint = None
         if agent.policy == "llm":
             assert agent.base_url is not None
