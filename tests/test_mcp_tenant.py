@@ -6,8 +6,9 @@ ends told its whole return. Bad calls are coded refusals, and other tokens reach
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -40,6 +41,22 @@ async def market(aiohttp_server: MakeServer) -> tuple[TestServer, Session]:
 
 def mcp_url(server: TestServer, session: Session) -> str:
     return str(server.make_url(f"/v1/sessions/{session.id}/mcp"))
+
+
+@contextlib.asynccontextmanager
+async def tenant_over_mcp(server: TestServer, session: Session,
+                          tenant: str) -> AsyncIterator[ClientSession]:  # fmt: skip
+    """An initialised MCP client session playing `tenant` with its token."""
+    client = httpx.AsyncClient(
+        headers={"Authorization": f"Bearer {session.tokens[tenant]}"}, timeout=30
+    )
+    async with (
+        client,
+        streamable_http_client(mcp_url(server, session), http_client=client) as (read, write, _),
+        ClientSession(read, write) as mcp,
+    ):
+        await mcp.initialize()
+        yield mcp
 
 
 async def play_inference_over_mcp(url: str, token: str) -> tuple[list[str], dict[str, Any]]:
@@ -108,15 +125,7 @@ async def test_tools_refuse_bad_calls_with_a_code_and_the_session_goes_on(
     aiohttp_server: MakeServer,
 ) -> None:
     server, session = await market(aiohttp_server)
-    client = httpx.AsyncClient(
-        headers={"Authorization": f"Bearer {session.tokens['inference']}"}, timeout=30
-    )
-    async with (
-        client,
-        streamable_http_client(mcp_url(server, session), http_client=client) as (read, write, _),
-        ClientSession(read, write) as mcp,
-    ):
-        await mcp.initialize()
+    async with tenant_over_mcp(server, session, "inference") as mcp:
         no_round = await mcp.call_tool("provision", {"pool": "h100", "gpus": 1})
         assert no_round.isError
         assert "OUT_OF_ROUND" in no_round.content[0].text  # type: ignore[union-attr]
@@ -153,15 +162,7 @@ async def test_an_mcp_tenant_bids_in_the_call_market(aiohttp_server: MakeServer)
     session = server.app[REGISTRY].create(SessionRequest(
         scenario=scenario, seed=1, agents=["inference"], mechanism="call_market",
         round_timeout_ms=20_000))  # fmt: skip
-    client = httpx.AsyncClient(
-        headers={"Authorization": f"Bearer {session.tokens['inference']}"}, timeout=30
-    )
-    async with (
-        client,
-        streamable_http_client(mcp_url(server, session), http_client=client) as (read, write, _),
-        ClientSession(read, write) as mcp,
-    ):
-        await mcp.initialize()
+    async with tenant_over_mcp(server, session, "inference") as mcp:
         state = (await mcp.call_tool("wait", {"timeout_s": 30})).structuredContent
         assert state is not None
         assert state["traits"]["clears_held"]
