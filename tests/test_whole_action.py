@@ -246,3 +246,22 @@ def test_a_model_trades_through_the_tools_and_its_return_is_its_summary_s() -> N
     assert {r["tenant"] for r in answers} >= {"inference", "batch"}
     assert env.get_reward() == pytest.approx(summary_reward(env._need().driver, "inference"),
                                              abs=0.005)  # fmt: skip
+
+
+def test_a_trl_episode_stopped_short_is_played_out_by_the_tenant_s_policy_and_settled() -> None:
+    """Five `wait()` calls, then the reward: the rest of the episode is the tenant's own
+    policy's, and the reward is the tenant's whole return in the summary (stopping early never
+    pays by leaving the end's penalties unsettled)."""
+    env = ClusterTenantEnv()
+    env.reset(scenario="market", tenant="inference", seed=0)
+    for _ in range(5):
+        env.wait()
+    before = env.reward
+    assert env._need().driver.ended is None
+    reward = env.get_reward()
+    driver = env._need().driver
+    assert driver.ended == "horizon"
+    assert env.finished_by == "autoscale"
+    assert reward == pytest.approx(summary_reward(driver, "inference"), abs=0.005)
+    assert reward != before
+    assert env.get_reward() == reward, "asking again settles nothing more"

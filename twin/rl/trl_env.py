@@ -7,6 +7,11 @@ tools (their schemas come from the type hints and docstrings), and the reward fu
 `opponents`): they make offers to the tenant and answer its own. `make_offer` and
 `answer_offer` add to the tenant's turn; `provision`, `place`, `bid` and `wait` end it, and the
 other tenants play on until it must decide again.
+
+An episode always settles: `get_reward()` on an episode the model stopped short of its end (a
+completion ran out of tokens, say) first plays the rest of it with the tenant's own policy (the
+scenario's, `autoscale` in `market`), so the reward is the tenant's true return over the whole
+episode and stopping early never pays.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from twin.schema.actions import (
 from twin.schema.vocabulary import DEFAULT_MECHANISM, mechanism_names
 from twin.sim import scenarios
 from twin.sim.driver import Driver
+from twin.sim.tenant_policies import TenantPolicy
 
 MAX_GPUS_PER_CALL = 16
 MAX_BID_USD = 1000.0
@@ -50,6 +56,8 @@ class ClusterTenantEnv:
         self.reward = 0.0
         self._offers: list[Offer] = []  # made this turn
         self._answers: dict[str, tuple[bool, str]] = {}  # given this turn, by offer id
+        self._own: TenantPolicy[TenantObservation, ProvisionAction] | None = None
+        self.finished_by: str | None = None  # the policy that played out a cut-short episode
 
     def reset(self, scenario: str = "market", tenant: str | None = None, seed: int = 0,
               opponents: str = "negotiator", mechanism: str = DEFAULT_MECHANISM,
@@ -68,6 +76,7 @@ class ClusterTenantEnv:
                             driver.default_policies(), int(seed))  # fmt: skip
         self._table = Table(driver, self.tenant, others, mechanism)
         self._offers, self._answers = [], {}
+        self._own, self.finished_by = driver.default_policies()[self.tenant], None
         self.reward = self._table.to_turn()
         return self.view()
 
@@ -231,7 +240,17 @@ class ClusterTenantEnv:
         return self._act(ProvisionAction())
 
     def get_reward(self) -> float:
-        """The tenant's money reward so far in this episode (what the reward function reads)."""
+        """The tenant's return over the whole episode (what the reward function reads): where
+        the episode has not ended, the tenant's own policy plays it out first and it settles."""
+        table = self._need()
+        driver = table.driver
+        if driver.ended is None:
+            own = self._own
+            assert own is not None, "reset gives the tenant its own policy"
+            self._offers, self._answers = [], {}
+            while driver.ended is None:
+                self.reward += table.play(own.decide(driver.observe(self.tenant)))
+            self.finished_by = own.name
         return self.reward
 
     # -- internals ------------------------------------------------------------------------
