@@ -80,7 +80,8 @@ class Driver(Generic[Obs, Act]):
         )
         self.tenants = list(self.model.tenant_names)
         self._tenants = {name: i for i, name in enumerate(self.tenants)}
-        self._pools = self.kind.pool_names(scenario)
+        pools = self.kind.pool_names(scenario)
+        self._pools = None if pools is None else tuple(sorted(pools))
         self.batch: DecisionBatch | None = None
         self.round = 0
         self._told = dict.fromkeys(self.tenants, 0.0)  # rewards told in rounds, by tenant
@@ -184,7 +185,7 @@ class Driver(Generic[Obs, Act]):
         if asked is None:
             asked = self.batch.reasons if self.batch is not None else ()
         return RoundBook(self.round + 1, self.now_s, self.tenants, asked, pools=self._pools,
-                         mechanism=mechanism, trading=trading)  # fmt: skip
+                         mechanism=mechanism, trading=trading, order=self._tenants)  # fmt: skip
 
     def commit(
         self,

@@ -11,8 +11,7 @@ the maker's sequence number; answers in the order of the offers they answer.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Generic, NamedTuple, TypeVar
 
 from twin.errors import RoundError
@@ -22,12 +21,13 @@ from twin.schema.vocabulary import DEFAULT_MECHANISM, Mechanism
 
 A = TypeVar("A")
 AGENT = "agent"  # the policy label of an action an agent sent
+NONE_ACCEPTED: frozenset[str] = frozenset()
 
 
-@dataclass(frozen=True, slots=True)
-class Turn(Generic[A]):
+class Turn(NamedTuple, Generic[A]):
     """One tenant's decision in a round: its action and who decided it (`agent`, a policy's
-    name, or `default:<policy>` where a default stood in for an absent or late agent)."""
+    name, or `default:<policy>` where a default stood in for an absent or late agent). (A
+    NamedTuple: RL steps are rounds, and one is made per step.)"""
 
     tenant: str
     action: A
@@ -35,8 +35,7 @@ class Turn(Generic[A]):
     defaulted: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class Answer:
+class Answer(NamedTuple):
     """A tenant's answer to an offer made to it, and why."""
 
     offer_id: str
@@ -93,13 +92,19 @@ class RoundBook(Generic[A]):
         pools: Collection[str] | None = None,
         mechanism: Mechanism = DEFAULT_MECHANISM,
         trading: bool = True,
+        order: Mapping[str, int] | None = None,
     ) -> None:
+        """`order` (tenant -> its index in `tenants`) may be given by a caller that keeps one."""
         self.number, self.t_s, self.mechanism = number, t_s, mechanism
         self.trading = trading  # False: every offer is refused
-        self.tenants = tuple(tenants)
-        self._order = {t: i for i, t in enumerate(self.tenants)}
+        self.tenants = tenants
+        self._order = order if order is not None else {t: i for i, t in enumerate(tenants)}
         self.asked = tuple(asked)
-        self.pools = None if pools is None else sorted(pools)  # None: pool names are not checked
+        for tenant in self.asked:  # so that a tenant whose turn is open is one of the tenants
+            if tenant not in self._order:
+                self._check_turn(tenant)
+        # None: pool names are not checked
+        self.pools = None if pools is None else pools if isinstance(pools, tuple) else sorted(pools)
         self.turns: dict[str, Turn[A]] = {}
         self.offers: dict[str, Offer] = {}  # by id, as taken
         self.answers: dict[str, Answer] = {}  # by offer id; a later answer replaces an earlier
@@ -117,16 +122,19 @@ class RoundBook(Generic[A]):
                 final: bool = False) -> bool:  # fmt: skip
         """Take `tenant`'s action (the last one taken before the commit counts); with `final`,
         its turn ends too. False if this sequence number was taken already."""
-        if self._again(tenant, seq, ("propose", action, final)):
+        key = None if seq is None else ("propose", action, final)
+        if key is not None and self._again(tenant, seq, key):
             return False
-        self._check_turn(tenant)
+        if tenant not in self.open_turns:
+            self._check_turn(tenant)  # raises, naming why
         if isinstance(action, ProvisionAction):
             self.check_pools(action.provision, action.bids_usd_per_gpu, action.asks, action.buys)
             if not self.trading and (action.asks or action.buys):
                 raise RoundError(ErrorCode.BAD_OFFER, "trading is off in this session: no call "
                                  f"market orders (round {self.number})")  # fmt: skip
         self.turns[tenant] = Turn(tenant, action, policy)
-        self._take(tenant, seq, ("propose", action, final))
+        if key is not None:
+            self._take(tenant, seq, key)
         if final:
             self.end_turn(tenant)
         return True
@@ -230,7 +238,8 @@ class RoundBook(Generic[A]):
             unknown = sorted(set(names) - set(self.pools))
             if unknown:
                 raise RoundError(
-                    ErrorCode.VALIDATION_ERROR, f"unknown pool {unknown[0]!r}; pools: {self.pools}"
+                    ErrorCode.VALIDATION_ERROR,
+                    f"unknown pool {unknown[0]!r}; pools: {list(self.pools)}",
                 )
 
     # -- reading --------------------------------------------------------------------------
@@ -259,7 +268,7 @@ class RoundBook(Generic[A]):
 
     def decisions(self) -> list[Turn[A]]:
         """The turns in canonical order."""
-        turns = list(self.turns.values())
+        turns = [*self.turns.values()]
         if len(turns) > 1:
             order = self._order
             turns.sort(key=lambda turn: order[turn.tenant])
@@ -271,10 +280,11 @@ class RoundBook(Generic[A]):
 
     def inputs(self) -> RoundInputs[A]:
         """The book in the canonical form the model commits."""
-        offers = self.in_order() if self.offers else ()
-        accepted = frozenset(oid for oid, a in self.answers.items() if a.accepted)
         actions = [(turn.tenant, turn.action) for turn in self.decisions()]
-        return RoundInputs(actions, offers, accepted, self.mechanism)
+        if not self.offers:
+            return RoundInputs(actions, (), NONE_ACCEPTED, self.mechanism)
+        accepted = frozenset(oid for oid, a in self.answers.items() if a.accepted)
+        return RoundInputs(actions, self.in_order(), accepted, self.mechanism)
 
     # -- internals ----------------------------------------------------------------------------
 
