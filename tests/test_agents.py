@@ -275,9 +275,7 @@ async def test_under_a_call_market_the_negotiator_bids_for_what_its_queue_needs(
     assert not turn.offers, "held GPUs go through the market, not offers"
 
 
-async def test_an_llm_may_sell_and_buy_held_gpus_under_a_call_market(
-    aiohttp_server: MakeServer,
-) -> None:
+def test_an_llm_may_sell_and_buy_held_gpus_under_a_call_market() -> None:
     schema = answer_model(request(mechanism="call_market"), tuple(TENANTS)).model_json_schema()
     assert {"sell", "sell_usd", "buy", "buy_usd"} <= set(schema["required"])
     assert "sell" not in answer_model(request(), tuple(TENANTS)).model_json_schema()["properties"]

@@ -10,17 +10,16 @@ from agents.policy import Quiet, Turn
 from twin.arena.lineup import PLANNER
 from twin.bound.planner import Planner
 from twin.bound.run import bound_seed
-from twin.schema.scenario import ClusterScenario
 from twin.schema.wire import DecisionRequested
 from twin.sim import scenarios
 
 
 @cache
-def _plan(spec: str, seed: int) -> tuple[ClusterScenario, dict[str, dict[str, list[float]]], float]:
-    """The separable program's holdings for every tenant of one seed (solved once a process)."""
-    scenario = scenarios.as_cluster(scenarios.load(spec))
-    found = bound_seed(scenario, seed)
-    return scenario, found.separable.held_gpus, found.slot_s
+def _plan(spec: str, seed: int) -> tuple[dict[str, dict[str, list[float]]], float]:
+    """The separable program's holdings for every tenant of one seed, and its slot (solved once
+    a process)."""
+    found = bound_seed(scenarios.as_cluster(scenarios.load(spec)), seed)
+    return found.separable.held_gpus, found.slot_s
 
 
 class PlannerAgent(Quiet):
@@ -29,7 +28,7 @@ class PlannerAgent(Quiet):
     name = PLANNER
 
     def __init__(self, spec: str, seed: int, tenant: str) -> None:
-        _, held, slot_s = _plan(spec, seed)
+        held, slot_s = _plan(spec, seed)
         self.planner = Planner(held.get(tenant, {}), slot_s)
 
     async def decide(self, request: DecisionRequested) -> Turn:

@@ -26,7 +26,6 @@ from twin.schema.scenario import ClusterScenario, PoolConfig
 from twin.sim.driver import Driver
 from twin.sim.runner import run_episode
 from twin.sim.sampling import sampler
-from twin.sim.tenant_policies import CLUSTER_POLICIES
 
 BOUND_FILE = "bound.json"
 BOUND_TABLE = "bound.parquet"
@@ -103,8 +102,6 @@ def bound_seed(
     feasible: dict[str, float] = {}
     log: list[dict[str, Any]] = []
     for policy in FEASIBLE_POLICIES:
-        if policy not in CLUSTER_POLICIES:
-            continue
         summary, driver = run_episode(scenario, seed=seed, policy=policy, keep_log=not log)
         feasible[policy] = sum(t.reward_usd for t in summary.tenants)
         if not log:

@@ -194,29 +194,31 @@ def show(console: Console, boards: Boards) -> None:
     bound, and the cross-play matrix, as tables."""
     from twin.arena.board import ALL_ROLES
 
-    ranked, mirrored, crossed = boards
-    every = [*ranked, *mirrored, *crossed]
+    every = [row for board in boards for row in board]
     several = len({r["mechanism"] for r in every}) > 1
     for key in dict.fromkeys((r["scenario_sha256"], r["mechanism"]) for r in every):
         mechanism = key[1]
+        ranked, mirrored, crossed = (_of(b, key) for b in boards)
 
-        def mine(rows: list[dict[str, Any]], key: tuple[str, str] = key) -> list[dict[str, Any]]:
-            return [r for r in rows if (r["scenario_sha256"], r["mechanism"]) == key]
-
-        rows = [{**r, "answer_s_p95": _seconds(r["answer_ms_p95"])} for r in mine(ranked)
+        rows = [{**r, "answer_s_p95": _seconds(r["answer_ms_p95"])} for r in ranked
                 if r["role"] == ALL_ROLES]  # fmt: skip
-        first = (rows or mine(mirrored) or mine(crossed))[0]
+        first = (rows or mirrored or crossed)[0]
         name = f"{first['scenario']} ({mechanism})" if several else first["scenario"]
         plural = "s" * (first["seeds"] != 1)
         if rows:
             _table(console, f"{name}: {first['seeds']} seed{plural}, ranked by gain over the "
                    "paired baseline", SHOWN, rows)  # fmt: skip
-        if mine(mirrored):
+        if mirrored:
             _table(console, f"{name}: mirror (every tenant one agent): welfare gain, trade gain "
-                   "and score, 95% CIs", MIRRORED, mine(mirrored))  # fmt: skip
-        if mine(crossed):
+                   "and score, 95% CIs", MIRRORED, mirrored)  # fmt: skip
+        if crossed:
             _table(console, f"{name}: cross-play, gain of the agent in one seat against the "
-                   "other in the rest", CROSSED, mine(crossed))  # fmt: skip
+                   "other in the rest", CROSSED, crossed)  # fmt: skip
+
+
+def _of(rows: list[dict[str, Any]], key: tuple[str, str]) -> list[dict[str, Any]]:
+    """The rows of one (scenario hash, mechanism)."""
+    return [r for r in rows if (r["scenario_sha256"], r["mechanism"]) == key]
 
 
 def _table(console: Console, title: str, columns: Any, rows: list[dict[str, Any]]) -> None:

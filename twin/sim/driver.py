@@ -81,7 +81,7 @@ class Driver(Generic[Obs, Act]):
         self.tenants = list(self.model.tenant_names)
         self._tenants = {name: i for i, name in enumerate(self.tenants)}
         pools = self.kind.pool_names(scenario)
-        self._pools = None if pools is None else tuple(sorted(pools))
+        self._pools = None if pools is None else frozenset(pools)
         self.batch: DecisionBatch | None = None
         self.round = 0
         self._told = dict.fromkeys(self.tenants, 0.0)  # rewards told in rounds, by tenant

@@ -69,7 +69,6 @@ class RoundBook(Generic[A]):
         "_taken",
         "answers",
         "asked",
-        "done",
         "mechanism",
         "number",
         "offers",
@@ -103,13 +102,13 @@ class RoundBook(Generic[A]):
         for tenant in self.asked:  # so that a tenant whose turn is open is one of the tenants
             if tenant not in self._order:
                 self._check_turn(tenant)
-        # None: pool names are not checked
-        self.pools = None if pools is None else pools if isinstance(pools, tuple) else sorted(pools)
+        # None: pool names are not checked (a frozenset given is kept, not copied)
+        self.pools = None if pools is None else frozenset(pools)
         self.turns: dict[str, Turn[A]] = {}
         self.offers: dict[str, Offer] = {}  # by id, as taken
         self.answers: dict[str, Answer] = {}  # by offer id; a later answer replaces an earlier
-        self.done: set[str] = set()
-        # Maintain: open_turns == set(asked) - done; open_offers == set(offers) - set(answers).
+        # Maintain: open_turns == the asked whose turn has not ended; open_offers == set(offers)
+        # - set(answers).
         self.open_turns = set(self.asked)
         self.open_offers: set[str] = set()
         self._made: dict[str, int] = {}  # offers each tenant sent, refused ones too
@@ -201,7 +200,6 @@ class RoundBook(Generic[A]):
         if self._again(tenant, seq, ("end_turn",)):
             return False
         self._check_turn(tenant)
-        self.done.add(tenant)
         self.open_turns.discard(tenant)
         self._take(tenant, seq, ("end_turn",))
         return True
@@ -232,14 +230,15 @@ class RoundBook(Generic[A]):
 
     def check_pools(self, *by_pool: Collection[str]) -> None:
         """Refuse pool names the scenario does not have."""
-        if self.pools is None:
+        pools = self.pools
+        if pools is None:
             return
         for names in by_pool:
-            unknown = sorted(set(names) - set(self.pools))
-            if unknown:
+            if names and not pools.issuperset(names):  # no set built for the usual case
+                unknown = sorted(set(names) - pools)
                 raise RoundError(
                     ErrorCode.VALIDATION_ERROR,
-                    f"unknown pool {unknown[0]!r}; pools: {list(self.pools)}",
+                    f"unknown pool {unknown[0]!r}; pools: {sorted(pools)}",
                 )
 
     # -- reading --------------------------------------------------------------------------
@@ -294,7 +293,7 @@ class RoundBook(Generic[A]):
                 ErrorCode.OUT_OF_ROUND, f"unknown tenant {tenant!r}; tenants: {list(self.tenants)}"
             )
         if tenant not in self.open_turns:
-            why = "already ended its turn" if tenant in self.done else "was not asked to decide"
+            why = "already ended its turn" if tenant in self.asked else "was not asked to decide"
             raise RoundError(ErrorCode.OUT_OF_ROUND, f"{tenant!r} {why} in round {self.number}")
 
     def _again(self, tenant: str, seq: int | None, key: tuple[object, ...]) -> bool:
