@@ -31,27 +31,12 @@ import numpy as np
 
 from twin.arena.lineup import BASELINE, BOUND, NO_TRADE
 from twin.errors import ConfigError
+from twin.eventlog.intervals import bootstrap
 from twin.schema.vocabulary import DEFAULT_MECHANISM
 
 Row = dict[str, Any]
 ALL_ROLES = "all"
-RESAMPLES = 9_999
-CONFIDENCE = 0.95
-BOOTSTRAP_SEED = 0
 TOLERANCE_USD = 1e-9
-
-
-def bootstrap(values: list[float], *, resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED,
-              confidence: float = CONFIDENCE) -> tuple[float, float]:  # fmt: skip
-    """The percentile bootstrap interval of the mean of `values` (one per seed)."""
-    x = np.asarray(values, dtype=float)
-    if len(x) == 1:
-        return float(x[0]), float(x[0])
-    rng = np.random.default_rng(seed)
-    means = x[rng.integers(0, len(x), (resamples, len(x)))].mean(axis=-1)
-    tail = (1 - confidence) / 2 * 100
-    low, high = np.percentile(means, [tail, 100 - tail])
-    return float(low), float(high)
 
 
 def _quantile(values: list[float], q: float) -> float | None:

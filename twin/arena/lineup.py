@@ -29,6 +29,7 @@ BOUND = "bound"
 Regime = Literal["rotation", "mirror", "cross"]
 REGIMES: tuple[Regime, ...] = get_args(Regime)
 PLANNER = "planner"  # the oracle: the bound's planned holdings (twin/arena/planner_agent.py)
+TRAINED = "trained"  # a policy named by --policy: a policy file or an importable callable
 NO_TRADE = ".notrade"  # the key suffix of a line-up's session with trading switched off
 
 
@@ -41,13 +42,15 @@ class AgentSpec:
     """One contestant: a built-in policy, or an LLM agent at an OpenAI-compatible endpoint."""
 
     name: str
-    policy: str  # a built-in policy's name, or "llm"
+    policy: str  # a built-in policy's name, "llm", or "trained"
     base_url: str | None = None
     model: str | None = None
     prompt_file: str | None = None
     prompt: str | None = None  # the system prompt's template (None: the shipped one)
     fallback: str | None = None  # the built-in policy an LLM agent falls back on
     schema_format: str = "json_schema"  # how the endpoint is asked for JSON
+    source: str | None = None  # a trained agent's policy file or package.module:callable
+    source_sha256: str | None = None  # its file's hash (a policy file's)
 
     def identity(self) -> dict[str, Any]:
         """What makes this agent this agent, as the manifest records it."""
@@ -59,6 +62,8 @@ class AgentSpec:
             out.update(base_url=self.base_url, model=self.model, fallback=self.fallback,
                        schema_format=self.schema_format, prompt_file=self.prompt_file,
                        prompt_sha256=sha256(text))  # fmt: skip
+        if self.policy == TRAINED:
+            out.update(source=self.source, source_sha256=self.source_sha256)
         return out
 
 
@@ -89,9 +94,27 @@ def parse_llm(spec: str, fallback: str, schema_format: str = "json_schema") -> A
     return AgentSpec(name, "llm", base_url, model, prompt_file, prompt, fallback, schema_format)
 
 
+def parse_policy(spec: str) -> AgentSpec:
+    """`NAME=SOURCE` -> a trained agent: SOURCE a policy file (`twin train`'s `policy.json`) or
+    `package.module:callable` taking a `Seat` and returning a `Policy`; names what is wrong."""
+    from pathlib import Path
+
+    from agents.learned import load_maker
+
+    name, sep, source = (part.strip() for part in spec.partition("="))
+    if not sep or not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", name) or not source:
+        raise ConfigError(f"--policy: {spec!r} is not NAME=POLICY_FILE or NAME=module:callable")
+    try:
+        load_maker(source, name)
+    except ValueError as exc:
+        raise ConfigError(f"--policy {name}: {exc}") from None
+    digest = sha256(Path(source).read_bytes()) if source.endswith(".json") else None
+    return AgentSpec(name, TRAINED, source=source, source_sha256=digest)
+
+
 def parse_agents(names: str, llms: list[AgentSpec]) -> list[AgentSpec]:
-    """`negotiator,fair_share,smol` -> the agents, built-ins by name and LLM agents by the name
-    `--llm` gave them."""
+    """`negotiator,fair_share,smol` -> the agents, built-ins by name and LLM and trained agents
+    by the names `--llm` and `--policy` gave them."""
     from agents.registry import BUILT_IN
 
     named = {a.name: a for a in llms}
@@ -104,7 +127,7 @@ def parse_agents(names: str, llms: list[AgentSpec]) -> list[AgentSpec]:
         else:
             raise ConfigError(f"--agents: unknown agent {name!r}; built-in: {list(BUILT_IN)}; "
                               f"the oracle: {PLANNER}; "
-                              f"named by --llm: {list(named) or 'none'}")  # fmt: skip
+                              f"named by --llm or --policy: {list(named) or 'none'}")  # fmt: skip
     if len({a.name for a in out}) != len(out):
         raise ConfigError("--agents: name each agent once")
     if not out:
@@ -113,7 +136,19 @@ def parse_agents(names: str, llms: list[AgentSpec]) -> list[AgentSpec]:
 
 
 def parse_seeds(text: str) -> list[int]:
-    """`8` -> seeds 0..7; `42-51` -> 42..51; `1,5,9` -> those."""
+    """`8` -> seeds 0..7; `42-51` -> 42..51; `1,5,9` -> those; `held-out:30` -> the first 30
+    held-out seeds (`twin.rl.seeds`), `train:N` the first N training seeds."""
+    split, sep, count = text.partition(":")
+    if sep:
+        from twin.rl.seeds import SPLITS, SeedSplit
+
+        name = split.replace("-", "_")
+        if name not in SPLITS or not count.isdigit():
+            raise ConfigError(f"--seeds: {text!r} is not held-out:N or train:N")
+        try:
+            return SeedSplit().first(name, int(count))
+        except ValueError as exc:
+            raise ConfigError(f"--seeds: {exc}") from None
     try:
         if "-" in text:
             low, high = (int(x) for x in text.split("-", 1))
@@ -207,6 +242,11 @@ def trades(agent: AgentSpec) -> bool:
     planner does not)."""
     from agents.registry import trades as registered
 
+    if agent.policy == TRAINED:
+        from agents.learned import trades as trained_trades
+
+        assert agent.source is not None
+        return trained_trades(agent.source)
     return agent.policy != PLANNER and registered(agent.policy)
 
 

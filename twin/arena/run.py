@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from twin.arena import board, store
+from twin.arena import store
 from twin.arena.lineup import (
     AgentSpec,
     Regime,
@@ -19,6 +19,7 @@ from twin.arena.lineup import (
 )
 from twin.arena.sessions import run_task, warm
 from twin.errors import ConfigError
+from twin.eventlog import intervals
 from twin.schema.vocabulary import Mechanism
 from twin.sweep.execute import done_keys, local, on_ray, save
 
@@ -45,8 +46,8 @@ def manifest(scenarios: list[ScenarioEntry], seeds: list[int], agents: list[Agen
         "rotation": "tenant i plays agent (i + r) mod k, r = 0..k-1",
         "trade_gain": trade_gain,  # each line-up with a trading agent played again, trading off
         "score": "(welfare - baseline) / (bound - baseline), the bound from twin bound (pooled)",
-        "bootstrap": {"resamples": board.RESAMPLES, "seed": board.BOOTSTRAP_SEED,
-                      "confidence": board.CONFIDENCE, "method": "percentile, over seeds"},
+        "bootstrap": {"resamples": intervals.RESAMPLES, "seed": intervals.BOOTSTRAP_SEED,
+                      "confidence": intervals.CONFIDENCE, "method": "percentile, over seeds"},
     }  # fmt: skip
 
 

@@ -32,7 +32,9 @@ def jain(values: list[float]) -> float | None:
 def _policies(task: SessionTask) -> dict[str, Policy]:
     from agents.factory import LlmEndpoint, make_policy
     from agents.health import EndpointHealth
-    from twin.arena.lineup import PLANNER
+    from agents.learned import load_maker
+    from agents.registry import Seat
+    from twin.arena.lineup import PLANNER, TRAINED
     from twin.arena.planner_agent import PlannerAgent
 
     tenants = list(task.scenario.tenants)
@@ -41,6 +43,11 @@ def _policies(task: SessionTask) -> dict[str, Policy]:
     for tenant, agent in task.lineup.items():
         if agent.policy == PLANNER:
             out[tenant] = PlannerAgent(task.scenario.spec, task.seed, tenant)
+            continue
+        if agent.policy == TRAINED:
+            assert agent.source is not None
+            seat = Seat(tuple(tenants), tenant, task.seed)
+            out[tenant] = load_maker(agent.source, agent.name)(seat)
             continue
         endpoint = None
         if agent.policy == "llm":

@@ -55,6 +55,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     help="an LLM agent: an OpenAI-compatible endpoint, a model, and "
                     "optionally a system prompt file naming {tenant} and {others} "
                     "(repeat for more)")  # fmt: skip
+    ar.add_argument("--policy", action="append", default=[], metavar="NAME=SOURCE",
+                    help="a trained agent: a policy file (twin train's policy.json) or "
+                    "package.module:callable taking a Seat (repeat for more)")  # fmt: skip
     ar.add_argument("--fallback", default="baseline",
                     help="the built-in policy LLM agents fall back on")  # fmt: skip
     ar.add_argument("--llm-schema-format", choices=("json_schema", "json_object"),
@@ -62,7 +65,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "(llama.cpp's server: json_object)")  # fmt: skip
     ar.add_argument("--llm-first-answer-s", type=float,
                     help="how long LLM agents wait for a first answer (default 0.5)")  # fmt: skip
-    ar.add_argument("--seeds", default="8", help="N (seeds 0..N-1), A-B, or a list (default 8)")
+    ar.add_argument("--seeds", default="8", help="N (seeds 0..N-1), A-B, a list, or held-out:N "
+                    "(the first N held-out seeds) (default 8)")  # fmt: skip
     ar.add_argument("--mechanism", default=DEFAULT_MECHANISM,
                     help="mechanisms, comma-separated (" + ", ".join(mechanism_names()) + "): "
                     "every line-up plays under each")  # fmt: skip
@@ -117,7 +121,8 @@ def arena_command(args: argparse.Namespace) -> int:
     if args.fallback not in BUILT_IN:
         raise ConfigError(f"--fallback: {args.fallback!r} is not one of {list(BUILT_IN)}")
     llms = [lineup.parse_llm(spec, args.fallback, args.llm_schema_format) for spec in args.llm]
-    agents = lineup.parse_agents(args.agents, llms)
+    trained = [lineup.parse_policy(spec) for spec in args.policy]
+    agents = lineup.parse_agents(args.agents, llms + trained)
     seeds = lineup.parse_seeds(args.seeds)
     scenarios = [lineup.scenario_entry(s) for s in args.scenario.split(",") if s.strip()]
     if not scenarios:

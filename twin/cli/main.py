@@ -95,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
         serve,
         sweep,
         trace_scenario,
+        train,
         warm,
     )
 
@@ -128,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     play.add_parser(sub)
     arena.add_parser(sub)
     bound.add_parser(sub)
+    train.add_parser(sub)
     warm.add_parser(sub, entry=main, prepare=keep_parser)
 
     bench = sub.add_parser("bench", help="measure the twin's speed")

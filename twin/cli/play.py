@@ -8,6 +8,7 @@ while it runs, and each agent's report and the session's summary at the end.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,7 @@ from twin.schema.vocabulary import (
 
 if TYPE_CHECKING:
     from agents.policy import Policy
+    from agents.registry import Maker
     from twin.schema.summary import Summary
 
 ROUND_TIMEOUT_MS, LLM_ROUND_TIMEOUT_MS = 30_000, 120_000
@@ -35,7 +37,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     pl.add_argument(
         "--agents",
         required=True,
-        help="TENANT=POLICY,... (policies: " + ", ".join(agent_names()) + "); the other "
+        help="TENANT=POLICY,... (policies: " + ", ".join(agent_names()) + ", or a name --policy "
+        "gives); the other "
         "tenants follow their default policies",
     )
     pl.add_argument("--seed", type=int, default=0)
@@ -53,6 +56,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default="baseline",
         help="the built-in policy an llm agent falls back on (default baseline)",
     )
+    pl.add_argument("--policy", action="append", default=[], metavar="NAME=SOURCE",
+                    help="a trained agent, then seated as TENANT=NAME: a policy file (twin "
+                    "train's policy.json) or package.module:callable taking a Seat")  # fmt: skip
     pl.add_argument("--llm-base-url", help="OpenAI-compatible endpoint for llm agents")
     pl.add_argument("--llm-model", help="the model name at that endpoint")
     pl.add_argument(
@@ -70,15 +76,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     pl.set_defaults(func=play_command)
 
 
-def parse_agents(spec: str, tenants: list[str]) -> dict[str, str]:
-    """`a=negotiator,b=llm` -> {"a": "negotiator", "b": "llm"}; names what is wrong."""
+def parse_agents(spec: str, tenants: list[str], trained: Iterable[str] = ()) -> dict[str, str]:
+    """`a=negotiator,b=llm` -> {"a": "negotiator", "b": "llm"} (a policy may also be a name
+    `--policy` gave); names what is wrong."""
     out: dict[str, str] = {}
+    allowed = [*agent_names(), *trained]
     for part in filter(None, (p.strip() for p in spec.split(","))):
         tenant, sep, policy = part.partition("=")
         if not sep or tenant not in tenants:
             raise ConfigError(f"--agents: {part!r} is not TENANT=POLICY; tenants: {tenants}")
-        if policy not in agent_names():
-            raise ConfigError(f"--agents: unknown policy {policy!r}; allowed: {agent_names()}")
+        if policy not in allowed:
+            raise ConfigError(f"--agents: unknown policy {policy!r}; allowed: {allowed}")
         out[tenant] = policy
     if not out:
         raise ConfigError("--agents: name at least one TENANT=POLICY")
@@ -95,17 +103,38 @@ def play_command(args: argparse.Namespace) -> int:
     configure_logging("warning")  # the operator's log stays quiet; the console tells the story
     scenario = scenarios.as_cluster(scenarios.load(args.scenario))
     tenants = [t.name for t in scenario.tenants]
-    agents = parse_agents(args.agents, tenants)
+    trained = parse_trained(args.policy)
+    agents = parse_agents(args.agents, tenants, trained)
     if LLM in agents.values() and not (args.llm_base_url and args.llm_model):
         raise ConfigError("llm agents need --llm-base-url and --llm-model")
-    return asyncio.run(_play(args, tenants, agents))
+    return asyncio.run(_play(args, tenants, agents, trained))
 
 
-async def _play(args: argparse.Namespace, tenants: list[str], agents: dict[str, str]) -> int:
+def parse_trained(specs: list[str]) -> dict[str, Maker]:
+    """`--policy NAME=SOURCE` (repeated) -> how to seat each trained agent, by name."""
+    from agents.learned import load_maker
+
+    out: dict[str, Maker] = {}
+    for spec in specs:
+        name, sep, source = (part.strip() for part in spec.partition("="))
+        if not sep or not name or not source:
+            raise ConfigError(f"--policy: {spec!r} is not NAME=POLICY_FILE or NAME=module:callable")
+        if name in agent_names():
+            raise ConfigError(f"--policy: {name!r} is a built-in agent's name; choose another")
+        try:
+            out[name] = load_maker(source, name)
+        except ValueError as exc:
+            raise ConfigError(f"--policy {name}: {exc}") from None
+    return out
+
+
+async def _play(args: argparse.Namespace, tenants: list[str], agents: dict[str, str],
+                trained: dict[str, Maker]) -> int:  # fmt: skip
     from rich.console import Console
 
     from agents.factory import LlmEndpoint, make_policy
     from agents.health import EndpointHealth
+    from agents.registry import Seat
     from twin.arena.session import Progress, play_session
     from twin.gateway.config import GatewayConfig
 
@@ -125,9 +154,10 @@ async def _play(args: argparse.Namespace, tenants: list[str], agents: dict[str, 
         else None
     )
     policies: dict[str, Policy] = {
-        t: make_policy(p, tenants, t, seed=args.seed, fallback=args.fallback, llm=endpoint)
+        t: trained[p](Seat(tuple(tenants), t, args.seed)) if p in trained
+        else make_policy(p, tenants, t, seed=args.seed, fallback=args.fallback, llm=endpoint)
         for t, p in agents.items()
-    }
+    }  # fmt: skip
     llm_stats = {t: getattr(p, "stats", None) for t, p in policies.items()}
     with console.status("starting") as status:
 

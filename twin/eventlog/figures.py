@@ -159,3 +159,20 @@ def rounds(by_tenant: Mapping[str, Mapping[str, np.ndarray]]) -> str:
     axes[3].set_xlabel("round")
     axes[0].legend(loc="upper left", frameon=False, ncols=min(len(by_tenant), 5))
     return svg_of(fig)
+
+
+def learning_curve(episodes: Sequence[int], gain_usd: Sequence[float],
+                   tenant_gain_usd: Mapping[str, Sequence[float]], title: str) -> str:  # fmt: skip
+    """A training run's learning curve: the policy's gain over the tenants' own policies on
+    validation seeds (the mean over tenants, bold, and each tenant's) against episodes played."""
+    fig = Figure(figsize=(WIDTH_IN * 0.7, 3.2))
+    ax = fig.add_subplot()
+    for tenant, gains in tenant_gain_usd.items():
+        ax.plot(episodes, gains, linewidth=1, alpha=0.7, label=tenant)
+    ax.plot(episodes, gain_usd, color="black", linewidth=2, label="mean over tenants")
+    ax.axhline(0.0, color="grey", linewidth=0.8)
+    ax.set_xlabel("episodes played")
+    ax.set_ylabel("gain over own policy ($ a tenant)")
+    ax.set_title(title)
+    ax.legend(loc="lower right", fontsize=8)
+    return svg_of(fig)

@@ -11,18 +11,30 @@ GPUs; `queue`, the head of its queue, and `offers`, the offers made to it this r
 float64 vector in that order, and the action as one `MultiDiscrete`.
 Action: the whole action of `whole_action` (provision, place, bid, offer, answer).
 Reward: the tenant's money reward for the round (value earned and traded, minus spend and SLA
-penalties), as the summary books it, the final settlement included.
+penalties), the final settlement included; SLA penalties told as they accrue (`sla="accrued"`,
+the default) or as the summary books them (`sla="booked"`). Either way an episode's rewards sum
+to the summary's return for the tenant.
+
+Made to be learned (`learnable`): `normalised=True` scales the observation to about one;
+`info["action_mask"]` (and `action_masks()`) says which choices of the flat action can act;
+`split="train"` or `"held_out"` draws episode seeds from that split of `twin.rl.seeds` (an
+exact one: `reset(options={"episode_seed": s})`). An episode always settles: with `max_steps`,
+the step that reaches it plays the rest out by the tenant's own policy and tells its reward
+(truncated), and `finish()` does the same for a caller who stops early.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from agents.registry import trades
+from twin.rl import learnable
 from twin.rl.opponents import opponents
+from twin.rl.seeds import Split, seed_split
 from twin.rl.table import Table
 from twin.rl.whole_action import WholeAction
 from twin.schema.actions import ProvisionAction, TenantObservation
@@ -88,14 +100,22 @@ class ClusterEnv(gym.Env[Any, Any]):
 
     def __init__(self, scenario: str | ClusterScenario = "default", tenant: str | None = None,
                  *, max_delta: int = 4, flat: bool = False, opponents: str = "scenario",
-                 mechanism: Mechanism = DEFAULT_MECHANISM) -> None:  # fmt: skip
+                 mechanism: Mechanism = DEFAULT_MECHANISM, normalised: bool = False,
+                 sla: Literal["accrued", "booked"] = "accrued", split: Split | None = None,
+                 max_steps: int | None = None) -> None:  # fmt: skip
         self.scenario = load_scenario(scenario)
         names = [t.name for t in self.scenario.tenants]
         self.tenant = tenant or names[0]
         if self.tenant not in names:
             raise ValueError(f"unknown tenant {self.tenant!r}; tenants: {names}")
+        if sla not in ("accrued", "booked"):
+            raise ValueError(f"sla must be 'accrued' or 'booked', not {sla!r}")
+        if max_steps is not None and max_steps < 1:
+            raise ValueError(f"max_steps must be at least 1, got {max_steps}")
         self.max_delta, self.flat = max_delta, flat
         self.opponents, self.mechanism = opponents, mechanism
+        self.normalised, self.sla, self.split, self.max_steps = normalised, sla, split, max_steps
+        self.trading = opponents != "scenario" and trades(opponents)
         self.whole = whole_action(self.scenario, max_delta)
         self.action_space: spaces.Space[Any] = (
             self.whole.flat_action_space() if flat else self.whole.action_space()
@@ -105,6 +125,14 @@ class ClusterEnv(gym.Env[Any, Any]):
             else dict_space(self.scenario, self.whole)
         )  # fmt: skip
         self._table: Table | None = None
+        self._accrual: learnable.SlaAccrual | None = None
+        self._steps = 0
+        self._mask = np.ones(0, dtype=bool)
+        self._scales = (
+            learnable.state_scale(self.scenario, self.tenant),
+            learnable.queue_scale(self.scenario, self.whole),
+            learnable.offers_scale(self.whole),
+        )
 
     @property
     def driver(self) -> Driver[TenantObservation, ProvisionAction]:
@@ -119,15 +147,24 @@ class ClusterEnv(gym.Env[Any, Any]):
     def reset(self, *, seed: int | None = None,
               options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:  # fmt: skip
         super().reset(seed=seed)
-        episode_seed = int(self.np_random.integers(0, 2**31 - 1))
+        chosen = (options or {}).get("episode_seed")
+        if chosen is not None:
+            episode_seed = int(chosen)
+        elif self.split is not None:
+            (episode_seed,) = seed_split(self.scenario.name).draw(self.split, self.np_random)
+        else:
+            episode_seed = int(self.np_random.integers(0, 2**31 - 1))
         driver: Driver[TenantObservation, ProvisionAction] = Driver(
             self.scenario, seed=episode_seed
         )
         others = opponents(self.opponents, driver.tenants, self.tenant,
                            driver.default_policies(), episode_seed)  # fmt: skip
         self._table = Table(driver, self.tenant, others, self.mechanism)
-        reward = self._table.to_turn()
-        return self._obs(), {"seed": episode_seed, "reward_before": reward}
+        self._accrual = learnable.SlaAccrual(driver, self.tenant) if self.sla == "accrued" else None
+        self._steps = 0
+        reward = self._tell(self._table.to_turn())
+        obs = self._obs()
+        return obs, {"seed": episode_seed, "reward_before": reward, "action_mask": self._mask}
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         table = self.table
@@ -137,11 +174,50 @@ class ClusterEnv(gym.Env[Any, Any]):
         decided = self.whole.decide(self.tenant, parts, view, table.offers_to_ego,
                                     f"{self.tenant}-{driver.round + 1}")  # fmt: skip
         offers = [decided.offer] if decided.offer is not None else []
-        reward = table.play(decided.action, offers, decided.answers)
-        ended = driver.ended
+        booked = table.play(decided.action, offers, decided.answers)
         trades = [t.status for t in table.last.trades] if table.last else []
-        return (self._obs(), reward, ended is not None and ended != "horizon",
-                ended == "horizon", {"trades": trades})  # fmt: skip
+        self._steps += 1
+        info: dict[str, Any] = {"trades": trades}
+        cut = self.max_steps is not None and self._steps >= self.max_steps
+        if cut and driver.ended is None:
+            booked += self._play_out()
+            info["finished_by"] = self.own_policy
+        reward = self._tell(booked)
+        ended = driver.ended
+        obs = self._obs()
+        info["action_mask"] = self._mask
+        return (obs, reward, ended is not None and ended != "horizon" and not cut,
+                ended == "horizon" or cut, info)  # fmt: skip
+
+    @property
+    def own_policy(self) -> str:
+        """The tenant's own policy: what finishes an episode cut short."""
+        return self.table.driver.default_policies()[self.tenant].name
+
+    def finish(self) -> float:
+        """Play the rest of the episode by the tenant's own policy and settle it: the reward
+        that would be told for it (0 if the episode is over). Stopping early never pays."""
+        if self.table.driver.ended is not None:
+            return 0.0
+        reward = self._tell(self._play_out())
+        self._obs()
+        return reward
+
+    def action_masks(self) -> np.ndarray:
+        """Per choice of the flat action, whether it can act now (sb3-contrib's MaskablePPO
+        calls this)."""
+        return self._mask
+
+    def _play_out(self) -> float:
+        table = self.table
+        own = table.driver.default_policies()[self.tenant]
+        booked = 0.0
+        while table.driver.ended is None:
+            booked += table.play(own.decide(table.driver.observe(self.tenant)))
+        return booked
+
+    def _tell(self, booked: float) -> float:
+        return booked if self._accrual is None else self._accrual.tell(booked)
 
     def _obs(self) -> np.ndarray | dict[str, np.ndarray]:
         table = self.table
@@ -150,6 +226,13 @@ class ClusterEnv(gym.Env[Any, Any]):
         queue = (self.whole.queue_block(table.driver.observe(self.tenant)) if waiting
                  else np.zeros(self.whole.queue_shape))  # fmt: skip
         offers = self.whole.offers_block(table.offers_to_ego)
+        self._mask = learnable.action_mask(self.whole, state, queue, offers, tenant=self.tenant,
+                                           trading=self.trading,
+                                           mechanism=self.mechanism)  # fmt: skip
+        if self.normalised:
+            state_k, queue_k, offers_k = self._scales
+            state = learnable.scale_state(state, state_k)
+            queue, offers = queue * queue_k, offers * offers_k
         if self.flat:
             return np.concatenate([state, queue.ravel(), offers.ravel()])
         return {**structured(self.scenario, state), "queue": queue, "offers": offers}

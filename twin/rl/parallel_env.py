@@ -9,18 +9,20 @@ reason, as in a session).
 Action: the whole action of `whole_action` (a dict: `provision`, `place`, `bid`, `offer_to`,
 `offer_gpus`, `offer_usd`, `accept`). Observation (a dict): `state`, the agent's numbers (as
 `ClusterEnv(flat=True)` begins), `queue`, the head of its queue, and `offers`, the open offers
-made to it, one per slot.
+made to it, one per slot. As `ClusterEnv`: SLA penalties told as they accrue (`sla`),
+`normalised=True` scales the observation, and each agent's info carries its `action_mask`.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
+from twin.rl import learnable
 from twin.rl.cluster_env import flat, load_scenario, state_space, whole_action
 from twin.schema.actions import Offer, ProvisionAction, TenantObservation
 from twin.schema.scenario import ClusterScenario
@@ -34,15 +36,24 @@ class ClusterParallelEnv(ParallelEnv[str, dict[str, np.ndarray], dict[str, Any]]
     metadata: dict[str, Any] = {"name": "twin_cluster_v2", "render_modes": []}  # noqa: RUF012
 
     def __init__(self, scenario: str | ClusterScenario = "market", max_delta: int = 4,
-                 mechanism: Mechanism = DEFAULT_MECHANISM) -> None:  # fmt: skip
+                 mechanism: Mechanism = DEFAULT_MECHANISM, *, normalised: bool = False,
+                 sla: Literal["accrued", "booked"] = "accrued") -> None:  # fmt: skip
         self.scenario = load_scenario(scenario)
         self.max_delta, self.mechanism = max_delta, mechanism
+        self.normalised, self.sla = normalised, sla
         self.whole = whole_action(self.scenario, max_delta)
         self.pools = list(self.whole.pools)
         self.possible_agents = list(self.whole.tenants)
         self.agents: list[str] = []
         self._driver: Driver[TenantObservation, ProvisionAction] | None = None
         self._open: list[Offer] = []  # offers made last step, in canonical order
+        self._accruals: dict[str, learnable.SlaAccrual] = {}
+        self._masks: dict[str, np.ndarray] = {}
+        self._scales = {
+            a: (learnable.state_scale(self.scenario, a), learnable.queue_scale(self.scenario,
+                self.whole), learnable.offers_scale(self.whole))
+            for a in self.possible_agents
+        }  # fmt: skip
 
     @functools.cache  # noqa: B019 (one space per agent, as PettingZoo asks)
     def observation_space(self, agent: str) -> spaces.Dict:
@@ -60,8 +71,12 @@ class ClusterParallelEnv(ParallelEnv[str, dict[str, np.ndarray], dict[str, Any]]
         self._driver = Driver(self.scenario, seed=episode_seed)
         self.agents = list(self.possible_agents)
         self._open = []
+        self._accruals = ({a: learnable.SlaAccrual(self._driver, a) for a in self.agents}
+                          if self.sla == "accrued" else {})  # fmt: skip
         self._driver.advance()
-        return self._observations(), {a: {"seed": episode_seed} for a in self.agents}
+        observations = self._observations()
+        return observations, {a: {"seed": episode_seed, "action_mask": self._masks[a]}
+                              for a in self.agents}  # fmt: skip
 
     def step(self, actions: dict[str, Any]) -> tuple[Any, Any, Any, Any, Any]:
         driver = self._driver
@@ -88,12 +103,17 @@ class ClusterParallelEnv(ParallelEnv[str, dict[str, np.ndarray], dict[str, Any]]
         if driver.advance() is None:
             for a in self.agents:
                 rewards[a] += driver.settle_reward(a)
+        for a, accrual in self._accruals.items():
+            rewards[a] = accrual.tell(rewards[a])
         ended = driver.ended
         observations = self._observations()
         terminations = dict.fromkeys(self.agents, ended is not None and ended != "horizon")
         truncations = dict.fromkeys(self.agents, ended == "horizon")
-        infos: dict[str, Any] = {a: {"trades": [t.status for t in outcomes[a].trades]}
-                                 if a in outcomes else {} for a in self.agents}  # fmt: skip
+        infos: dict[str, Any] = {
+            a: {"trades": [t.status for t in outcomes[a].trades] if a in outcomes else [],
+                "action_mask": self._masks[a]}
+            for a in self.agents
+        }  # fmt: skip
         if ended is not None:
             self.agents = []
         return observations, rewards, terminations, truncations, infos
@@ -112,9 +132,13 @@ class ClusterParallelEnv(ParallelEnv[str, dict[str, np.ndarray], dict[str, Any]]
             state = flat(driver, a)
             queue = self.whole.queue_block(driver.observe(a)) if state[3] and not driver.ended \
                 else empty  # fmt: skip
-            out[a] = {
-                "state": state,
-                "queue": queue,
-                "offers": self.whole.offers_block(self._to(a)),
-            }
+            offers = self.whole.offers_block(self._to(a))
+            self._masks[a] = learnable.action_mask(self.whole, state, queue, offers, tenant=a,
+                                                   trading=True,
+                                                   mechanism=self.mechanism)  # fmt: skip
+            if self.normalised:
+                state_k, queue_k, offers_k = self._scales[a]
+                state = learnable.scale_state(state, state_k)
+                queue, offers = queue * queue_k, offers * offers_k
+            out[a] = {"state": state, "queue": queue, "offers": offers}
         return out

@@ -149,6 +149,13 @@ class ClusterModel:
             return self.settlements.claim(tenant)
         return self.settlements.settle(tenant, self.env.now)[0]
 
+    def waiting_sla_usd(self, tenant: int) -> float:
+        rate = self.state.ledgers[tenant].sla_usd_per_job_s
+        if not rate or self.ended:
+            return 0.0
+        queue, now = self.scheduler.queues[tenant], self.env.now
+        return rate * sum(now - job.queued_since_s for job in queue.first(len(queue)))
+
     def end(self, reason: EndReason) -> None:
         """Close the books (settle every holding, charge SLA for jobs still waiting), tell every
         tenant what accrued after its last round and its whole return, and end."""

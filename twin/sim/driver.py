@@ -169,6 +169,11 @@ class Driver(Generic[Obs, Act]):
             return self.settlement(tenant)[0]
         return self.model.settle_reward(self._tenant(tenant))
 
+    def waiting_sla_usd(self, tenant: str) -> float:
+        """The SLA penalty the tenant's waiting jobs have accrued and not yet been charged (0
+        once the episode has ended: the end charges it)."""
+        return self.model.waiting_sla_usd(self._tenant(tenant))
+
     def settlement(self, tenant: str) -> tuple[float, float]:
         """Once the episode has ended: what accrued after the tenant's last round (logged as
         `episode_settled`), and its whole return: every round's reward plus that."""

@@ -103,6 +103,11 @@ class Model(Protocol[O_co, A]):
         """The tenant's reward since it was last settled."""
         ...
 
+    def waiting_sla_usd(self, tenant: int) -> float:
+        """The SLA penalty the tenant's waiting jobs have run up so far and will be charged
+        when they start (or at the end): accrued, not yet booked."""
+        ...
+
     def end(self, reason: EndReason) -> None:
         """Close the episode (idempotent)."""
         ...

@@ -101,6 +101,10 @@ class StepModel:
         """Nothing accrues between steps: each step's reward came with its round."""
         return 0.0
 
+    def waiting_sla_usd(self, tenant: int) -> float:
+        """Nothing: each step books its queue's penalty at once."""
+        return 0.0
+
     def play(self, gpus_to_provision: int) -> None:
         """One step of the task with the given action."""
         cfg = self.cfg

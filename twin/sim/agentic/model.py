@@ -163,6 +163,10 @@ class AgenticModel:
         reward, self._act_settled_s = -self._act_settled_s / 3600, 0.0
         return reward
 
+    def waiting_sla_usd(self, tenant: int) -> float:
+        """Nothing: completion time is booked as it accrues."""
+        return 0.0
+
     def figures(self) -> dict[str, float | int | str]:
         return {}
 

@@ -1,0 +1,211 @@
+"""A learned provisioning policy: a small linear policy over normalised features of a tenant's
+view, trained by `twin train` and seated like any agent (in the arena, `twin play`, as an RL
+opponent).
+
+Each round, per pool, it computes features of the tenant's view (scaled to about one: GPUs as
+counts, time in hours, money as shares) and asks for `round(weights . features)` GPUs there
+(negative: release), clipped to what the pool can give and what the tenant holds idle or
+pending. The features are chosen so that one setting of the weights is the scenarios' own
+`autoscale` policy (`AUTOSCALE_WEIGHTS`): training starts there and moves away only where that
+pays.
+
+A policy file (JSON) holds the weights per tenant, with a `default` row for a tenant it was
+not trained for; it names the scenario it was trained on and how (see `PolicyFile`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agents.policy import Policy, Quiet, Turn
+from agents.registry import Maker, Seat
+from twin.schema.actions import PoolView, ProvisionAction, TenantObservation
+from twin.schema.wire import DecisionRequested
+
+FEATURES: tuple[str, ...] = (
+    "deficit",  # GPUs the queue lacks (queued less idle and pending), given to this pool in rank
+    "deficit_x_hours",  # the same, times the hours since the episode began
+    "deficit_x_spent",  # the same, times the share of the budget spent
+    "deficit_x_margin",  # the same, times (value per GPU-hour / the pool's price - 1)
+    "usable",  # 1 where a waiting job can run on this pool
+    "usable_x_hours",  # the same, times hours
+    "idle_if_empty",  # idle GPUs held here when the queue is empty
+    "pending_if_empty",  # GPUs on their way here when the queue is empty
+    "idle_if_waiting",  # idle GPUs held here while jobs wait (for other pools, say)
+    "holding",  # GPUs held here (ready and pending)
+)
+"""The features, in the order of a row of weights."""
+
+AUTOSCALE_WEIGHTS: tuple[float, ...] = (1.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0, -1.0, 0.0, 0.0)
+"""The weights that make this policy the scenarios' `autoscale` (without its budget reserve)."""
+
+FORMAT = "cluster-twin/linear-policy"
+VERSION = 1
+
+
+def features(view: TenantObservation) -> dict[str, list[float]]:
+    """Each pool's features (in `FEATURES` order) by pool name, from the tenant's view."""
+    pools = view.ranked_pools("value")
+    usable = {name for job in view.head for name in job.pools}
+    idle = sum(p.ready - p.busy_gpus for p in pools)
+    coming = sum(p.pending for p in pools)
+    deficit = max(math.ceil(view.queued_gpus - idle - coming), 0) if view.queue_length else 0
+    hours = view.t_s / 3600.0
+    budget = None if view.budget_usd is None else view.budget_usd + view.spent_usd
+    spent = view.spent_usd / budget if budget else 0.0
+    empty = view.queue_length == 0
+    out: dict[str, list[float]] = {}
+    for p in pools:
+        share = 0.0
+        if p.name in usable and deficit > 0 and not p.shared:
+            share = float(min(deficit, p.free_capacity))
+            deficit -= int(share)
+        margin = (
+            view.value_usd_per_gpu_h / p.price_usd_per_gpu_h - 1.0 if p.price_usd_per_gpu_h else 0.0
+        )
+        is_usable = 1.0 if p.name in usable else 0.0
+        out[p.name] = [
+            share, share * hours, share * spent, share * margin,
+            is_usable, is_usable * hours,
+            float(p.idle_gpus) if empty else 0.0,
+            float(p.pending) if empty else 0.0,
+            0.0 if empty else float(p.idle_gpus),
+            float(p.ready + p.pending),
+        ]  # fmt: skip
+    return out
+
+
+def decide(view: TenantObservation, weights: Sequence[float]) -> ProvisionAction:
+    """The provisioning `weights` ask for on this view (shared pools are never changed)."""
+    change: dict[str, int] = {}
+    for pool, row in features(view).items():
+        p = _pool(view.pools, pool)
+        if p.shared:
+            continue
+        want = round(sum(w * f for w, f in zip(weights, row, strict=True)))
+        n = max(min(want, p.free_capacity), -(p.idle_gpus + p.pending))
+        if n:
+            change[pool] = n
+    return ProvisionAction(provision=change)
+
+
+def _pool(pools: Sequence[PoolView], name: str) -> PoolView:
+    return next(p for p in pools if p.name == name)
+
+
+@dataclass(frozen=True)
+class PolicyFile:
+    """A trained linear policy: weights per tenant (and `default` for any other tenant), the
+    scenario it was trained on, and how it was trained (free-form: method, seeds, figures)."""
+
+    scenario: str
+    weights: Mapping[str, tuple[float, ...]]
+    default: tuple[float, ...] = AUTOSCALE_WEIGHTS
+    trained: Mapping[str, Any] | None = None
+
+    def for_tenant(self, tenant: str) -> tuple[float, ...]:
+        return self.weights.get(tenant, self.default)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "features": list(FEATURES),
+            "scenario": self.scenario,
+            "weights": {t: list(w) for t, w in sorted(self.weights.items())},
+            "default": list(self.default),
+            "trained": dict(self.trained or {}),
+        }
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "policy") -> PolicyFile:
+        """A policy from its JSON form; ValueError names what is wrong and where."""
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise ValueError(f"{where}: not a {FORMAT} file (no matching 'format')")
+        if data.get("version") != VERSION:
+            raise ValueError(f"{where}: version {data.get('version')!r}; this twin reads {VERSION}")
+        if data.get("features") != list(FEATURES):
+            raise ValueError(f"{where}: its features {data.get('features')!r} are not this "
+                             f"twin's {list(FEATURES)}")  # fmt: skip
+        weights = data.get("weights")
+        if not isinstance(weights, dict):
+            raise ValueError(f"{where}: 'weights' must map tenant names to rows of weights")
+        rows = {str(t): _row(w, f"{where}: weights of {t!r}") for t, w in weights.items()}
+        return cls(
+            scenario=str(data.get("scenario", "")),
+            weights=rows,
+            default=_row(data.get("default", list(AUTOSCALE_WEIGHTS)), f"{where}: default"),
+            trained=data.get("trained") if isinstance(data.get("trained"), dict) else None,
+        )
+
+    @classmethod
+    def load(cls, path: str | Path) -> PolicyFile:
+        """Read a policy file; ValueError names the file and what is wrong with it."""
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"policy file {str(path)!r}: cannot read it "
+                             f"({exc.__class__.__name__})") from None  # fmt: skip
+        return cls.from_json(data, f"policy file {str(path)!r}")
+
+
+def _row(value: Any, where: str) -> tuple[float, ...]:
+    numbers = isinstance(value, list) and all(
+        isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) for x in value
+    )
+    if not numbers or len(value) != len(FEATURES):
+        raise ValueError(f"{where}: must be {len(FEATURES)} finite numbers")
+    return tuple(float(x) for x in value)
+
+
+class LearnedAgent(Quiet):
+    """A tenant played by a trained linear policy (never trades)."""
+
+    def __init__(self, weights: Sequence[float], name: str = "learned") -> None:
+        self.weights = tuple(weights)
+        self.name = name
+
+    async def decide(self, request: DecisionRequested) -> Turn:
+        action = decide(request.view, self.weights)
+        return Turn(provision=dict(action.provision), reason="a trained linear policy")
+
+
+def load_maker(source: str, name: str = "learned") -> Maker:
+    """How to seat a trained policy named by `source`: a policy file (`*.json`, as `twin train`
+    writes) or an importable callable, `package.module:attribute`, that takes a `Seat` and
+    returns a `Policy`. ValueError names what is wrong."""
+    if source.endswith(".json"):
+        policy = PolicyFile.load(source)
+        return lambda seat: LearnedAgent(policy.for_tenant(seat.tenant), name)
+    module_name, sep, attribute = source.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ValueError(f"policy {source!r} is neither a policy file (*.json) nor "
+                         "package.module:attribute")  # fmt: skip
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"policy {source!r}: cannot import {module_name!r} ({exc})") from None
+    found = getattr(module, attribute, None)
+    if not callable(found):
+        raise ValueError(f"policy {source!r}: {module_name} has no callable {attribute!r}")
+    make: Callable[[Seat], Policy] = found
+    return make
+
+
+def trades(source: str) -> bool:
+    """Whether the policy `source` names makes and answers offers: a policy file never does; a
+    callable does when it says so (an attribute `trades = True`)."""
+    if source.endswith(".json"):
+        return False
+    module_name, _, attribute = source.partition(":")
+    found = getattr(importlib.import_module(module_name), attribute, None)
+    return bool(getattr(found, "trades", False))

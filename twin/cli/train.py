@@ -1,0 +1,163 @@
+"""`twin train`: the reference training recipe. A cross-entropy search trains a small linear
+provisioning policy (one row of weights per tenant) on a job-level scenario's training seeds,
+draws its learning curve on validation seeds, and evaluates it against the tenants' own policies
+on held-out seeds with 95% intervals. `--out DIR` gets `policy.json` (seat it with `twin arena
+--policy NAME=DIR/policy.json` or `twin play --policy`), `curve.csv`, `curve.svg` and
+`evaluation.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from twin.errors import ConfigError
+from twin.schema.vocabulary import DEFAULT_MECHANISM, mechanism_names
+
+if TYPE_CHECKING:
+    from twin.rl.training import CurvePoint, Evaluation
+
+POLICY_FILE = "policy.json"
+CURVE_CSV = "curve.csv"
+CURVE_SVG = "curve.svg"
+EVALUATION_FILE = "evaluation.json"
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    tr = sub.add_parser("train", help="train a provisioning policy; evaluate it on held-out seeds")
+    tr.add_argument("--scenario", default="market-scarce", help="built-in name or YAML/JSON file")
+    tr.add_argument("--set", action="append", metavar="PATH=VALUE", help="override a field")
+    tr.add_argument("--generations", type=int, default=40, help="search generations (default 40)")
+    tr.add_argument("--population", type=int, default=32, help="candidates a generation (32)")
+    tr.add_argument("--elite", type=int, default=8, help="candidates kept a generation (8)")
+    tr.add_argument("--seeds-per-generation", type=int, default=16,
+                    help="training seeds each candidate plays a generation (16)")  # fmt: skip
+    tr.add_argument("--validation-seeds", type=int, default=16,
+                    help="training seeds for the learning curve, not searched on (16)")  # fmt: skip
+    tr.add_argument("--held-out", type=int, default=30,
+                    help="held-out seeds to evaluate on, the split's first N (30)")  # fmt: skip
+    tr.add_argument("--mechanism", choices=mechanism_names(), default=DEFAULT_MECHANISM)
+    tr.add_argument("--seed", type=int, default=0, help="the search's own seed (default 0)")
+    tr.add_argument("--workers", type=int, help="processes (default: the cores)")
+    tr.add_argument("--evaluate", metavar="POLICY_FILE",
+                    help="only evaluate this policy file on the held-out seeds")  # fmt: skip
+    tr.add_argument("--out", help="write policy.json, curve.csv, curve.svg, evaluation.json here")
+    tr.set_defaults(func=train_command)
+
+
+def _positive(args: argparse.Namespace, *names: str) -> None:
+    for name in names:
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+
+
+def train_command(args: argparse.Namespace) -> int:
+    from agents.learned import PolicyFile
+    from twin.rl.cem import CemSettings
+    from twin.rl.seeds import seed_split
+    from twin.rl.training import TrainSettings, default_workers, evaluate, train
+    from twin.sim import scenarios
+
+    _positive(args, "generations", "population", "elite", "seeds_per_generation",
+              "validation_seeds", "held_out", "workers")  # fmt: skip
+    if args.elite > args.population:
+        raise ConfigError(f"--elite {args.elite} is more than --population {args.population}")
+    if not args.out and not args.evaluate:
+        raise ConfigError("twin train needs --out (or --evaluate POLICY_FILE)")
+    scenario = scenarios.as_cluster(scenarios.load(args.scenario, args.set or []))
+    workers = args.workers or default_workers()
+    try:
+        held_out = seed_split(scenario.name).first("held_out", args.held_out)
+    except ValueError as exc:
+        raise ConfigError(f"--held-out: {exc}") from None
+    out = Path(args.out) if args.out else None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    if args.evaluate:
+        try:
+            policy = PolicyFile.load(args.evaluate)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    else:
+        settings = TrainSettings(
+            generations=args.generations,
+            seeds_per_generation=args.seeds_per_generation,
+            validation_seeds=args.validation_seeds,
+            held_out_seeds=args.held_out,
+            cem=CemSettings(population=args.population, elite=args.elite),
+            seed=args.seed,
+            mechanism=args.mechanism,
+            workers=workers,
+        )
+        print(f"training on {scenario.name}: {settings.generations} generations of "
+              f"{settings.cem.population} candidates x {settings.seeds_per_generation} seeds, "
+              f"{workers} worker(s)", flush=True)  # fmt: skip
+        trained = train(scenario, settings, progress=_progress(settings.generations))
+        policy = trained.policy
+        assert out is not None
+        policy.save(out / POLICY_FILE)
+        _write_curve(out, trained.curve, scenario.name)
+    result = evaluate(scenario, policy, held_out, mechanism=args.mechanism, workers=workers)
+    _print(result)
+    if out is not None:
+        (out / EVALUATION_FILE).write_text(json.dumps(result.to_json(), indent=2) + "\n")
+        print(f"wrote {', '.join(sorted(p.name for p in out.iterdir()))} in {out}")
+    return 0
+
+
+def _progress(generations: int) -> Callable[[CurvePoint], None]:
+    def show(p: CurvePoint) -> None:
+        print(f"generation {p.generation:>3}/{generations} · {p.episodes:,} episodes · "
+              f"validation gain {p.gain_usd:+.2f} $ a tenant · {p.wall_s:.0f} s",
+              flush=True)  # fmt: skip
+
+    return show
+
+
+def _write_curve(out: Path, curve: list[CurvePoint], name: str) -> None:
+    tenants = list(curve[0].tenant_gain_usd)
+    with (out / CURVE_CSV).open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["generation", "episodes", "wall_s", "cpu_s", "gain_usd",
+                    *(f"gain_{t}_usd" for t in tenants)])  # fmt: skip
+        for p in curve:
+            w.writerow([p.generation, p.episodes, f"{p.wall_s:.3f}", f"{p.cpu_s:.3f}",
+                        f"{p.gain_usd:.4f}",
+                        *(f"{p.tenant_gain_usd[t]:.4f}" for t in tenants)])  # fmt: skip
+    try:
+        from twin.eventlog.figures import learning_curve
+    except ImportError:  # matplotlib is the analysis extra's
+        print(f"(no {CURVE_SVG}: install matplotlib to draw the learning curve)")
+        return
+    svg = learning_curve([p.episodes for p in curve], [p.gain_usd for p in curve],
+                         {t: [p.tenant_gain_usd[t] for p in curve] for t in tenants},
+                         f"{name}: validation gain while training")  # fmt: skip
+    (out / CURVE_SVG).write_text(svg)
+
+
+def _print(result: Evaluation) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{result.scenario}: the trained policy against the tenants' own "
+                  f"policies, {len(result.seeds)} held-out seeds ($)")  # fmt: skip
+    for column in ("tenant", "own policy", "trained", "gain", "95% interval"):
+        table.add_column(column, justify="left" if column == "tenant" else "right", no_wrap=True)
+    for t in result.tenants:
+        g = result.gain(t)
+        own = sum(r[t] for r in result.own) / len(result.own)
+        table.add_row(t, f"{own:.2f}", f"{own + g.mean:.2f}", f"{g.mean:+.2f}",
+                      f"{g.low:+.2f} .. {g.high:+.2f}")  # fmt: skip
+    table.add_section()
+    for label, g in (("all roles", result.all_roles()), ("welfare", result.welfare())):
+        table.add_row(label, "", "", f"{g.mean:+.2f}", f"{g.low:+.2f} .. {g.high:+.2f}")
+    console = Console()
+    console.print(table)
+    console.print("gain: the trained policy's return less the tenant's own policy's on the same "
+                  "seed (every tenant seated); all roles: per seed the mean over tenants; "
+                  "intervals: percentile bootstrap over seeds")  # fmt: skip

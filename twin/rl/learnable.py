@@ -1,0 +1,120 @@
+"""What makes a job-level environment learnable: observations scaled to about one, SLA penalties
+told as they accrue, and a mask of the action parts that can act.
+
+- **Scaling** (`normalised=True`): time as a share of the horizon, money as a share of the
+  tenant's budget, GPUs as a share of the pool (or of the cluster), waits in hours, queue
+  lengths and job counts in tens, dollars offered in hundreds, GPUs offered in `max_delta`s.
+- **SLA accrued per round**: the summary books a job's SLA penalty when it starts (or at the
+  end); told that way, a long wait costs nothing until it is over. `SlaAccrual` tells each
+  round the penalty the tenant's waiting jobs ran up in it instead: the booked reward less the
+  change in the penalty accrued and not yet booked. That is zero at the start and at the end,
+  so the rewards told over an episode still sum to the summary's return, to the cent.
+- **Masks** (`action_mask`): per choice of the flat `MultiDiscrete` (the layout sb3-contrib's
+  MaskablePPO takes), whether it can act: no offer parts where no opponent trades, no bids
+  where the mechanism takes none, no placement of an empty slot or on a pool where the job's
+  plan does not fit, no answer to an empty offer slot, no release of GPUs the tenant does not
+  hold idle or pending, no request beyond what the pool can still provision.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from twin.rl.whole_action import BID_LEVELS_USD, QUEUE_FIELDS, USD_LEVELS, WholeAction
+from twin.schema.scenario import ClusterScenario
+from twin.schema.vocabulary import MECHANISM_TRAITS, Mechanism
+from twin.sim.driver import Driver
+
+HEAD_FIELDS = 6  # t_s, budget left, spent, queue length, queued GPUs, running jobs
+PER_POOL = 5  # ready, busy, pending, down, free
+COUNT_SCALE = 0.1  # queue lengths and running jobs, in tens
+USD_SCALE = 0.01  # dollars offered, in hundreds
+HOUR_S = 3600.0
+DAY_S = 86_400.0
+
+
+def state_scale(scenario: ClusterScenario, tenant: str) -> np.ndarray:
+    """Multipliers that bring the state vector (`Driver.observe_flat`) to about one."""
+    t = next(x for x in scenario.tenants if x.name == tenant)
+    budget = t.budget_usd or 1000.0
+    cluster = max(sum(p.max_gpus for p in scenario.pools), 1)
+    head = [1.0 / (scenario.horizon_s or DAY_S), 1.0 / budget, 1.0 / budget, COUNT_SCALE,
+            1.0 / cluster, COUNT_SCALE]  # fmt: skip
+    pools = [1.0 / max(p.max_gpus, 1) for p in scenario.pools for _ in range(PER_POOL)]
+    return np.array(head + pools)
+
+
+def queue_scale(scenario: ClusterScenario, whole: WholeAction) -> np.ndarray:
+    """Multipliers for a queue block's columns: present, GPUs, wait, then the kernel's scores."""
+    widest = max((p.max_gpus for p in scenario.pools), default=1) or 1
+    return np.array([1.0, 1.0 / widest, 1.0 / HOUR_S] + [1.0] * len(whole.pools))
+
+
+def offers_scale(whole: WholeAction) -> np.ndarray:
+    """Multipliers for an offers block's columns: made, maker, dollars, then GPUs per pool."""
+    return np.array([1.0, 1.0 / max(len(whole.tenants), 1), USD_SCALE]
+                    + [1.0 / whole.max_delta] * len(whole.pools))  # fmt: skip
+
+
+UNLIMITED = 1e12  # a state value this large (or infinite) is an unlimited budget
+
+
+def scale_state(state: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """The state vector scaled; an unlimited budget reads as a budget untouched (1)."""
+    return np.where(np.abs(state) < UNLIMITED, state * scale, 1.0)
+
+
+class SlaAccrual:
+    """Rewards told with SLA penalties as they accrue (see the module's docstring)."""
+
+    def __init__(self, driver: Driver[Any, Any], tenant: str) -> None:
+        self.driver, self.tenant = driver, tenant
+        self.accrued_usd = 0.0  # accrued and not yet booked, as of the last reward told
+
+    def tell(self, booked_usd: float) -> float:
+        """The reward to tell for `booked_usd` (booked since the last one told)."""
+        now = self.driver.waiting_sla_usd(self.tenant)
+        told = booked_usd - (now - self.accrued_usd)
+        self.accrued_usd = now
+        return told
+
+
+def action_mask(whole: WholeAction, state: np.ndarray, queue: np.ndarray, offers: np.ndarray,
+                *, tenant: str, trading: bool, mechanism: Mechanism) -> np.ndarray:  # fmt: skip
+    """Per choice of the flat action, whether it can act now (`state`, `queue` and `offers` the
+    raw, unscaled blocks of the observation)."""
+    d, p = whole.max_delta, len(whole.pools)
+    parts: list[np.ndarray] = []
+    shift = np.arange(2 * d + 1) - d
+    for k in range(p):
+        at = HEAD_FIELDS + PER_POOL * k
+        ready, busy, pending, _, free = state[at : at + PER_POOL]
+        releasable = max(ready - np.ceil(busy - 1e-9), 0.0) + pending
+        parts.append((shift >= -releasable) & (shift <= free))
+    for row in queue:
+        slot = np.zeros(p + 1, dtype=bool)
+        slot[0] = True
+        if row[0] > 0:
+            slot[1:] = row[QUEUE_FIELDS : QUEUE_FIELDS + p] > 0
+        parts.append(slot)
+    bids = MECHANISM_TRAITS[mechanism].takes_bids
+    for _ in range(p):
+        level = np.full(len(BID_LEVELS_USD), bids)
+        level[0] = True
+        parts.append(level)
+    to = np.zeros(len(whole.tenants) + 1, dtype=bool)
+    to[0] = True
+    if trading:
+        to[1:] = [t != tenant for t in whole.tenants]
+    parts.append(to)
+    for _ in range(p):
+        gpus = np.full(2 * d + 1, trading)
+        gpus[d] = True
+        parts.append(gpus)
+    usd = np.full(2 * len(USD_LEVELS) - 1, trading)
+    usd[len(USD_LEVELS) - 1] = True
+    parts.append(usd)
+    parts.extend(np.array([True, bool(row[0] > 0)]) for row in offers)
+    return np.concatenate(parts)
