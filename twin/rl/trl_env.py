@@ -12,11 +12,21 @@ An episode always settles: `get_reward()` on an episode the model stopped short 
 completion ran out of tokens, say) first plays the rest of it with the tenant's own policy (the
 scenario's, `autoscale` in `market`), so the reward is the tenant's true return over the whole
 episode and stopping early never pays.
+
+Two row columns shape it for training:
+- `view="compact"`: observations as a few hundred characters (time in hours, budget, the head
+  of the queue with each job's fitting pools and scores, each pool's GPUs and price, offers)
+  instead of the whole record (`view="full"`, the default);
+- `reward="gain"`: `get_reward()` is the return less the paired baseline's, the tenant's return
+  on the same seed against the same opponents when it follows its own policy throughout (played
+  once per scenario, tenant, seed, opponents and mechanism, and cached), so a group's rewards
+  are centred where doing nothing new scores 0.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from functools import lru_cache
+from typing import Any, Literal
 
 import orjson
 
@@ -40,6 +50,9 @@ MAX_GPUS_PER_CALL = 16
 MAX_BID_USD = 1000.0
 MAX_OFFER_USD = 10_000.0
 MAX_OFFERS_PER_TURN = 8
+COMPACT_HEAD = 3  # waiting jobs a compact view shows
+VIEWS = ("full", "compact")
+REWARDS = ("return", "gain")
 
 
 def _error(text: str) -> str:
@@ -58,14 +71,22 @@ class ClusterTenantEnv:
         self._answers: dict[str, tuple[bool, str]] = {}  # given this turn, by offer id
         self._own: TenantPolicy[TenantObservation, ProvisionAction] | None = None
         self.finished_by: str | None = None  # the policy that played out a cut-short episode
+        self.compact = False
+        self.relative = False
+        self._row: tuple[str, str, int, str, str] = ("", "", 0, "", "")
 
-    def reset(self, scenario: str = "market", tenant: str | None = None, seed: int = 0,
+    def reset(self, *, scenario: str = "market", tenant: str | None = None, seed: int = 0,
               opponents: str = "negotiator", mechanism: str = DEFAULT_MECHANISM,
-              **columns: Any) -> str:  # fmt: skip
+              view: Literal["full", "compact"] = "full",
+              reward: Literal["return", "gain"] = "return", **columns: Any) -> str:  # fmt: skip
         """Start an episode; the tenant's first view, as JSON text for the prompt."""
         if mechanism not in mechanism_names():
             allowed = ", ".join(mechanism_names())
             raise ActionError(f"unknown mechanism {mechanism!r}; allowed: {allowed}")
+        if view not in VIEWS or reward not in REWARDS:
+            raise ActionError(f"view must be one of {VIEWS} and reward one of {REWARDS}; got "
+                              f"{view!r}, {reward!r}")  # fmt: skip
+        self.compact, self.relative = view == "compact", reward == "gain"
         loaded = scenarios.load_cluster(scenario)
         driver: Driver[TenantObservation, ProvisionAction] = Driver(loaded, seed=int(seed))
         self._pools = [p.name for p in loaded.pools]
@@ -77,6 +98,7 @@ class ClusterTenantEnv:
         self._table = Table(driver, self.tenant, others, mechanism)
         self._offers, self._answers = [], {}
         self._own, self.finished_by = driver.default_policies()[self.tenant], None
+        self._row = (scenario, self.tenant, int(seed), opponents, mechanism)
         self.reward = self._table.to_turn()
         return self.view()
 
@@ -93,6 +115,8 @@ class ClusterTenantEnv:
         driver = table.driver
         if driver.ended is not None:
             return orjson.dumps({"ended": driver.ended, "reward": self.reward}).decode()
+        if self.compact:
+            return orjson.dumps(self._compact()).decode()
         seen: dict[str, Any] = driver.observe(self.tenant).model_dump(exclude_defaults=True)
         seen["offers"] = [o.model_dump(exclude_defaults=True)
                           for o in table.offers_to_ego]  # fmt: skip
@@ -240,8 +264,9 @@ class ClusterTenantEnv:
         return self._act(ProvisionAction())
 
     def get_reward(self) -> float:
-        """The tenant's return over the whole episode (what the reward function reads): where
-        the episode has not ended, the tenant's own policy plays it out first and it settles."""
+        """The tenant's return over the whole episode (what the reward function reads), or with
+        `reward="gain"` that less the paired baseline's: where the episode has not ended, the
+        tenant's own policy plays it out first and it settles."""
         table = self._need()
         driver = table.driver
         if driver.ended is None:
@@ -251,7 +276,14 @@ class ClusterTenantEnv:
             while driver.ended is None:
                 self.reward += table.play(own.decide(driver.observe(self.tenant)))
             self.finished_by = own.name
-        return self.reward
+        return self.reward - self.baseline_usd if self.relative else self.reward
+
+    @property
+    def baseline_usd(self) -> float:
+        """The paired baseline: the tenant's return on this seed, against these opponents,
+        following its own policy throughout (a property, so that TRL offers no tool for it)."""
+        self._need()
+        return paired_baseline(*self._row)
 
     # -- internals ------------------------------------------------------------------------
 
@@ -259,6 +291,32 @@ class ClusterTenantEnv:
         if self._table is None:
             raise SessionEndedError("no episode: reset first")
         return self._table
+
+    def _compact(self) -> dict[str, Any]:
+        """The view in brief: what a model needs to decide, in a few hundred characters."""
+        table = self._need()
+        seen = table.driver.observe(self.tenant)
+        out: dict[str, Any] = {"t_h": round(seen.t_s / 3600, 2), "spent_usd": round(seen.spent_usd)}
+        if seen.budget_usd is not None:
+            out["budget_usd"] = round(seen.budget_usd)
+        head = [
+            {"id": j.job_id, "gpus": j.gpus, "wait_h": round(j.wait_s / 3600, 2),
+             "fits": {v.pool: round(v.score, 2) for v in j.plans if v.feasible}}
+            for j in seen.head[:COMPACT_HEAD]
+        ]  # fmt: skip
+        out["queue"] = {"jobs": seen.queue_length, "gpus": seen.queued_gpus, "head": head}
+        out["pools"] = {p.name: {"ready": p.ready, "busy": round(p.busy_gpus, 1),
+                                 "pending": p.pending, "free": p.free_capacity,
+                                 "usd_h": p.price_usd_per_gpu_h} for p in seen.pools}  # fmt: skip
+        offers = table.offers_to_ego
+        if offers:
+            out["offers"] = [{"id": o.offer_id, "from": o.from_tenant,
+                              "give": o.give.model_dump(exclude_defaults=True),
+                              "take": o.take.model_dump(exclude_defaults=True)}
+                             for o in offers]  # fmt: skip
+        if table.last is not None and table.last.trades:
+            out["last_trades"] = [t.status for t in table.last.trades]
+        return out
 
     def _act(self, action: ProvisionAction) -> str:
         table = self._need()
@@ -268,3 +326,18 @@ class ClusterTenantEnv:
         self._offers, self._answers = [], {}
         self.reward += table.play(action, offers, answers)
         return self.view()
+
+
+@lru_cache(maxsize=4096)
+def paired_baseline(scenario: str, tenant: str, seed: int, opponents: str, mechanism: str) -> float:
+    """The tenant's return on `seed` against `opponents` when it follows its own policy
+    throughout (played once per process for each set of arguments)."""
+    loaded = scenarios.load_cluster(scenario)
+    driver: Driver[TenantObservation, ProvisionAction] = Driver(loaded, seed=seed)
+    others = _opponents(opponents, driver.tenants, tenant, driver.default_policies(), seed)
+    table = Table(driver, tenant, others, mechanism)
+    own = driver.default_policies()[tenant]
+    reward = table.to_turn()
+    while driver.ended is None:
+        reward += table.play(own.decide(driver.observe(tenant)))
+    return reward
