@@ -128,6 +128,8 @@ class ClusterEnv(gym.Env[Any, Any]):
         self._accrual: learnable.SlaAccrual | None = None
         self._steps = 0
         self._mask = np.ones(0, dtype=bool)
+        self._masker = learnable.Masker(self.whole, tenant=self.tenant, trading=self.trading,
+                                        mechanism=mechanism)  # fmt: skip
         self._scales = (
             learnable.state_scale(self.scenario, self.tenant),
             learnable.queue_scale(self.scenario, self.whole),
@@ -226,9 +228,7 @@ class ClusterEnv(gym.Env[Any, Any]):
         queue = (self.whole.queue_block(table.driver.observe(self.tenant)) if waiting
                  else np.zeros(self.whole.queue_shape))  # fmt: skip
         offers = self.whole.offers_block(table.offers_to_ego)
-        self._mask = learnable.action_mask(self.whole, state, queue, offers, tenant=self.tenant,
-                                           trading=self.trading,
-                                           mechanism=self.mechanism)  # fmt: skip
+        self._mask = self._masker(state, queue, offers)
         if self.normalised:
             state_k, queue_k, offers_k = self._scales
             state = learnable.scale_state(state, state_k)

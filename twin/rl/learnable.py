@@ -9,7 +9,7 @@ told as they accrue, and a mask of the action parts that can act.
   round the penalty the tenant's waiting jobs ran up in it instead: the booked reward less the
   change in the penalty accrued and not yet booked. That is zero at the start and at the end,
   so the rewards told over an episode still sum to the summary's return, to the cent.
-- **Masks** (`action_mask`): per choice of the flat `MultiDiscrete` (the layout sb3-contrib's
+- **Masks** (`Masker`): per choice of the flat `MultiDiscrete` (the layout sb3-contrib's
   MaskablePPO takes), whether it can act: no offer parts where no opponent trades, no bids
   where the mechanism takes none, no placement of an empty slot or on a pool where the job's
   plan does not fit, no answer to an empty offer slot, no release of GPUs the tenant does not
@@ -81,40 +81,51 @@ class SlaAccrual:
         return told
 
 
-def action_mask(whole: WholeAction, state: np.ndarray, queue: np.ndarray, offers: np.ndarray,
-                *, tenant: str, trading: bool, mechanism: Mechanism) -> np.ndarray:  # fmt: skip
-    """Per choice of the flat action, whether it can act now (`state`, `queue` and `offers` the
-    raw, unscaled blocks of the observation)."""
-    d, p = whole.max_delta, len(whole.pools)
-    parts: list[np.ndarray] = []
-    shift = np.arange(2 * d + 1) - d
-    for k in range(p):
-        at = HEAD_FIELDS + PER_POOL * k
-        ready, busy, pending, _, free = state[at : at + PER_POOL]
-        releasable = max(ready - np.ceil(busy - 1e-9), 0.0) + pending
-        parts.append((shift >= -releasable) & (shift <= free))
-    for row in queue:
-        slot = np.zeros(p + 1, dtype=bool)
-        slot[0] = True
-        if row[0] > 0:
-            slot[1:] = row[QUEUE_FIELDS : QUEUE_FIELDS + p] > 0
-        parts.append(slot)
-    bids = MECHANISM_TRAITS[mechanism].takes_bids
-    for _ in range(p):
-        level = np.full(len(BID_LEVELS_USD), bids)
-        level[0] = True
-        parts.append(level)
-    to = np.zeros(len(whole.tenants) + 1, dtype=bool)
-    to[0] = True
-    if trading:
-        to[1:] = [t != tenant for t in whole.tenants]
-    parts.append(to)
-    for _ in range(p):
-        gpus = np.full(2 * d + 1, trading)
-        gpus[d] = True
-        parts.append(gpus)
-    usd = np.full(2 * len(USD_LEVELS) - 1, trading)
-    usd[len(USD_LEVELS) - 1] = True
-    parts.append(usd)
-    parts.extend(np.array([True, bool(row[0] > 0)]) for row in offers)
-    return np.concatenate(parts)
+class Masker:
+    """The action mask of one tenant's flat action: the parts fixed for an episode (bids, the
+    offer's parts) drawn once, the rest (provision, place, answer) filled in per step."""
+
+    def __init__(self, whole: WholeAction, *, tenant: str, trading: bool,
+                 mechanism: Mechanism) -> None:  # fmt: skip
+        self.whole, self.p, self.d = whole, len(whole.pools), whole.max_delta
+        sizes = {name: sum(nvec) for name, nvec in whole.parts().items()}
+        ends = np.cumsum(list(sizes.values()))
+        self.at = {name: (int(end - size), int(end))
+                   for (name, size), end in zip(sizes.items(), ends, strict=True)}  # fmt: skip
+        template = np.zeros(int(ends[-1]), dtype=bool)
+        bid = np.full(len(BID_LEVELS_USD), MECHANISM_TRAITS[mechanism].takes_bids)
+        bid[0] = True
+        self._put(template, "bid", np.tile(bid, self.p))
+        to = np.array([True] + [trading and t != tenant for t in whole.tenants])
+        self._put(template, "offer_to", to)
+        gpus = np.full(2 * self.d + 1, trading)
+        gpus[self.d] = True
+        self._put(template, "offer_gpus", np.tile(gpus, self.p))
+        usd = np.full(2 * len(USD_LEVELS) - 1, trading)
+        usd[len(USD_LEVELS) - 1] = True
+        self._put(template, "offer_usd", usd)
+        self.template = template
+        self._shift = np.arange(2 * self.d + 1) - self.d
+
+    def _put(self, mask: np.ndarray, part: str, values: np.ndarray) -> None:
+        start, end = self.at[part]
+        mask[start:end] = values
+
+    def __call__(self, state: np.ndarray, queue: np.ndarray, offers: np.ndarray) -> np.ndarray:
+        """Per choice of the flat action, whether it can act now (`state`, `queue` and
+        `offers` the raw, unscaled blocks of the observation)."""
+        mask = self.template.copy()
+        pools = state[HEAD_FIELDS:].reshape(self.p, PER_POOL)
+        ready, busy, pending, free = pools[:, 0], pools[:, 1], pools[:, 2], pools[:, 4]
+        releasable = np.maximum(ready - np.ceil(busy - 1e-9), 0.0) + pending
+        shift = self._shift
+        provision = (shift >= -releasable[:, None]) & (shift <= free[:, None])
+        self._put(mask, "provision", provision.ravel())
+        place = np.zeros((len(queue), self.p + 1), dtype=bool)
+        place[:, 0] = True
+        place[:, 1:] = (queue[:, :1] > 0) & (queue[:, QUEUE_FIELDS : QUEUE_FIELDS + self.p] > 0)
+        self._put(mask, "place", place.ravel())
+        accept = np.ones((len(offers), 2), dtype=bool)
+        accept[:, 1] = offers[:, 0] > 0
+        self._put(mask, "accept", accept.ravel())
+        return mask
