@@ -175,3 +175,31 @@ async def test_an_mcp_tenant_bids_in_the_call_market(aiohttp_server: MakeServer)
     decided = [r["action"] for r in records
                if r["kind"] == "decision_made" and r["tenant"] == "inference"]  # fmt: skip
     assert {"h100": {"gpus": 2, "usd_per_gpu": 9.5}} in [a.get("buys") for a in decided]
+
+
+async def test_a_non_ascii_mcp_session_id_is_an_unknown_one_not_a_server_error(
+    aiohttp_server: MakeServer,
+) -> None:
+    """Header bytes that are not ASCII reach the comparison as text: refused as unknown (404),
+    never a 500 (the comparison once raised TypeError on them)."""
+    server, session = await market(aiohttp_server)
+    async with tenant_over_mcp(server, session, "inference"):  # a link to compare against
+        assert await raw_tools_list(server, session) == b"404"
+
+
+async def raw_tools_list(server: TestServer, session: Session) -> bytes:
+    """`tools/list` as inference, with a non-ASCII `Mcp-Session-Id`, over a raw socket; the
+    response's status code."""
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
+    head = (
+        f"POST /v1/sessions/{session.id}/mcp HTTP/1.1\r\nHost: x\r\n"
+        f"Authorization: Bearer {session.tokens['inference']}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        "Connection: close\r\n"
+    ).encode() + "Mcp-Session-Id: caf\u00e9-\u2603\r\n\r\n".encode()
+    reader, writer = await asyncio.open_connection(server.host, server.port)
+    writer.write(head + body)
+    await writer.drain()
+    status_line = await reader.readline()
+    writer.close()
+    return bytes(status_line.split()[1])

@@ -311,7 +311,7 @@ async def tenant_mcp(request: web.Request) -> web.StreamResponse:
     links = session.mcp_links
     mcp_id = request.headers.get(SESSION_HEADER)
     link = links.get(tenant)
-    known = link is not None and mcp_id is not None and secrets.compare_digest(link.mcp_id, mcp_id)
+    known = link is not None and same_token(mcp_id, link.mcp_id)  # any text: never a 500
     if request.method == "GET":
         return web.Response(status=405, headers={"Allow": "POST, DELETE"})
     if request.method == "DELETE":
