@@ -114,7 +114,8 @@ async def test_no_file_outside_the_scenario_directory_is_opened_or_probed(
     assert (await client.post("/v1/sessions", json={"scenario": "market.json"})).status == 201
     answers = set()
     for name in ["/etc/passwd", "/no/such/file.yaml", "../outside.yaml",
-                 str(scenario_dir.parent / "outside.yaml"), "nope.yaml"]:  # fmt: skip
+                 str(scenario_dir.parent / "outside.yaml"), "nope.yaml",
+                 "x" * 300 + ".yaml", "a/" * 3000 + "b.yaml"]:  # fmt: skip
         resp = await client.post("/v1/sessions", json={"scenario": name})
         body = await resp.json()
         assert (resp.status, body["code"]) == (400, "VALIDATION_ERROR")
@@ -142,7 +143,8 @@ async def test_a_scenario_plays_only_the_traces_the_twin_ships(
     assert (await client.post("/v1/sessions", json={"scenario": shipped})).status == 201
     answers = set()
     for path in ["/etc/passwd", "../../../etc/passwd", "traces/../../etc/passwd",
-                 str(scenario_dir.parent / "outside.yaml"), "/no/such/trace.csv"]:  # fmt: skip
+                 str(scenario_dir.parent / "outside.yaml"), "/no/such/trace.csv",
+                 "traces/" + "y" * 300 + ".csv", "z" * 3000]:  # fmt: skip
         hostile = {**shipped, "trace": {**shipped["trace"], "path": path}}
         resp = await client.post("/v1/sessions", json={"scenario": hostile})
         body = await resp.json()
@@ -151,6 +153,34 @@ async def test_a_scenario_plays_only_the_traces_the_twin_ships(
         answers.add(body["detail"])
     assert len(answers) == 1  # whatever the path, the same refusal: nothing was opened
     await alive(client)
+
+
+async def test_a_named_path_outside_the_roots_is_refused_before_any_system_call_on_it(
+    aiohttp_client: MakeClient, scenario_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checked as text first: `/proc/self/environ` or `/etc/passwd` is never stat'ed,
+    readlink'ed or opened on the way to its refusal."""
+    import os
+
+    client = await serve(aiohttp_client, scenario_dir=str(scenario_dir))
+    shipped = scenarios.load_cluster("openb-tenants").model_dump(mode="json")
+    touched: list[str] = []
+    for name in ("stat", "lstat", "readlink", "open"):
+        real = getattr(os, name)
+
+        def spy(path: Any, *args: Any, _real: Any = real, **kwargs: Any) -> Any:
+            touched.append(os.fsdecode(path) if isinstance(path, str | bytes) else str(path))
+            return _real(path, *args, **kwargs)
+
+        monkeypatch.setattr(os, name, spy)
+    for hostile in ("/proc/self/environ", "/etc/passwd", "../../../../etc/shadow"):
+        scenario = {**shipped, "trace": {**shipped["trace"], "path": hostile}}
+        assert (await client.post("/v1/sessions", json={"scenario": scenario})).status == 400
+        assert (
+            await client.post("/v1/sessions", json={"scenario": hostile + ".yaml"})
+        ).status == 400
+    monkeypatch.undo()
+    assert not [p for p in touched if p.startswith(("/proc", "/etc"))], touched
 
 
 async def test_the_openenv_reset_cannot_open_files_either(aiohttp_client: MakeClient) -> None:

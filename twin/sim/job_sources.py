@@ -75,12 +75,35 @@ def trace_path(path: str) -> Path:
                      f"{shipped_traces()})")  # fmt: skip
 
 
+NAME_MAX_BYTES = 255  # the longest file name a common file system takes
+
+
+def lexically_inside(path: Path, roots: Iterable[Path]) -> bool:
+    """Whether `path`, its `..` folded away as text, lies under one of `roots` (absolute), and
+    every component of it is a name a file system takes: decided without a system call."""
+    folded = os.path.normpath(path)
+    if not os.path.isabs(folded) or "\0" in folded:
+        return False
+    if any(len(part.encode("utf-8", "surrogatepass")) > NAME_MAX_BYTES
+           for part in Path(folded).parts):  # fmt: skip
+        return False
+    return any(Path(folded).is_relative_to(root) for root in roots)
+
+
 def inside(path: str, roots: Iterable[Path]) -> Path | None:
     """The trace file `path` names under one of `roots` (the first of its candidates that is),
-    resolved; None if there is none. Nothing outside the roots is looked at."""
+    resolved; None if there is none. A candidate is first checked as text against the roots,
+    so nothing outside them is looked at (not even stat'ed), and a name no file system takes
+    is simply not found."""
     resolved_roots = [root.resolve() for root in roots]
     for candidate in candidates(path):
-        resolved = candidate.resolve()
-        if any(resolved.is_relative_to(root) for root in resolved_roots) and resolved.is_file():
+        if not lexically_inside(candidate.absolute(), resolved_roots):
+            continue
+        try:
+            resolved = candidate.resolve()
+            found = any(resolved.is_relative_to(r) for r in resolved_roots) and resolved.is_file()
+        except OSError:  # a loop of links, say: not a trace
+            continue
+        if found:
             return resolved
     return None

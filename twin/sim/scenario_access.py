@@ -15,7 +15,7 @@ from twin.errors import ConfigError, ScenarioNotFoundError
 from twin.schema.scenario import ClusterScenario, Scenario
 from twin.sim import kinds
 from twin.sim.catalog import builtin_names
-from twin.sim.job_sources import inside, shipped_traces
+from twin.sim.job_sources import inside, lexically_inside, shipped_traces
 from twin.sim.scenarios import UNREADABLE, as_cluster, load_raw, override, parse_text, validate
 
 MAX_FILE_BYTES = 1 << 20
@@ -73,9 +73,13 @@ class ScenarioAccess:
         """The file `name` inside the directory, or the same refusal whatever else it is."""
         if self.directory is not None and name.endswith(SUFFIXES) and name.isprintable():
             root = self.directory.resolve()
-            path = (root / name).resolve()
-            if path.is_relative_to(root) and path.is_file():
-                return path
+            if lexically_inside(root / name, [root]):  # as text first: no system call outside
+                try:
+                    path = (root / name).resolve()
+                    if path.is_relative_to(root) and path.is_file():
+                        return path
+                except OSError:  # a loop of links, say: not a scenario file
+                    pass
         where = " or a file in the scenario directory" if self.directory else ""
         raise ScenarioNotFoundError(
             f"scenario {name[:80]!r} is not a built-in name{where}; "
