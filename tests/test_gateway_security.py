@@ -526,3 +526,46 @@ async def test_past_the_handshake_cap_only_sockets_silent_past_the_grace_are_clo
         flood.enter("1.2.3.4", ws)  # type: ignore[arg-type]
     await asyncio.sleep(0)
     assert [ws.closed_with for ws in sockets] == [TOO_MANY_HANDSHAKES] * 2 + [None] * 2
+
+
+# -- the log directory ----------------------------------------------------------------------
+
+
+async def test_a_log_directory_that_cannot_be_written_refuses_a_session_with_a_code(
+    aiohttp_client: MakeClient, tmp_path: Path
+) -> None:
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("a file where the log directory should be")
+    client = await serve(aiohttp_client, log_dir=str(blocked))
+    resp = await client.post("/v1/sessions", json={"scenario": MARKET, "agents": ["t0"]})
+    body = await resp.json()
+    assert (resp.status, body["code"]) == (503, "STORAGE_UNAVAILABLE")
+    assert "no session was created" in body["detail"]
+    assert await (await client.get("/v1/sessions")).json() == []
+    await alive(client)
+
+
+async def test_a_delete_the_log_directory_refuses_leaves_the_session_and_is_durable_once_done(
+    aiohttp_client: MakeClient, tmp_path: Path
+) -> None:
+    """A session whose sidecar cannot be removed is not deleted (503, still listed, and a
+    restart would restore it as the refusal says); once it can be, the delete is final."""
+    from twin.gateway.recovery import SIDECAR, restorable
+
+    client = await serve(aiohttp_client, log_dir=str(tmp_path))
+    sid = (await new_session(client, scenario=MARKET, agents=["t0"]))["session_id"]
+    sidecar = tmp_path / f"{sid}{SIDECAR}"
+    kept = sidecar.read_bytes()
+    sidecar.unlink()
+    sidecar.mkdir()  # unlink fails on a directory, even for root
+    (sidecar / "x").write_text("x")
+    resp = await client.delete(f"/v1/sessions/{sid}")
+    assert (resp.status, (await resp.json())["code"]) == (503, "STORAGE_UNAVAILABLE")
+    assert [s["session_id"] for s in await (await client.get("/v1/sessions")).json()] == [sid]
+    (sidecar / "x").unlink()
+    sidecar.rmdir()
+    sidecar.write_bytes(kept)
+    assert (await client.delete(f"/v1/sessions/{sid}")).status == 204
+    assert not sidecar.exists()
+    assert [r.sidecar.session_id for r in restorable(str(tmp_path))] == []
+    await alive(client)

@@ -105,6 +105,14 @@ class CapacityReachedError(RefusedError):
         super().__init__(ErrorCode.CAPACITY_REACHED, detail)
 
 
+class StorageError(RefusedError):
+    """The operator's log directory cannot be written: nothing the request asked for was done
+    (a session not created, or not deleted)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(ErrorCode.STORAGE_UNAVAILABLE, detail)
+
+
 class WorkLimitError(RefusedError):
     """A call would run more simulation work than the operator allows one call."""
 

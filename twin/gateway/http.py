@@ -18,6 +18,7 @@ STATUS = {
     ErrorCode.NOT_READY: 409,
     ErrorCode.SESSION_ENDED: 409,
     ErrorCode.CAPACITY_REACHED: 503,
+    ErrorCode.STORAGE_UNAVAILABLE: 503,
     ErrorCode.FRAME_TOO_LARGE: 413,
 }
 

@@ -5,7 +5,6 @@ rounds to the last committed one. Agents reconnect with their hello and go on.""
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -67,9 +66,17 @@ def keep_aside(log: Path) -> None:
 
 
 def forget(log_dir: str, session_id: str) -> None:
-    """A deleted session is not restored (its log stays)."""
-    with contextlib.suppress(FileNotFoundError):
+    """A deleted session is not restored (its log stays): its sidecar is removed, durably (the
+    directory synced) before this returns. OSError if the directory will not allow it."""
+    try:
         (Path(log_dir) / f"{session_id}{SIDECAR}").unlink()
+    except FileNotFoundError:
+        return
+    fd = os.open(log_dir, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def restorable(log_dir: str) -> Iterator[Restorable]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import structlog
 
-from twin.errors import CapacityReachedError, ConfigError
+from twin.errors import CapacityReachedError, ConfigError, StorageError
 from twin.gateway import recovery
 from twin.gateway.access import ClientLimits, Handshakes
 from twin.gateway.config import GatewayConfig, SessionRequest
@@ -58,7 +58,11 @@ class SessionRegistry:
         if session_id is not None and session_id in self.sessions:
             raise ConfigError(f"a session named {session_id!r} exists already")
         session_id = session_id or secrets.token_hex(8)
-        session = Session(session_id, scenario, request, self.config, owner=client)
+        try:
+            session = Session(session_id, scenario, request, self.config, owner=client)
+        except OSError as exc:
+            raise StorageError(f"the log directory cannot be written ({type(exc).__name__}); "
+                               "no session was created") from None  # fmt: skip
         self.sessions[session.id] = session
         session.start()
         log.info(
@@ -121,13 +125,20 @@ class SessionRegistry:
 
     async def remove(self, session_id: str, *, forget: bool = True,
                      end_reason: EndReason = "deleted") -> bool:  # fmt: skip
-        """Close a session; unless `forget` is False (shutdown), a restart will not restore it,
-        and its episode ends in its log with `end_reason`."""
-        session = self.sessions.pop(session_id, None)
+        """Close a session; unless `forget` is False (shutdown), a restart will not restore it
+        (durably so before it is closed: StorageError, and the session left as it was, when the
+        log directory will not let it be forgotten), and its episode ends in its log with
+        `end_reason`."""
+        session = self.sessions.get(session_id)
         if session is None:
             return False
         if forget and self.config.log_dir is not None:
-            recovery.forget(self.config.log_dir, session_id)
+            try:
+                recovery.forget(self.config.log_dir, session_id)
+            except OSError as exc:
+                raise StorageError(f"the log directory cannot be written ({type(exc).__name__}); "
+                                   "the session was not deleted") from None  # fmt: skip
+        self.sessions.pop(session_id, None)
         await session.close(end_reason if forget else None)
         return True
 
@@ -142,12 +153,15 @@ class SessionRegistry:
         cfg = self.config
         for session_id, session in list(self.sessions.items()):
             idle = now - session.last_active
-            if session.ended_at is not None and now - session.ended_at > cfg.finished_ttl_s:
-                log.info("session_forgotten", session_id=session_id, reason=session.ended)
-                await self.remove(session_id)
-            elif not session.agents and idle > cfg.idle_timeout_s:
-                log.info("session_reaped", session_id=session_id, idle_s=round(idle, 1))
-                await self.remove(session_id, end_reason="idle")
+            try:
+                if session.ended_at is not None and now - session.ended_at > cfg.finished_ttl_s:
+                    log.info("session_forgotten", session_id=session_id, reason=session.ended)
+                    await self.remove(session_id)
+                elif not session.agents and idle > cfg.idle_timeout_s:
+                    log.info("session_reaped", session_id=session_id, idle_s=round(idle, 1))
+                    await self.remove(session_id, end_reason="idle")
+            except StorageError as exc:  # tried again at the next reap
+                log.warning("session_not_reaped", session_id=session_id, error=str(exc))
 
 
 async def reaper(registry: SessionRegistry, control: ControlPlane) -> AsyncIterator[None]:
