@@ -168,3 +168,35 @@ def test_with_trading_off_call_market_orders_are_refused_too() -> None:
     with pytest.raises(RoundError, match="no call market orders"):
         b.propose("a", ProvisionAction(asks={"h100": Order(gpus=1, usd_per_gpu=1.0)}))
     assert not b.turns
+
+
+def test_many_large_messages_leave_the_round_holding_only_their_fingerprints() -> None:
+    """A tenant sending thousands of large proposals under fresh sequence numbers grows the
+    round by a bounded set of 16-byte digests, not by the messages."""
+    import tracemalloc
+
+    from twin.sim.round import SEQS_KEPT
+
+    b = book()
+    tracemalloc.start()
+    before = tracemalloc.take_snapshot()
+    for seq in range(3_000):
+        action = ProvisionAction(provision={"h100": 1}, reason=f"{seq:>06}" + "y" * 234)
+        assert b.propose("a", action, seq=seq)
+    grown = sum(s.size_diff for s in tracemalloc.take_snapshot().compare_to(before, "filename"))
+    tracemalloc.stop()
+    assert len(b._taken["a"]) == SEQS_KEPT
+    assert grown < 200_000, grown  # 3,000 messages kept would be a megabyte and more
+    assert not b.propose("a", action, seq=2_999)  # the latest is still known as taken
+
+
+def test_a_tenant_makes_at_most_so_many_offers_a_round() -> None:
+    from twin.sim.round import MAX_OFFERS_PER_ROUND
+
+    b = book()
+    for n in range(MAX_OFFERS_PER_ROUND):
+        b.offer("a", "b", ONE, PAY, seq=n)
+    with pytest.raises(RoundError, match=f"at most {MAX_OFFERS_PER_ROUND} offers") as refused:
+        b.offer("a", "b", ONE, PAY, seq=MAX_OFFERS_PER_ROUND)
+    assert refused.value.code == ErrorCode.BAD_OFFER
+    assert b.offer("b", "a", ONE, PAY) is not None  # another tenant's count is its own

@@ -11,8 +11,11 @@ the maker's sequence number; answers in the order of the offers they answer.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Generic, NamedTuple, TypeVar
+
+from pydantic import BaseModel
 
 from twin.errors import RoundError
 from twin.schema.actions import Bundle, Offer, ProvisionAction
@@ -21,6 +24,10 @@ from twin.schema.vocabulary import DEFAULT_MECHANISM, Mechanism
 
 A = TypeVar("A")
 AGENT = "agent"  # the policy label of an action an agent sent
+MAX_OFFERS_PER_ROUND = 64
+"""Offers one tenant may make in a round (refused ones counted): what a round keeps is bounded."""
+SEQS_KEPT = 256
+"""Sequence numbers remembered per tenant, to take a resent message once (the most recent)."""
 NONE_ACCEPTED: frozenset[str] = frozenset()
 
 
@@ -113,7 +120,7 @@ class RoundBook(Generic[A]):
         self.open_offers: set[str] = set()
         self._made: dict[str, int] = {}  # offers each tenant sent, refused ones too
         self._keys: dict[str, tuple[int, int]] = {}  # an offer's canonical place
-        self._taken: dict[tuple[str, int], tuple[object, ...]] = {}
+        self._taken: dict[str, dict[int, bytes]] = {}  # per tenant: a message's digest by seq
 
     # -- taking -------------------------------------------------------------------------------
 
@@ -150,6 +157,9 @@ class RoundBook(Generic[A]):
             return None
         n = self._made.get(tenant, 0)
         self._made[tenant] = n + 1
+        if n >= MAX_OFFERS_PER_ROUND:
+            raise RoundError(ErrorCode.BAD_OFFER, f"at most {MAX_OFFERS_PER_ROUND} offers a "
+                             f"tenant in a round (round {self.number})")  # fmt: skip
         self._check_turn(tenant)
         if not self.trading:
             raise RoundError(ErrorCode.BAD_OFFER, f"trading is off in this session: no offers "
@@ -297,8 +307,28 @@ class RoundBook(Generic[A]):
             raise RoundError(ErrorCode.OUT_OF_ROUND, f"{tenant!r} {why} in round {self.number}")
 
     def _again(self, tenant: str, seq: int | None, key: tuple[object, ...]) -> bool:
-        return seq is not None and self._taken.get((tenant, seq)) == key
+        if seq is None:
+            return False
+        taken = self._taken.get(tenant)
+        return taken is not None and taken.get(seq) == digest(key)
 
     def _take(self, tenant: str, seq: int | None, key: tuple[object, ...]) -> None:
-        if seq is not None:
-            self._taken[(tenant, seq)] = key
+        """Remember a message by its digest (not the message: a tenant sending many large ones
+        grows nothing), the most recent `SEQS_KEPT` per tenant."""
+        if seq is None:
+            return
+        taken = self._taken.setdefault(tenant, {})
+        taken.pop(seq, None)
+        taken[seq] = digest(key)
+        if len(taken) > SEQS_KEPT:
+            del taken[next(iter(taken))]
+
+
+def digest(key: tuple[object, ...]) -> bytes:
+    """A message's fingerprint: its parts (records by their JSON), 16 bytes of BLAKE2b."""
+    h = hashlib.blake2b(digest_size=16)
+    for part in key:
+        h.update(part.model_dump_json().encode() if isinstance(part, BaseModel)
+                 else repr(part).encode())  # fmt: skip
+        h.update(b"\x1f")
+    return h.digest()
