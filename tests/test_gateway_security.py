@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import WSMsgType
+from aiohttp import ClientSession, WSMsgType
 
 from tests.test_gateway import (
     ADMIN,
@@ -569,3 +569,41 @@ async def test_a_delete_the_log_directory_refuses_leaves_the_session_and_is_dura
     assert not sidecar.exists()
     assert [r.sidecar.session_id for r in restorable(str(tmp_path))] == []
     await alive(client)
+
+
+# -- requests broken on the wire --------------------------------------------------------------
+
+
+async def test_requests_broken_on_the_wire_are_logged_in_one_line_without_a_traceback(
+    aiohttp_server: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An over-long request line or header (aiohttp's parser refuses it) and a body shorter than
+    its Content-Length (the client gone) each answer or end quietly: no record carries a
+    traceback, and the server goes on serving."""
+    import logging
+
+    server = await aiohttp_server(create_app(GatewayConfig(admin_token=ADMIN)))
+    broken = [
+        b"GET /" + b"a" * 20_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"b" * 10_000 + b"\r\n\r\n",
+        b"POST /v1/sessions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + ADMIN.encode()
+        + b"\r\nContent-Length: 100\r\nContent-Type: application/json\r\n\r\n{\"a\":",
+        b"POST /reset HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"a\":",
+    ]  # fmt: skip
+    with caplog.at_level(logging.INFO):
+        for raw in broken:
+            reader, writer = await asyncio.open_connection(server.host, server.port)
+            writer.write(raw)
+            writer.write_eof()
+            await reader.read()
+            writer.close()
+        await asyncio.sleep(0.1)
+    assert not [r for r in caplog.records if r.exc_info], caplog.text
+    assert "Traceback" not in caplog.text
+    refused = [r.getMessage() for r in caplog.records if r.name == "aiohttp.server"]
+    assert len(refused) == 2
+    assert all(m.startswith("malformed request refused (LineTooLong 400)") for m in refused)
+    assert "aaaa" not in caplog.text  # the client's bytes are not echoed
+    url = f"http://{server.host}:{server.port}/health"
+    async with ClientSession() as http, http.get(url) as resp:
+        assert resp.status == 200

@@ -12,6 +12,7 @@ from twin.gateway.agent_channel import agent_socket
 from twin.gateway.config import GatewayConfig
 from twin.gateway.control_plane import ControlPlane
 from twin.gateway.keys import CONFIG, CONTROL, REGISTRY, REPORTS
+from twin.gateway.malformed import client_gone, quiet_parser_errors
 from twin.gateway.openapi import document
 from twin.gateway.registry import SessionRegistry, reaper
 from twin.gateway.tokens import new_token
@@ -23,7 +24,8 @@ def create_app(config: GatewayConfig | None = None) -> web.Application:
     config = config or GatewayConfig()
     if config.admin_token is None:
         config = config.model_copy(update={"admin_token": new_token()})
-    app = web.Application(client_max_size=config.max_frame_bytes * 16)
+    quiet_parser_errors()
+    app = web.Application(client_max_size=config.max_frame_bytes * 16, middlewares=[client_gone])
     app[CONFIG] = config
     app[REGISTRY] = SessionRegistry(config)
     app[CONTROL] = ControlPlane(config)

@@ -1,0 +1,51 @@
+"""Requests that are broken on the wire answer in one line, never a traceback: a request line or
+header past aiohttp's limits, bytes that are not HTTP (refused by aiohttp's parser, which logs
+them through `aiohttp.server`), and a client gone before its body was whole."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+import structlog
+from aiohttp import web
+
+log = structlog.get_logger("twin.gateway")
+PARSER_ERRORS = "aiohttp.http_exceptions"
+
+
+class OneLine(logging.Filter):
+    """Keeps aiohttp's record of a request its parser refused (it already answered 400) as
+    one line naming the problem, without the traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None and type(exc).__module__ == PARSER_ERRORS:
+            # The problem, not the client's bytes it quotes after the colon.
+            message = str(getattr(exc, "message", "")).split(":")[0].strip()[:120]
+            record.msg = "malformed request refused (%s %s): %s"
+            record.args = (type(exc).__name__, getattr(exc, "code", 400), message)
+            record.exc_info, record.exc_text, record.levelno = None, None, logging.WARNING
+            record.levelname = "WARNING"
+        return True
+
+
+def quiet_parser_errors() -> None:
+    """Install `OneLine` on aiohttp's server logger (once)."""
+    server = logging.getLogger("aiohttp.server")
+    if not any(isinstance(f, OneLine) for f in server.filters):
+        server.addFilter(OneLine())
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def client_gone(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A client that went away mid-request (its body shorter than its Content-Length, say)
+    ends the request with one log line."""
+    try:
+        return await handler(request)
+    except ConnectionResetError:
+        log.info("client_gone", path=request.path[:80], method=request.method)
+        return web.Response(status=400, text="the request ended before its body was whole")
