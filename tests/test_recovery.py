@@ -144,3 +144,23 @@ def test_a_session_killed_mid_way_is_restored_and_ends_as_if_never_interrupted(
     for output in outputs:  # no token is printed: they are in the 0600 sidecar
         assert sidecar["read_token"] not in output.read_text()
         assert all(token not in output.read_text() for token in TOKENS.values())
+
+
+def test_sigterm_before_the_end_of_an_exit_when_done_session_stops_cleanly(tmp_path: Path) -> None:
+    """What `docker compose stop` sends: the server stops with exit 0 and no traceback, and
+    leaves the unfinished session restorable."""
+    import time
+
+    logs = tmp_path / "logs"
+    server = start_serve(free_port(), ADMIN, tmp_path / "serve.log", "--session", "--agents",
+                         "research", "--exit-when-done", "--log-dir", str(logs))  # fmt: skip
+    deadline = time.monotonic() + 20
+    while b"session_open" not in (tmp_path / "serve.log").read_bytes():
+        assert time.monotonic() < deadline, (tmp_path / "serve.log").read_text()
+        time.sleep(0.05)
+    server.send_signal(signal.SIGTERM)
+    assert server.wait(timeout=30) == 0, (tmp_path / "serve.log").read_text()
+    output = (tmp_path / "serve.log").read_text()
+    assert "Traceback" not in output
+    assert "gateway_stopped" in output
+    assert len(list(logs.glob("*.session.json"))) == 1  # restorable

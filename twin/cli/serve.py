@@ -248,6 +248,8 @@ async def stop_after(session: Session, linger_s: float = 10.0) -> None:
     while session.task is None:
         await asyncio.sleep(0.1)
     await asyncio.wait([session.task])
+    if session.task.cancelled():  # the server is stopping already (a SIGTERM, say)
+        return
     loop = asyncio.get_running_loop()
     deadline = loop.time() + linger_s
     while session.agents and loop.time() < deadline:
