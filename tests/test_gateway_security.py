@@ -281,6 +281,24 @@ async def test_an_oversize_frame_is_answered_and_the_connection_goes_on(
     await alive(client)
 
 
+async def test_on_the_openenv_socket_the_first_oversize_frame_counts_as_a_strike(
+    aiohttp_client: MakeClient,
+) -> None:
+    client = await serve(aiohttp_client, max_frame_bytes=1024, oversize_strikes=2)
+    ws = await client.ws_connect("/ws")
+    codes = []
+    for _ in range(3):
+        await ws.send_str("z" * 4096)
+        msg = await ws.receive(timeout=5)
+        if msg.type != WSMsgType.TEXT:
+            break
+        codes.append(json.loads(msg.data)["data"]["code"])
+    assert codes == ["FRAME_TOO_LARGE", "FRAME_TOO_LARGE"]
+    assert msg.type == WSMsgType.CLOSE
+    assert msg.data == 1009
+    await alive(client)
+
+
 async def test_a_client_that_keeps_sending_oversize_frames_is_cut_off(
     aiohttp_client: MakeClient,
 ) -> None:

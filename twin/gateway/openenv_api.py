@@ -180,7 +180,9 @@ async def _first_frame(ws: web.WebSocketResponse, config: GatewayConfig) -> str 
 async def _serve(ws: web.WebSocketResponse, control: ControlPlane, client: str,
                  first: str | FrameError, config: GatewayConfig) -> None:  # fmt: skip
     env, max_bytes = control.new_env(), config.max_frame_bytes
-    reader = frames(ws, max_bytes, config.oversize_strikes, config.env_idle_timeout_s)
+    struck = int(isinstance(first, FrameError) and first.code == ErrorCode.FRAME_TOO_LARGE)
+    reader = frames(ws, max_bytes, config.oversize_strikes, config.env_idle_timeout_s,
+                    struck=struck)  # the first frame's strike counts  # fmt: skip
     data: str | FrameError | None = first
     while data is not None:
         if isinstance(data, FrameError):

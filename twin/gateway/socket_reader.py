@@ -24,14 +24,19 @@ def socket(max_frame_bytes: int) -> web.WebSocketResponse:
 
 
 async def frames(
-    ws: web.WebSocketResponse, max_bytes: int, strikes: int, idle_s: float | None = None
-) -> AsyncIterator[str | FrameError]:
+    ws: web.WebSocketResponse, max_bytes: int, strikes: int, idle_s: float | None = None,
+    *, struck: int = 0,
+) -> AsyncIterator[str | FrameError]:  # fmt: skip
     """Each text (or UTF-8 binary) frame within the limit, or the FrameError to answer it with.
 
-    Ends when the client closes, after `strikes` oversize frames, or after `idle_s` without a
+    Ends when the client closes, after `strikes` oversize frames (`struck` of them counted
+    already, by a reader of the same socket before this one), or after `idle_s` without a
     frame (the socket is then closed with code 4008).
     """
-    oversize = 0
+    oversize = struck
+    if oversize >= strikes:
+        await ws.close(code=1009, message=b"FRAME_TOO_LARGE")
+        return
     while not ws.closed:
         try:
             msg = await ws.receive(timeout=idle_s)
