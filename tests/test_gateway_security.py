@@ -625,3 +625,31 @@ async def test_requests_broken_on_the_wire_are_logged_in_one_line_without_a_trac
     url = f"http://{server.host}:{server.port}/health"
     async with ClientSession() as http, http.get(url) as resp:
         assert resp.status == 200
+
+
+async def test_a_new_connection_hears_nothing_before_its_welcome() -> None:
+    """A forward sent to a connection just attached (an offer made while a replaced agent's old
+    socket closes, say) waits for the welcome and goes after it."""
+    from twin.gateway.links import AgentLink
+    from twin.schema.actions import Bundle, Offer
+    from twin.schema.wire import OfferReceived, Welcomed
+
+    class Socket:
+        def __init__(self) -> None:
+            self.closed = False
+            self.frames: list[str] = []
+
+        async def send_str(self, data: str) -> None:
+            self.frames.append(json.loads(data)["type"])
+
+    socket = Socket()
+    link = AgentLink(socket, "t0")  # type: ignore[arg-type]
+    offer = Offer(offer_id="t1-1-0", from_tenant="t1", to_tenant="t0",
+                  give=Bundle(gpus={"h100": 1}), take=Bundle(usd=1.0))  # fmt: skip
+    early = asyncio.create_task(link.send(OfferReceived(round=1, offer=offer)))
+    await asyncio.sleep(0.01)
+    assert socket.frames == []  # held back
+    await link.welcome(Welcomed(session_id="s", tenant="t0", tenants=["t0", "t1"], pools=["h100"],
+                                mechanism="proportional", round=None))  # fmt: skip
+    assert await early
+    assert socket.frames == ["welcomed", "offer_received"]

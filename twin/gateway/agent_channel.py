@@ -74,7 +74,7 @@ async def _connect(request: web.Request, ws: web.WebSocketResponse) -> None:
     session = request.app[REGISTRY].get(hello.session_id)
     problem = _check(hello, session)
     if problem is not None and session is not None and _resuming_after_the_end(hello, session):
-        link = AgentLink(ws, hello.tenant)
+        link = AgentLink(ws, hello.tenant, welcomed=True)  # no welcome: only what it missed
         for message in session.epilogue(hello.tenant, hello.heard_round or 0):
             await link.send(message)
         await ws.close()
@@ -89,7 +89,7 @@ async def _connect(request: web.Request, ws: web.WebSocketResponse) -> None:
         await replaced.close(code=4000, message=b"replaced by a new connection")
     bound = log.bind(session_id=session.id, tenant=hello.tenant)
     bound.info("agent_connected", resumed=replaced is not None)
-    await link.send(
+    await link.welcome(
         Welcomed(
             session_id=session.id,
             tenant=hello.tenant,
