@@ -1,16 +1,21 @@
 #!/bin/sh
 # The twin image's entrypoint: `twin-entrypoint COMMAND...`.
 #
-# Started as root (the image's default user), it makes the log directory that COMMAND names
-# (`--log-dir DIR`) writable by the twin user whoever created it (Docker Engine on Linux
-# creates a missing bind-mount source such as ./runs owned by root; a `mkdir` of your own
-# leaves it yours), then drops to that user for good and runs COMMAND. Nothing else runs as root. Started as any other user (`--user`), it runs
-# COMMAND as that user, and the log directory must already be writable by it.
+# Started as root (the image's default user), it finds the log directory that COMMAND names
+# (`--log-dir DIR`), drops to one user for good and runs COMMAND; nothing else runs as root,
+# and nothing already in the directory changes owner:
+#   - a directory of yours (a `mkdir` of your own, or ./runs from an earlier run): COMMAND runs
+#     as its owner, so what it writes is yours;
+#   - a directory owned by root (Docker Engine on Linux creates a missing bind-mount source such
+#     as ./runs owned by root): the directory itself (not what is in it) is handed to the twin
+#     user, and COMMAND runs as that user.
+# Started as any other user (`--user`), it runs COMMAND as that user, and the log directory
+# must already be writable by it.
 #
-#   TWIN_UID       the user (and group) to run as; default 10001, the image's `twin`
+#   TWIN_UID       the user (and group) to run as; default: the log directory's owner, or
+#                  10001 (the image's `twin`) where root owns it
 #   TWIN_LOG_DIRS  more directories to make writable, separated by spaces
 set -eu
-uid="${TWIN_UID:-10001}"
 if [ "$(id -u)" = 0 ]; then
     dirs="${TWIN_LOG_DIRS:-}"
     previous=""
@@ -21,10 +26,18 @@ if [ "$(id -u)" = 0 ]; then
         esac
         previous="$arg"
     done
+    uid="${TWIN_UID:-}"
     for dir in $dirs; do
         mkdir -p "$dir"
-        chown -R "$uid:$uid" "$dir"
+        owner="$(stat -c %u "$dir")"
+        if [ -z "$uid" ]; then
+            if [ "$owner" = 0 ]; then uid=10001; else uid="$owner"; fi
+        fi
+        if [ "$owner" = 0 ] && [ "$uid" != 0 ]; then
+            chown "$uid:$uid" "$dir"  # the directory only: never what is already in it
+        fi
     done
+    uid="${uid:-10001}"
     home="$(getent passwd "$uid" | cut -d: -f6)" || home=""
     if [ -n "$home" ]; then
         export HOME="$home"

@@ -409,3 +409,31 @@ def test_the_full_topology_plays_with_an_llm_agent_on_smollm2(project: Path) -> 
     assert llm["calls"] > 0
     assert llm["valid_first_try"] + llm["valid_after_retry"] > 0  # the model itself decided
     assert (project / "runs" / "main.jsonl").exists()
+
+
+@pytest.mark.skipif(not AS_ROOT, reason="the entrypoint drops from root; this user cannot")
+@pytest.mark.parametrize("owner", [1234, 0])
+def test_the_entrypoint_leaves_what_is_already_in_the_log_directory_alone(owner: int) -> None:
+    """A directory of the user's: the command runs as its owner, and the user's earlier files
+    keep their owner. A directory root made (as Docker Engine makes a missing bind-mount
+    source): only the directory is handed to the twin user (10001), never what is in it."""
+    runs = Path(tempfile.mkdtemp(prefix="twin-runs-"))
+    try:
+        earlier = runs / "earlier.jsonl"
+        earlier.write_text("a user's earlier run\n")
+        os.chown(runs, owner, owner)
+        os.chown(earlier, owner, owner)
+        env = {k: v for k, v in os.environ.items() if k != "TWIN_UID"}
+        done = subprocess.run(
+            ["sh", str(ROOT / "compose" / "entrypoint.sh"), "sh", "-c", 'id -u > "$1/who"',
+             "--log-dir", str(runs)],
+            env=env, capture_output=True, text=True, check=False, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        runs_as = 10001 if owner == 0 else owner
+        assert int((runs / "who").read_text()) == runs_as
+        assert (runs / "who").stat().st_uid == runs_as
+        assert earlier.stat().st_uid == owner  # untouched
+        assert runs.stat().st_uid == runs_as
+    finally:
+        shutil.rmtree(runs)
