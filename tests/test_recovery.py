@@ -154,12 +154,17 @@ def test_sigterm_before_the_end_of_an_exit_when_done_session_stops_cleanly(tmp_p
     logs = tmp_path / "logs"
     server = start_serve(free_port(), ADMIN, tmp_path / "serve.log", "--session", "--agents",
                          "research", "--exit-when-done", "--log-dir", str(logs))  # fmt: skip
-    deadline = time.monotonic() + 20
-    while b"session_open" not in (tmp_path / "serve.log").read_bytes():
-        assert time.monotonic() < deadline, (tmp_path / "serve.log").read_text()
-        time.sleep(0.05)
-    server.send_signal(signal.SIGTERM)
-    assert server.wait(timeout=30) == 0, (tmp_path / "serve.log").read_text()
+    try:
+        deadline = time.monotonic() + 20
+        while b"session_open" not in (tmp_path / "serve.log").read_bytes():
+            assert time.monotonic() < deadline, (tmp_path / "serve.log").read_text()
+            time.sleep(0.05)
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=30) == 0, (tmp_path / "serve.log").read_text()
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
     output = (tmp_path / "serve.log").read_text()
     assert "Traceback" not in output
     assert "gateway_stopped" in output
