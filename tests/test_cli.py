@@ -285,3 +285,18 @@ def test_long_work_shows_a_progress_bar_on_a_terminal_only(
     piped = twin(*args)
     assert piped.returncode == 0
     assert shown[0] not in piped.stdout + piped.stderr
+
+
+def test_serve_on_a_busy_port_is_one_line_before_anything_is_printed() -> None:
+    """No generated token or dashboard address for another program's port, no traceback."""
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        result = twin("serve", "--port", str(port))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"twin: error: --port {port}: the port is in use on 127.0.0.1 (another program listens "
+        "there); choose another port"
+    ]
+    assert result.stdout == ""

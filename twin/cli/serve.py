@@ -6,6 +6,7 @@ import argparse
 import gc
 import ipaddress
 import os
+import socket
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -99,6 +100,7 @@ def serve_command(args: argparse.Namespace) -> int:
     scenarios.load(args.scenario)  # a bad scenario is an error before the server starts
     token = operator_token(args.admin_token_file)
     config = gateway_config(args, token)
+    listening = listen(args.host, args.port)  # a busy port: one line, before anything prints
     if token is None:
         print(f"operator token (generated): {config.admin_token}", file=sys.stderr, flush=True)
         host = f"[{args.host}]" if ":" in args.host else args.host
@@ -134,11 +136,25 @@ def serve_command(args: argparse.Namespace) -> int:
     gc.freeze()
     log = structlog.get_logger()
     log.info("gateway_starting", host=args.host, port=args.port, scenario=args.scenario)
-    web.run_app(
-        app, host=args.host, port=args.port, print=None, handle_signals=True, loop=_event_loop()
-    )
+    web.run_app(app, sock=listening, print=None, handle_signals=True, loop=_event_loop())
     log.info("gateway_stopped")
     return 0
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """The server's listening socket, bound now; ConfigError naming the port if it cannot be
+    (another program listens there, say)."""
+    import errno
+
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        return socket.create_server((host, port), family=family, backlog=128)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigError(f"--port {port}: the port is in use on {host} (another program "
+                              "listens there); choose another port") from None  # fmt: skip
+        raise ConfigError(f"--host {host} --port {port}: cannot listen there "
+                          f"({exc.strerror or type(exc).__name__})") from None  # fmt: skip
 
 
 def open_declared(
