@@ -107,3 +107,31 @@ def test_bad_sweeps_are_refused_before_anything_runs(
     assert message in result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "out" / "runs").exists()
+
+
+@pytest.mark.parametrize("command", ["sweep", "arena"])
+def test_ctrl_c_is_one_line_saying_what_is_saved_and_how_to_go_on(
+    tmp_path: Path, command: str
+) -> None:
+    """A terminal's interrupt (SIGINT to the whole process group, workers included): exit 130,
+    one line naming the runs saved, no traceback from the command or its workers."""
+    out = tmp_path / command
+    if command == "sweep":
+        args = ["sweep", "--scenario", "default", "--seeds", "40", "--workers", "2"]
+    else:
+        args = ["arena", "--scenario", "market", "--agents", "negotiator,baseline", "--seeds",
+                "40", "--workers", "2"]  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-m", "twin", *args, "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while len(list((out / "runs").glob("*.json"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    last = stderr.strip().splitlines()[-1]
+    saved = len(list((out / "runs").glob("*.json")))
+    assert last == (f"twin: interrupted; {saved} runs saved in {out}: run the same command "
+                    "again to resume")  # fmt: skip

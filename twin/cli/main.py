@@ -158,6 +158,20 @@ def keep_parser() -> None:
     _KEPT[:] = [build_parser()]
 
 
+def _saved(args: argparse.Namespace) -> str:
+    """For a command that saves each run as it finishes (sweep, arena): how many are saved and
+    how to go on."""
+    out = getattr(args, "out", None)
+    if args.command not in ("sweep", "arena") or not out:
+        return ""
+    from pathlib import Path
+
+    from twin.sweep.execute import RUNS_DIR
+
+    done = len(list((Path(out) / RUNS_DIR).glob("*.json")))
+    return f"; {done} runs saved in {out}: run the same command again to resume"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `twin` console script: the command runs in the warm process when
     one runs (`twin warm start`), else here."""
@@ -173,6 +187,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TwinError as exc:
         print(f"twin: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"twin: interrupted{_saved(args)}", file=sys.stderr)
+        return 130
     except BrokenPipeError:
         # The reader went away (`twin scenarios | head`): stop quietly, as Unix tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

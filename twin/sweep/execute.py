@@ -9,6 +9,7 @@ tenants by name).
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from functools import partial
@@ -82,14 +83,28 @@ def save(out: Path, row: Row) -> None:
 def local(task: Callable[[T], Row], items: Sequence[T], workers: int,
           warmed: Callable[[], None] = warm) -> Iterator[Row]:  # fmt: skip
     """`task(item)` for every item as they finish, on a pool of `workers` processes (started
-    warm: see `warm`)."""
+    warm: see `warm`). Ctrl-C stops the pool at once: its workers ignore the interrupt (no
+    traceback of theirs) and are stopped; what finished before it is kept by the caller."""
     warmed()
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_ignore_interrupts)
+    try:
         pending: set[Future[Row]] = {pool.submit(task, item) for item in items}
         while pending:
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
             for future in finished:
                 yield future.result()
+    except BaseException:
+        processes = list(getattr(pool, "_processes", {}).values())  # the running workers
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.terminate()
+        raise
+    pool.shutdown()
+
+
+def _ignore_interrupts() -> None:
+    """In a worker: Ctrl-C is the parent's to handle (it stops the pool)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _call(task: Callable[[T], Row], item: T) -> Row:
