@@ -304,6 +304,7 @@ def test_an_llm_agent_whose_endpoint_is_down_falls_back_at_once(tmp_path: Path) 
     out = tmp_path / "down"
     down = "down=http://127.0.0.1:9/v1,m"
     result = twin_command("arena", "--agents", "down,negotiator", "--llm", down, "--seeds", "1",
+                          "--no-preflight",
                           "--out", str(out))  # fmt: skip
     assert result.returncode == 0, result.stderr
     (row,) = [r for r in board(out) if r["agent"] == "down" and r["role"] == "all"]

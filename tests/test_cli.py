@@ -220,9 +220,10 @@ def test_play_runs_a_whole_session_of_agents_in_one_command(tmp_path: Path) -> N
 
 
 def test_play_with_a_dead_model_endpoint_finishes_on_fallbacks(tmp_path: Path) -> None:
+    """Started without the preflight (which refuses a dead endpoint: `test_preflight.py`)."""
     result = twin("play", "--agents", "research=llm,inference=fair_share",
                   "--llm-base-url", "http://127.0.0.1:9/v1", "--llm-model", "none",
-                  "--out", str(tmp_path))  # fmt: skip
+                  "--no-preflight", "--out", str(tmp_path))  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
     report = json.loads((tmp_path / "agents.json").read_text())["agents"]["research"]

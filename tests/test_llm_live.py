@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -96,16 +97,21 @@ def short_market(tmp_path: Path, rounds: int) -> Path:
 
 
 def test_twin_play_with_smollm2_negotiating_for_a_tenant(llama_server: str, tmp_path: Path) -> None:
+    """As the docs print it: no first-answer patience given, so the preflight's measurement
+    sets it, and the model answers most decisions (`--strict` would fail the run if not)."""
     out = tmp_path / "play"
     argv = [sys.executable, "-m", "twin", "play", "--scenario", str(short_market(tmp_path, 4)),
             "--agents", "research=negotiator,inference=llm,batch=fair_share",
             "--llm-base-url", llama_server, "--llm-model", "smollm2-135m",
-            "--llm-schema-format", "json_object", "--round-timeout-ms", "120000",
-            "--llm-first-answer-s", "120",
+            "--llm-schema-format", "json_object", "--round-timeout-ms", "120000", "--strict",
             "--out", str(out)]  # fmt: skip
     result = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=900)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 0, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
+    assert "model endpoint " + llama_server in result.stderr
+    answered = re.search(r"inference: (\d) of 4 decisions answered by the model", result.stdout)
+    assert answered is not None, result.stdout
+    assert int(answered[1]) >= 3
     report = json.loads((out / "agents.json").read_text())
     agent = report["agents"]["inference"]
     llm = agent["llm"]

@@ -21,6 +21,7 @@ from twin.schema.vocabulary import DEFAULT_MECHANISM, mechanism_names
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from twin.arena.lineup import AgentSpec
     from twin.arena.store import Boards
 
 ENGINES = ("local", "ray")
@@ -63,6 +64,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     ar.add_argument("--llm-schema-format", choices=("json_schema", "json_object"),
                     default="json_schema", help="how LLM endpoints are asked for JSON "
                     "(llama.cpp's server: json_object)")  # fmt: skip
+    ar.add_argument("--no-preflight", dest="preflight", action="store_false",
+                    help="start without checking each LLM endpoint first")  # fmt: skip
     ar.add_argument("--llm-first-answer-s", type=float,
                     help="how long LLM agents wait for a first answer (default 0.5)")  # fmt: skip
     ar.add_argument("--seeds", default="8", help="N (seeds 0..N-1), A-B, a list, or held-out:N "
@@ -96,6 +99,19 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     mg.set_defaults(func=merge_command)
 
 
+def preflight_endpoints(args: argparse.Namespace, llms: list[AgentSpec]) -> None:
+    """Check each LLM endpoint before any session (ConfigError if one fails); without
+    `--llm-first-answer-s`, first answers may take what the slowest endpoint needs."""
+    from twin.cli.play import check_endpoint
+
+    ceiling_s = (args.round_timeout_ms or LLM_ROUND_TIMEOUT_MS) / 1000
+    derived = []
+    for base_url, model in dict.fromkeys((a.base_url or "", a.model or "") for a in llms):
+        derived.append(check_endpoint(base_url, model).first_answer_s(ceiling_s))
+    if args.llm_first_answer_s is None and derived:
+        args.llm_first_answer_s = max(derived)
+
+
 def arena_command(args: argparse.Namespace) -> int:
     from rich.console import Console
 
@@ -121,6 +137,8 @@ def arena_command(args: argparse.Namespace) -> int:
     if args.fallback not in BUILT_IN:
         raise ConfigError(f"--fallback: {args.fallback!r} is not one of {list(BUILT_IN)}")
     llms = [lineup.parse_llm(spec, args.fallback, args.llm_schema_format) for spec in args.llm]
+    if args.preflight:
+        preflight_endpoints(args, llms)
     trained = [lineup.parse_policy(spec) for spec in args.policy]
     agents = lineup.parse_agents(args.agents, llms + trained)
     seeds = lineup.parse_seeds(args.seeds)

@@ -8,6 +8,7 @@ while it runs, and each agent's report and the session's summary at the end.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,7 @@ from twin.schema.vocabulary import (
 
 if TYPE_CHECKING:
     from agents.policy import Policy
+    from agents.preflight import Preflight
     from agents.registry import Maker
     from twin.schema.summary import Summary
 
@@ -60,6 +62,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     help="a trained agent, then seated as TENANT=NAME: a policy file (twin "
                     "train's policy.json) or package.module:callable taking a Seat")  # fmt: skip
     pl.add_argument("--llm-base-url", help="OpenAI-compatible endpoint for llm agents")
+    pl.add_argument("--no-preflight", dest="preflight", action="store_false",
+                    help="start without checking the model endpoint first (llm agents then "
+                    "fall back where it fails)")  # fmt: skip
+    pl.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 3 when the fallback answered most of an llm agent's decisions",
+    )
     pl.add_argument("--llm-model", help="the model name at that endpoint")
     pl.add_argument(
         "--llm-schema-format", choices=("json_schema", "json_object"), default="json_schema"
@@ -107,7 +117,27 @@ def play_command(args: argparse.Namespace) -> int:
     agents = parse_agents(args.agents, tenants, trained)
     if LLM in agents.values() and not (args.llm_base_url and args.llm_model):
         raise ConfigError("llm agents need --llm-base-url and --llm-model")
+    if LLM in agents.values() and args.preflight:
+        checked = check_endpoint(args.llm_base_url, args.llm_model)
+        if args.llm_first_answer_s is None:
+            ceiling_s = (args.round_timeout_ms or LLM_ROUND_TIMEOUT_MS) / 1000
+            args.llm_first_answer_s = checked.first_answer_s(ceiling_s)
+        print(f"model endpoint {checked.base_url}: {checked.model} answered in "
+              f"{checked.latency_s * 1000:.0f} ms; first answers may take "
+              f"{args.llm_first_answer_s:.1f} s", file=sys.stderr)  # fmt: skip
     return asyncio.run(_play(args, tenants, agents, trained))
+
+
+def check_endpoint(base_url: str, model: str) -> Preflight:
+    """The endpoint checked before the session (`agents.preflight`); ConfigError if it fails."""
+    import asyncio
+
+    from agents.preflight import PreflightError, preflight
+
+    try:
+        return asyncio.run(preflight(base_url, model))
+    except PreflightError as exc:
+        raise ConfigError(f"{exc} (--no-preflight starts anyway, on fallbacks)") from None
 
 
 def parse_trained(specs: list[str]) -> dict[str, Maker]:
@@ -176,7 +206,28 @@ async def _play(args: argparse.Namespace, tenants: list[str], agents: dict[str, 
         _write_agents(Path(args.out) / AGENTS_FILE, agents, llm_stats, played.stats,
                       played.wall_s, returns=returns)  # fmt: skip
     write_outputs(args, console)
-    return 0
+    overruled = model_answers(console, agents, llm_stats, args.fallback)
+    return 3 if overruled and args.strict else 0
+
+
+def model_answers(console: Any, agents: dict[str, str], llm_stats: dict[str, Any],
+                  fallback: str) -> list[str]:  # fmt: skip
+    """A line per LLM agent: how many of its decisions the model answered; a warning where the
+    fallback answered most. The tenants where it did."""
+    overruled = []
+    for tenant, name in agents.items():
+        llm = llm_stats.get(tenant)
+        if name != LLM or llm is None:
+            continue
+        by_model = llm.decisions - llm.fallbacks
+        console.print(f"{tenant}: {by_model} of {llm.decisions} decisions answered by the model "
+                      f"({llm.fallbacks} by the fallback, {fallback})")  # fmt: skip
+        if llm.fallbacks * 2 > llm.decisions:
+            overruled.append(tenant)
+            console.print(f"[bold yellow]warning[/]: the fallback answered most of {tenant}'s "
+                          "decisions: the model was late, down or invalid (see --llm-first-"
+                          "answer-s and --round-timeout-ms)")  # fmt: skip
+    return overruled
 
 
 def _write_agents(path: Path, agents: dict[str, str], llm_stats: dict[str, Any],
