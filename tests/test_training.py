@@ -170,6 +170,10 @@ def test_a_policy_that_cannot_be_seated_is_refused_with_a_coded_line(tmp_path: P
     done = twin("play", "--policy", "x=no.such.module:make", "--agents", "inference=x")
     assert done.returncode == 2
     assert "cannot import 'no.such.module'" in done.stderr
+    done = twin("arena", "--policy", "negotiator=p.json", "--agents", "negotiator", "--out",
+                str(tmp_path))  # fmt: skip
+    assert done.returncode == 2
+    assert "'negotiator' is a built-in agent's name" in done.stderr
     done = twin("arena", "--policy", "x=missing.json", "--agents", "x", "--out", str(tmp_path))
     assert done.returncode == 2
     assert "policy file 'missing.json': cannot read it" in done.stderr

@@ -100,10 +100,13 @@ def parse_policy(spec: str) -> AgentSpec:
     from pathlib import Path
 
     from agents.learned import load_maker
+    from agents.registry import agent_names
 
     name, sep, source = (part.strip() for part in spec.partition("="))
     if not sep or not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", name) or not source:
         raise ConfigError(f"--policy: {spec!r} is not NAME=POLICY_FILE or NAME=module:callable")
+    if name in (*agent_names(), PLANNER):
+        raise ConfigError(f"--policy: {name!r} is a built-in agent's name; choose another")
     try:
         load_maker(source, name)
     except ValueError as exc:
