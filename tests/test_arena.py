@@ -424,3 +424,19 @@ def test_the_planner_oracle_plays_the_bound_s_holdings_over_the_gateway(tmp_path
     cells = pq.read_table(out / "sessions.parquet").to_pylist()
     assert {c["agent"] for c in cells if c["kind"] == "session"} == {"planner"}
     assert not [c for c in cells if c["kind"] == "session" and not c["trading"]]
+
+
+def test_a_log_hears_from_the_arena_every_so_often_even_while_no_session_finishes() -> None:
+    """The documented line every 10 s (here every 0.1 s): a long session (an LLM's, say) is no
+    reason for the log to fall silent."""
+    import time
+
+    from twin.arena.run import Ticker
+
+    said: list[str] = []
+    with Ticker(said.append, total=4, every_s=0.1) as tick:
+        tick(0, 2)  # the first line
+        time.sleep(0.45)  # nothing finishes meanwhile
+    assert said[0].startswith("arena: 0 of 4 sessions done, 2 running")
+    assert 3 <= len(said) <= 6, said
+    assert all(line.startswith("arena: 0 of 4 sessions done, 2 running") for line in said)

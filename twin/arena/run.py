@@ -3,6 +3,7 @@ saved as it finishes (a restart skips it), then the leaderboard drawn from all o
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -93,23 +94,52 @@ def finish(out: Path, tasks: list[SessionTask]) -> store.Boards:
 
 
 class Ticker:
-    """Progress for a log (no terminal): a line at most every `every_s`, and the last, with the
-    time left at the rate so far."""
+    """Progress for a log (no terminal): a line at most every `every_s` as sessions finish, the
+    last one, and while none finishes (a long LLM session, say) still a line every `every_s`,
+    from a heartbeat thread while the ticker is entered (`with Ticker(...) as tick`)."""
 
     def __init__(self, say: Callable[[str], None], total: int, every_s: float = 10.0) -> None:
         self.say, self.total, self.every_s = say, total, every_s
         self.started = time.monotonic()
         self.last = -every_s
         self.first: int | None = None  # sessions done before this run
+        self.done, self.running = 0, 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
 
     def __call__(self, done: int, running: int) -> None:
-        now = time.monotonic() - self.started
-        if self.first is None:
-            self.first = done
-        if now - self.last < self.every_s and done < self.total:
-            return
+        with self._lock:
+            self.done, self.running = done, running
+            if self.first is None:
+                self.first = done
+            now = time.monotonic() - self.started
+            if now - self.last < self.every_s and done < self.total:
+                return
+            self._line(now)
+
+    def _line(self, now: float) -> None:
         self.last = now
-        rate = (done - self.first) / now if now > 0 else 0.0
-        eta = f", eta {(self.total - done) / rate:.0f} s" if rate > 0 and done < self.total else ""
-        self.say(f"arena: {done} of {self.total} sessions done, {running} running, "
+        first = self.first if self.first is not None else self.done
+        rate = (self.done - first) / now if now > 0 else 0.0
+        left = self.total - self.done
+        eta = f", eta {left / rate:.0f} s" if rate > 0 and left > 0 else ""
+        self.say(f"arena: {self.done} of {self.total} sessions done, {self.running} running, "
                  f"{now:.0f} s{eta}")  # fmt: skip
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(self.every_s / 4):
+            with self._lock:
+                now = time.monotonic() - self.started
+                if now - self.last >= self.every_s and self.done < self.total:
+                    self._line(now)
+
+    def __enter__(self) -> Ticker:
+        self._beat = threading.Thread(target=self._heartbeat, name="arena-ticker", daemon=True)
+        self._beat.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        if self._beat is not None:
+            self._beat.join()

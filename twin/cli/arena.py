@@ -172,9 +172,9 @@ def arena_command(args: argparse.Namespace) -> int:
             played = execute(tasks, out, engine=args.engine, workers=args.workers,
                              address=args.ray_address, progress=progress)  # fmt: skip
         else:
-            played = execute(tasks, out, engine=args.engine, workers=args.workers,
-                             address=args.ray_address,
-                             progress=Ticker(console.print, len(tasks)))  # fmt: skip
+            with Ticker(console.print, len(tasks)) as tick:
+                played = execute(tasks, out, engine=args.engine, workers=args.workers,
+                                 address=args.ray_address, progress=tick)  # fmt: skip
     show(console, finish(out, tasks))
     console.print(f"{len(tasks)} sessions ({played} now, {len(tasks) - played} done before)")
     console.print(f"wrote {out / 'leaderboard.html'}, leaderboard.parquet and sessions.parquet")
