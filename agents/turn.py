@@ -124,7 +124,8 @@ def to_turn(answer: BaseModel) -> tuple[Turn, dict[str, Answer]]:
                       usd=offer["give_usd"])  # fmt: skip
         take = Bundle(gpus={p: n for p, n in offer["take_gpus"].items() if n},
                       usd=offer["take_usd"])  # fmt: skip
-        if give != take:  # an offer of nothing for nothing (or a swap of like for like) is none
+        # Money for money (or nothing for nothing) is no trade, and a swap of like for like none.
+        if (give.gpus or take.gpus) and give != take:
             turn.offers.append(OfferToMake(offer["to"], give, take, reason))
     answers = {
         oid: Answer(verdict == "accept", reason) for oid, verdict in raw.get("answers", {}).items()

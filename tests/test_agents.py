@@ -499,3 +499,25 @@ def test_separately_started_agents_join_a_declared_session_by_name(
         ("research", "horizon", 0),
         ("inference", "horizon", 0),
     ]
+
+
+def test_an_llm_answer_offering_money_for_money_makes_no_offer() -> None:
+    """Money for money is no trade (the round would refuse it): the turn drops it, and keeps an
+    offer that moves GPUs."""
+    from agents.turn import to_turn
+
+    req = request()
+    model = answer_model(req, tuple(TENANTS))
+    no_gpus = {"a100": 0, "h100": 0}
+
+    def answer(give_gpus: dict[str, int]) -> Any:
+        return model.model_validate({
+            "provision": no_gpus, "reason": "r",
+            "offer": {"to": "gamma", "give_gpus": give_gpus, "give_usd": 5.0,
+                      "take_gpus": no_gpus, "take_usd": 0.0},
+            **({"place": []} if "place" in model.model_fields else {}),
+        })  # fmt: skip
+
+    assert to_turn(answer(no_gpus))[0].offers == []
+    (made,) = to_turn(answer({"a100": 1, "h100": 0}))[0].offers
+    assert made.give.gpus == {"a100": 1}

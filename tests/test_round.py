@@ -200,3 +200,11 @@ def test_a_tenant_makes_at_most_so_many_offers_a_round() -> None:
         b.offer("a", "b", ONE, PAY, seq=MAX_OFFERS_PER_ROUND)
     assert refused.value.code == ErrorCode.BAD_OFFER
     assert b.offer("b", "a", ONE, PAY) is not None  # another tenant's count is its own
+
+
+def test_money_for_money_is_no_trade() -> None:
+    b = book()
+    with pytest.raises(RoundError, match="a trade moves GPUs or quota") as refused:
+        b.offer("a", "b", PAY, Bundle(usd=1.0))
+    assert refused.value.code == ErrorCode.BAD_OFFER
+    assert b.offer("a", "b", Bundle(quota_gpus=2), PAY) is not None  # quota is a good too

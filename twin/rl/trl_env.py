@@ -199,7 +199,7 @@ class ClusterTenantEnv:
         Args:
             to_tenant: The tenant to trade with.
             pool: The pool whose GPUs change hands.
-            gpus: Idle GPUs you hand over (1 to 16), or GPUs you ask for (-16 to -1), or 0.
+            gpus: Idle GPUs you hand over (1 to 16), or GPUs you ask for (-16 to -1).
             usd: Dollars you pay (positive) or ask to be paid (negative).
             reason: Why, in a few words (the other tenant reads it).
 
@@ -216,8 +216,8 @@ class ClusterTenantEnv:
             return _error("gpus must be -16..16")
         if abs(usd) > MAX_OFFER_USD:
             return _error(f"usd must be -{MAX_OFFER_USD:g}..{MAX_OFFER_USD:g}")
-        if not gpus and not usd:
-            return _error("an offer of nothing for nothing is no offer")
+        if not gpus:
+            return _error("a trade moves GPUs: offer some (gpus 1..16) or ask for some (-16..-1)")
         if len(self._offers) >= MAX_OFFERS_PER_TURN:
             return _error(f"at most {MAX_OFFERS_PER_TURN} offers a turn")
         give = Bundle(gpus={pool: gpus} if gpus > 0 else {}, usd=max(usd, 0.0))

@@ -219,7 +219,7 @@ class WholeAction:
                       usd=max(usd, 0.0))  # fmt: skip
         take = Bundle(gpus={p: int(-n) for p, n in zip(self.pools, gpus, strict=True) if n < 0},
                       usd=max(-usd, 0.0))  # fmt: skip
-        if not (give.gpus or give.usd or take.gpus or take.usd):
+        if not (give.gpus or take.gpus):  # money for money (or nothing) is no trade
             return None
         return Offer(
             offer_id=offer_id,

@@ -169,6 +169,9 @@ class RoundBook(Generic[A]):
                 ErrorCode.BAD_OFFER, f"cannot offer to {to_tenant!r}; tenants: {list(self.tenants)}"
             )
         self.check_pools(give.gpus, take.gpus)
+        if not (give.gpus or take.gpus or give.quota_gpus or take.quota_gpus):
+            raise RoundError(ErrorCode.BAD_OFFER, "a trade moves GPUs or quota: money for money "
+                             f"is no trade (round {self.number})")  # fmt: skip
         named = offer_id if offer_id is not None else f"{tenant}-{self.number}-{n}"
         if named in self.offers:
             raise RoundError(
