@@ -114,15 +114,18 @@ def built_in_wall_s(tmp_path_factory: pytest.TempPathFactory) -> float:
 async def test_twin_play_ends_within_twice_the_built_in_session_whatever_the_endpoint_does(
     aiohttp_server: MakeServer, built_in_wall_s: float, endpoint: str, tmp_path: Path
 ) -> None:
+    """However the endpoint fails during the session (started without the preflight, which
+    refuses a dead or hung endpoint before it: `test_preflight.py`)."""
     fake = await aiohttp_server(fake_llm_app())
-    extra: list[str] = []
+    extra: list[str] = ["--no-preflight"]
     with hung_endpoint() as hung:
         if endpoint == "refuses":
             url, model = "http://127.0.0.1:9/v1", "valid"
         elif endpoint == "hangs":
             url, model = hung, "valid"
         elif endpoint == "too slow":  # 5 s an answer against 2 s rounds
-            url, model, extra = str(fake.make_url("/v1")), "slow", ["--round-timeout-ms", "2000"]
+            url, model = str(fake.make_url("/v1")), "slow"
+            extra += ["--round-timeout-ms", "2000"]
         else:
             url, model = str(fake.make_url("/v1")), "garbage"
         wall_s = await asyncio.to_thread(  # the fake endpoint keeps serving meanwhile
