@@ -128,8 +128,8 @@ class RoundBook(Generic[A]):
                 final: bool = False) -> bool:  # fmt: skip
         """Take `tenant`'s action (the last one taken before the commit counts); with `final`,
         its turn ends too. False if this sequence number was taken already."""
-        key = None if seq is None else ("propose", action, final)
-        if key is not None and self._again(tenant, seq, key):
+        mark = None if seq is None else digest(("propose", action, final))
+        if self._again(tenant, seq, mark):
             return False
         if tenant not in self.open_turns:
             self._check_turn(tenant)  # raises, naming why
@@ -139,8 +139,7 @@ class RoundBook(Generic[A]):
                 raise RoundError(ErrorCode.BAD_OFFER, "trading is off in this session: no call "
                                  f"market orders (round {self.number})")  # fmt: skip
         self.turns[tenant] = Turn(tenant, action, policy)
-        if key is not None:
-            self._take(tenant, seq, key)
+        self._take(tenant, seq, mark)
         if final:
             self.end_turn(tenant)
         return True
@@ -152,8 +151,8 @@ class RoundBook(Generic[A]):
         sequence number was taken already. Without `offer_id` the book names it
         `{tenant}-{round}-{n}` (the tenant's n-th offer of the round, refused ones counted), so
         no tenant can take another's offer id."""
-        key = ("offer", to_tenant, give, take, reason, offer_id)
-        if self._again(tenant, seq, key):
+        mark = None if seq is None else digest(("offer", to_tenant, give, take, reason, offer_id))
+        if self._again(tenant, seq, mark):
             return None
         n = self._made.get(tenant, 0)
         self._made[tenant] = n + 1
@@ -188,15 +187,15 @@ class RoundBook(Generic[A]):
         self.offers[named] = made
         self._keys[named] = (self._order[tenant], n if seq is None else seq)
         self.open_offers.add(named)
-        self._take(tenant, seq, key)
+        self._take(tenant, seq, mark)
         return made
 
     def answer(self, tenant: str, offer_id: str, accepted: bool, *, reason: str = "",
                seq: int | None = None) -> bool:  # fmt: skip
         """Take `tenant`'s answer to an offer made to it. False if this sequence number was taken
         already."""
-        key = ("answer", offer_id, accepted, reason)
-        if self._again(tenant, seq, key):
+        mark = None if seq is None else digest(("answer", offer_id, accepted, reason))
+        if self._again(tenant, seq, mark):
             return False
         made = self.offers.get(offer_id)
         if made is None or made.to_tenant != tenant:
@@ -205,16 +204,17 @@ class RoundBook(Generic[A]):
             )
         self.answers[offer_id] = Answer(offer_id, tenant, accepted, reason)
         self.open_offers.discard(offer_id)
-        self._take(tenant, seq, key)
+        self._take(tenant, seq, mark)
         return True
 
     def end_turn(self, tenant: str, *, seq: int | None = None) -> bool:
         """Nothing more from `tenant` this round but answers. False if taken already."""
-        if self._again(tenant, seq, ("end_turn",)):
+        mark = None if seq is None else digest(("end_turn",))
+        if self._again(tenant, seq, mark):
             return False
         self._check_turn(tenant)
         self.open_turns.discard(tenant)
-        self._take(tenant, seq, ("end_turn",))
+        self._take(tenant, seq, mark)
         return True
 
     def default(self, tenant: str, action: A, policy: str, *, announced: bool = True) -> None:
@@ -309,20 +309,22 @@ class RoundBook(Generic[A]):
             why = "already ended its turn" if tenant in self.asked else "was not asked to decide"
             raise RoundError(ErrorCode.OUT_OF_ROUND, f"{tenant!r} {why} in round {self.number}")
 
-    def _again(self, tenant: str, seq: int | None, key: tuple[object, ...]) -> bool:
-        if seq is None:
+    def _again(self, tenant: str, seq: int | None, mark: bytes | None) -> bool:
+        """Whether this message (`mark`, its digest; None without a sequence number) was taken
+        under `seq` already."""
+        if seq is None or mark is None:
             return False
         taken = self._taken.get(tenant)
-        return taken is not None and taken.get(seq) == digest(key)
+        return taken is not None and taken.get(seq) == mark
 
-    def _take(self, tenant: str, seq: int | None, key: tuple[object, ...]) -> None:
+    def _take(self, tenant: str, seq: int | None, mark: bytes | None) -> None:
         """Remember a message by its digest (not the message: a tenant sending many large ones
         grows nothing), the most recent `SEQS_KEPT` per tenant."""
-        if seq is None:
+        if seq is None or mark is None:
             return
         taken = self._taken.setdefault(tenant, {})
         taken.pop(seq, None)
-        taken[seq] = digest(key)
+        taken[seq] = mark
         if len(taken) > SEQS_KEPT:
             del taken[next(iter(taken))]
 
