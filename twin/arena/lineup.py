@@ -16,10 +16,13 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from twin.errors import ConfigError
 from twin.schema.vocabulary import DEFAULT_MECHANISM, Mechanism
+
+if TYPE_CHECKING:
+    from agents.registry import Maker
 
 BASELINE = "baseline-session"
 """The `kind` of a scenario's paired baseline session (no agents, no trading)."""
@@ -94,11 +97,10 @@ def parse_llm(spec: str, fallback: str, schema_format: str = "json_schema") -> A
     return AgentSpec(name, "llm", base_url, model, prompt_file, prompt, fallback, schema_format)
 
 
-def parse_policy(spec: str) -> AgentSpec:
-    """`NAME=SOURCE` -> a trained agent: SOURCE a policy file (`twin train`'s `policy.json`) or
-    `package.module:callable` taking a `Seat` and returning a `Policy`; names what is wrong."""
-    from pathlib import Path
-
+def trained_maker(spec: str) -> tuple[str, str, Maker]:
+    """`--policy NAME=SOURCE` (`twin arena`, `twin play`) -> the name, the source and how to
+    seat it: SOURCE a policy file (`twin train`'s `policy.json`) or `package.module:callable`
+    taking a `Seat` and returning a `Policy`. ConfigError names what is wrong."""
     from agents.learned import load_maker
     from agents.registry import agent_names
 
@@ -108,9 +110,16 @@ def parse_policy(spec: str) -> AgentSpec:
     if name in (*agent_names(), PLANNER):
         raise ConfigError(f"--policy: {name!r} is a built-in agent's name; choose another")
     try:
-        load_maker(source, name)
+        return name, source, load_maker(source, name)
     except ValueError as exc:
         raise ConfigError(f"--policy {name}: {exc}") from None
+
+
+def parse_policy(spec: str) -> AgentSpec:
+    """`NAME=SOURCE` -> a trained agent (see `trained_maker`), with its file's hash."""
+    from pathlib import Path
+
+    name, source, _ = trained_maker(spec)
     digest = sha256(Path(source).read_bytes()) if source.endswith(".json") else None
     return AgentSpec(name, TRAINED, source=source, source_sha256=digest)
 

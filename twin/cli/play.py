@@ -142,19 +142,12 @@ def check_endpoint(base_url: str, model: str) -> Preflight:
 
 def parse_trained(specs: list[str]) -> dict[str, Maker]:
     """`--policy NAME=SOURCE` (repeated) -> how to seat each trained agent, by name."""
-    from agents.learned import load_maker
+    from twin.arena.lineup import trained_maker
 
     out: dict[str, Maker] = {}
     for spec in specs:
-        name, sep, source = (part.strip() for part in spec.partition("="))
-        if not sep or not name or not source:
-            raise ConfigError(f"--policy: {spec!r} is not NAME=POLICY_FILE or NAME=module:callable")
-        if name in agent_names():
-            raise ConfigError(f"--policy: {name!r} is a built-in agent's name; choose another")
-        try:
-            out[name] = load_maker(source, name)
-        except ValueError as exc:
-            raise ConfigError(f"--policy {name}: {exc}") from None
+        name, _, maker = trained_maker(spec)
+        out[name] = maker
     return out
 
 

@@ -150,7 +150,7 @@ def _print(result: Evaluation) -> None:
         table.add_column(column, justify="left" if column == "tenant" else "right", no_wrap=True)
     for t in result.tenants:
         g = result.gain(t)
-        own = sum(r[t] for r in result.own) / len(result.own)
+        own = result.own_usd(t)
         table.add_row(t, f"{own:.2f}", f"{own + g.mean:.2f}", f"{g.mean:+.2f}",
                       f"{g.low:+.2f} .. {g.high:+.2f}")  # fmt: skip
     table.add_section()

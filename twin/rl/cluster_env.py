@@ -128,13 +128,8 @@ class ClusterEnv(gym.Env[Any, Any]):
         self._accrual: learnable.SlaAccrual | None = None
         self._steps = 0
         self._mask = np.ones(0, dtype=bool)
-        self._masker = learnable.Masker(self.whole, tenant=self.tenant, trading=self.trading,
-                                        mechanism=mechanism)  # fmt: skip
-        self._scales = (
-            learnable.state_scale(self.scenario, self.tenant),
-            learnable.queue_scale(self.scenario, self.whole),
-            learnable.offers_scale(self.whole),
-        )
+        self._lens = learnable.Lens(self.scenario, self.whole, self.tenant, trading=self.trading,
+                                    mechanism=mechanism, normalised=normalised)  # fmt: skip
 
     @property
     def driver(self) -> Driver[TenantObservation, ProvisionAction]:
@@ -182,7 +177,7 @@ class ClusterEnv(gym.Env[Any, Any]):
         info: dict[str, Any] = {"trades": trades}
         cut = self.max_steps is not None and self._steps >= self.max_steps
         if cut and driver.ended is None:
-            booked += self._play_out()
+            booked += table.play_out()
             info["finished_by"] = self.own_policy
         reward = self._tell(booked)
         ended = driver.ended
@@ -194,14 +189,14 @@ class ClusterEnv(gym.Env[Any, Any]):
     @property
     def own_policy(self) -> str:
         """The tenant's own policy: what finishes an episode cut short."""
-        return self.table.driver.default_policies()[self.tenant].name
+        return self.table.own.name
 
     def finish(self) -> float:
         """Play the rest of the episode by the tenant's own policy and settle it: the reward
         that would be told for it (0 if the episode is over). Stopping early never pays."""
         if self.table.driver.ended is not None:
             return 0.0
-        reward = self._tell(self._play_out())
+        reward = self._tell(self.table.play_out())
         self._obs()
         return reward
 
@@ -209,14 +204,6 @@ class ClusterEnv(gym.Env[Any, Any]):
         """Per choice of the flat action, whether it can act now (sb3-contrib's MaskablePPO
         calls this)."""
         return self._mask
-
-    def _play_out(self) -> float:
-        table = self.table
-        own = table.driver.default_policies()[self.tenant]
-        booked = 0.0
-        while table.driver.ended is None:
-            booked += table.play(own.decide(table.driver.observe(self.tenant)))
-        return booked
 
     def _tell(self, booked: float) -> float:
         return booked if self._accrual is None else self._accrual.tell(booked)
@@ -228,11 +215,7 @@ class ClusterEnv(gym.Env[Any, Any]):
         queue = (self.whole.queue_block(table.driver.observe(self.tenant)) if waiting
                  else np.zeros(self.whole.queue_shape))  # fmt: skip
         offers = self.whole.offers_block(table.offers_to_ego)
-        self._mask = self._masker(state, queue, offers)
-        if self.normalised:
-            state_k, queue_k, offers_k = self._scales
-            state = learnable.scale_state(state, state_k)
-            queue, offers = queue * queue_k, offers * offers_k
+        (state, queue, offers), self._mask = self._lens(state, queue, offers)
         if self.flat:
             return np.concatenate([state, queue.ravel(), offers.ravel()])
         return {**structured(self.scenario, state), "queue": queue, "offers": offers}

@@ -129,3 +129,28 @@ class Masker:
         accept[:, 1] = offers[:, 0] > 0
         self._put(mask, "accept", accept.ravel())
         return mask
+
+
+Blocks = tuple[np.ndarray, np.ndarray, np.ndarray]  # state, queue, offers
+
+
+class Lens:
+    """One tenant's observation as its learner sees it: the action mask its raw blocks imply,
+    and the blocks scaled to about one where `normalised`."""
+
+    def __init__(self, scenario: ClusterScenario, whole: WholeAction, tenant: str, *,
+                 trading: bool, mechanism: Mechanism, normalised: bool) -> None:  # fmt: skip
+        self.masker = Masker(whole, tenant=tenant, trading=trading, mechanism=mechanism)
+        self.scales: Blocks | None = None
+        if normalised:
+            self.scales = (state_scale(scenario, tenant), queue_scale(scenario, whole),
+                           offers_scale(whole))  # fmt: skip
+
+    def __call__(self, state: np.ndarray, queue: np.ndarray,
+                 offers: np.ndarray) -> tuple[Blocks, np.ndarray]:  # fmt: skip
+        """The blocks to show (scaled or as they are) and the mask."""
+        mask = self.masker(state, queue, offers)
+        if self.scales is None:
+            return (state, queue, offers), mask
+        state_k, queue_k, offers_k = self.scales
+        return (scale_state(state, state_k), queue * queue_k, offers * offers_k), mask

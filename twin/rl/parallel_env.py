@@ -49,14 +49,9 @@ class ClusterParallelEnv(ParallelEnv[str, dict[str, np.ndarray], dict[str, Any]]
         self._open: list[Offer] = []  # offers made last step, in canonical order
         self._accruals: dict[str, learnable.SlaAccrual] = {}
         self._masks: dict[str, np.ndarray] = {}
-        self._maskers = {a: learnable.Masker(self.whole, tenant=a, trading=True,
-                                             mechanism=mechanism)
-                         for a in self.possible_agents}  # fmt: skip
-        self._scales = {
-            a: (learnable.state_scale(self.scenario, a), learnable.queue_scale(self.scenario,
-                self.whole), learnable.offers_scale(self.whole))
-            for a in self.possible_agents
-        }  # fmt: skip
+        self._lenses = {a: learnable.Lens(self.scenario, self.whole, a, trading=True,
+                                          mechanism=mechanism, normalised=normalised)
+                        for a in self.possible_agents}  # fmt: skip
 
     @functools.cache  # noqa: B019 (one space per agent, as PettingZoo asks)
     def observation_space(self, agent: str) -> spaces.Dict:
@@ -136,10 +131,6 @@ class ClusterParallelEnv(ParallelEnv[str, dict[str, np.ndarray], dict[str, Any]]
             queue = self.whole.queue_block(driver.observe(a)) if state[3] and not driver.ended \
                 else empty  # fmt: skip
             offers = self.whole.offers_block(self._to(a))
-            self._masks[a] = self._maskers[a](state, queue, offers)
-            if self.normalised:
-                state_k, queue_k, offers_k = self._scales[a]
-                state = learnable.scale_state(state, state_k)
-                queue, offers = queue * queue_k, offers * offers_k
+            (state, queue, offers), self._masks[a] = self._lenses[a](state, queue, offers)
             out[a] = {"state": state, "queue": queue, "offers": offers}
         return out

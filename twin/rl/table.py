@@ -12,6 +12,7 @@ are the ego's, as the summary books them: every round's, then the final settleme
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import cached_property
 
 from twin.rl.opponents import Opponent
 from twin.schema.actions import Offer, ProvisionAction, TenantObservation
@@ -19,6 +20,7 @@ from twin.schema.vocabulary import DEFAULT_MECHANISM, Mechanism
 from twin.sim.driver import DecisionBatch, Driver
 from twin.sim.model import TenantOutcome
 from twin.sim.round import RoundBook
+from twin.sim.tenant_policies import TenantPolicy
 
 
 class Table:
@@ -56,6 +58,19 @@ class Table:
         to its next; the ego's reward over both."""
         reward = self._commit(action, offers, answers or {})
         return reward + self.to_turn()
+
+    @cached_property
+    def own(self) -> TenantPolicy[TenantObservation, ProvisionAction]:
+        """The ego's own policy (its scenario's): what plays an episode out."""
+        return self.driver.default_policies()[self.ego]
+
+    def play_out(self) -> float:
+        """Play the rest of the episode with the ego's own policy, its final settlement
+        included; the ego's reward over it (0 once the episode has ended)."""
+        reward, driver = 0.0, self.driver
+        while driver.ended is None:
+            reward += self.play(self.own.decide(driver.observe(self.ego)))
+        return reward
 
     # -- internals ------------------------------------------------------------------------
 

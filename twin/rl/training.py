@@ -233,6 +233,10 @@ class Evaluation:
     def tenants(self) -> list[str]:
         return list(self.own[0])
 
+    def own_usd(self, tenant: str) -> float:
+        """The tenant's mean return under its own policy."""
+        return float(np.mean([r[tenant] for r in self.own]))
+
     def gain(self, tenant: str) -> Interval:
         return Interval.of([a[tenant] - b[tenant] for a, b in self._pairs()])
 
@@ -252,7 +256,7 @@ class Evaluation:
             "gain_usd": {t: self.gain(t).to_json() for t in self.tenants},
             "all_roles_gain_usd": self.all_roles().to_json(),
             "welfare_gain_usd": self.welfare().to_json(),
-            "own_usd": {t: float(np.mean([r[t] for r in self.own])) for t in self.tenants},
+            "own_usd": {t: self.own_usd(t) for t in self.tenants},
             "learned_usd": {t: float(np.mean([r[t] for r in self.learned])) for t in self.tenants},
             "per_seed": [{"seed": s, "own_usd": b, "learned_usd": a}
                          for s, a, b in zip(self.seeds, self.learned, self.own, strict=True)],

@@ -44,7 +44,6 @@ from twin.schema.actions import (
 from twin.schema.vocabulary import DEFAULT_MECHANISM, mechanism_names
 from twin.sim import scenarios
 from twin.sim.driver import Driver
-from twin.sim.tenant_policies import TenantPolicy
 
 MAX_GPUS_PER_CALL = 16
 MAX_BID_USD = 1000.0
@@ -69,7 +68,6 @@ class ClusterTenantEnv:
         self.reward = 0.0
         self._offers: list[Offer] = []  # made this turn
         self._answers: dict[str, tuple[bool, str]] = {}  # given this turn, by offer id
-        self._own: TenantPolicy[TenantObservation, ProvisionAction] | None = None
         self.finished_by: str | None = None  # the policy that played out a cut-short episode
         self.compact = False
         self.relative = False
@@ -97,7 +95,7 @@ class ClusterTenantEnv:
                             driver.default_policies(), int(seed))  # fmt: skip
         self._table = Table(driver, self.tenant, others, mechanism)
         self._offers, self._answers = [], {}
-        self._own, self.finished_by = driver.default_policies()[self.tenant], None
+        self.finished_by = None
         self._row = (scenario, self.tenant, int(seed), opponents, mechanism)
         self.reward = self._table.to_turn()
         return self.view()
@@ -268,14 +266,10 @@ class ClusterTenantEnv:
         `reward="gain"` that less the paired baseline's: where the episode has not ended, the
         tenant's own policy plays it out first and it settles."""
         table = self._need()
-        driver = table.driver
-        if driver.ended is None:
-            own = self._own
-            assert own is not None, "reset gives the tenant its own policy"
+        if table.driver.ended is None:
             self._offers, self._answers = [], {}
-            while driver.ended is None:
-                self.reward += table.play(own.decide(driver.observe(self.tenant)))
-            self.finished_by = own.name
+            self.reward += table.play_out()
+            self.finished_by = table.own.name
         return self.reward - self.baseline_usd if self.relative else self.reward
 
     @property
@@ -336,8 +330,4 @@ def paired_baseline(scenario: str, tenant: str, seed: int, opponents: str, mecha
     driver: Driver[TenantObservation, ProvisionAction] = Driver(loaded, seed=seed)
     others = _opponents(opponents, driver.tenants, tenant, driver.default_policies(), seed)
     table = Table(driver, tenant, others, mechanism)
-    own = driver.default_policies()[tenant]
-    reward = table.to_turn()
-    while driver.ended is None:
-        reward += table.play(own.decide(driver.observe(tenant)))
-    return reward
+    return table.to_turn() + table.play_out()
