@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # Two images from one file:
-#   --target twin  the twin and its agents (twin serve, twin play, python -m agents)
+#   --target twin  the twin and its agents (twin serve, twin play, python -m twin_agents)
 #   --target llm   llama.cpp's OpenAI-compatible server with SmolLM2-135M-Instruct, offline
 ARG PYTHON=python:3.11-slim-bookworm
 
@@ -14,7 +14,7 @@ RUN python -m venv /opt/venv \
     && /opt/venv/bin/pip install --no-cache-dir --require-hashes --no-deps -r requirements.lock
 COPY pyproject.toml README.md LICENSE ./
 COPY twin ./twin
-COPY agents ./agents
+COPY twin_agents ./twin_agents
 RUN /opt/venv/bin/pip install --no-cache-dir --no-deps .
 
 FROM ${PYTHON} AS twin

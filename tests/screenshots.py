@@ -12,12 +12,12 @@ from pathlib import Path
 
 from aiohttp import web
 
-from agents.client import AgentClient
-from agents.factory import make_policy
 from tests.browser import chromium, new_page
 from twin.gateway.app import create_app
 from twin.gateway.config import GatewayConfig, SessionRequest
 from twin.gateway.keys import CONFIG, REGISTRY
+from twin_agents.client import AgentClient
+from twin_agents.factory import make_policy
 
 TENANTS = ["research", "inference", "batch"]
 

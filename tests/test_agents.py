@@ -14,13 +14,6 @@ import orjson
 import pytest
 from aiohttp.test_utils import TestServer
 
-from agents import prompting
-from agents.client import AgentClient, HandshakeError
-from agents.llm import BOUND, LLMPolicy
-from agents.policies import Baseline, Negotiator
-from agents.policy import Answer
-from agents.registry import BUILT_IN, builtin
-from agents.turn import answer_model, shape
 from tests.fake_llm import REQUESTS, fake_llm_app
 from twin.bench.server import free_port, start_serve
 from twin.gateway.app import create_app
@@ -29,6 +22,13 @@ from twin.gateway.keys import REGISTRY
 from twin.schema.actions import Bundle, PlanVerdict, PoolView, QueuedJob, TenantObservation
 from twin.schema.vocabulary import MECHANISM_TRAITS
 from twin.schema.wire import DecisionRequested, OfferView
+from twin_agents import prompting
+from twin_agents.client import AgentClient, HandshakeError
+from twin_agents.llm import BOUND, LLMPolicy
+from twin_agents.policies import Baseline, Negotiator
+from twin_agents.policy import Answer
+from twin_agents.registry import BUILT_IN, builtin
+from twin_agents.turn import answer_model, shape
 
 MakeServer = Callable[..., Awaitable[TestServer]]
 
@@ -282,7 +282,7 @@ def test_an_llm_may_sell_and_buy_held_gpus_under_a_call_market() -> None:
 
 
 def test_the_registry_says_which_agents_trade() -> None:
-    from agents.registry import LLM, trades
+    from twin_agents.registry import LLM, trades
 
     assert trades("negotiator")
     assert trades(LLM)
@@ -395,7 +395,7 @@ def test_the_command_refuses_a_missing_token() -> None:
         [
             sys.executable,
             "-m",
-            "agents",
+            "twin_agents",
             "run",
             "--gateway",
             "ws://127.0.0.1:9/v1/agents",
@@ -470,8 +470,8 @@ async def test_a_dead_model_endpoint_costs_the_session_only_fallbacks(
 
 
 def agent_process(port: int, tenant: str) -> subprocess.Popen[str]:
-    """`python -m agents run` for `tenant` of the declared session `main`."""
-    argv = [sys.executable, "-m", "agents", "run", "--gateway", f"ws://127.0.0.1:{port}/v1/agents",
+    """`python -m twin_agents run` for `tenant` of the declared session `main`."""
+    argv = [sys.executable, "-m", "twin_agents", "run", "--gateway", f"ws://127.0.0.1:{port}/v1/agents",
             "--session", "main", "--tenant", tenant, "--token", f"{tenant}-token-0123456789",
             "--policy", "fair_share"]  # fmt: skip
     return subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
@@ -504,7 +504,7 @@ def test_separately_started_agents_join_a_declared_session_by_name(
 def test_an_llm_answer_offering_money_for_money_makes_no_offer() -> None:
     """Money for money is no trade (the round would refuse it): the turn drops it, and keeps an
     offer that moves GPUs."""
-    from agents.turn import to_turn
+    from twin_agents.turn import to_turn
 
     req = request()
     model = answer_model(req, tuple(TENANTS))

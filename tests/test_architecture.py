@@ -39,7 +39,7 @@ def kind_switches(tree: ast.Module) -> Iterator[int]:
 
 
 def test_kinds_are_told_apart_only_in_the_kinds_registry() -> None:
-    found = [f"{path}:{line}" for path, tree in sources("twin", "agents")
+    found = [f"{path}:{line}" for path, tree in sources("twin", "twin_agents")
              for line in kind_switches(tree) if path != Path("twin/sim/kinds.py")]  # fmt: skip
     assert found == []
 
@@ -47,7 +47,7 @@ def test_kinds_are_told_apart_only_in_the_kinds_registry() -> None:
 def test_event_records_are_read_by_field_name() -> None:
     found = [
         f"{path}:{node.lineno}"
-        for path, tree in sources("twin", "agents", "tests")
+        for path, tree in sources("twin", "twin_agents", "tests")
         for node in ast.walk(tree)
         if isinstance(node, ast.Subscript)
         and getattr(node.value, "id", "") in RECORD_NAMES
@@ -60,7 +60,7 @@ def test_event_records_are_read_by_field_name() -> None:
 def test_no_class_has_more_than_twenty_methods() -> None:
     big = {
         f"{path}:{node.name}": n
-        for path, tree in sources("twin", "agents")
+        for path, tree in sources("twin", "twin_agents")
         for node in ast.walk(tree)
         if isinstance(node, ast.ClassDef)
         and (n := sum(isinstance(b, ast.FunctionDef | ast.AsyncFunctionDef) for b in node.body))
@@ -72,7 +72,7 @@ def test_no_class_has_more_than_twenty_methods() -> None:
 def test_the_median_function_is_short() -> None:
     lengths = [
         node.end_lineno - node.lineno + 1
-        for _, tree in sources("twin", "agents")
+        for _, tree in sources("twin", "twin_agents")
         for node in ast.walk(tree)
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno
     ]
@@ -85,7 +85,7 @@ def test_the_switch_finder_sees_a_comparison_and_an_isinstance() -> None:
 
 
 def layout_sections() -> dict[str, str]:
-    """docs/layout.md's tree, by top-level entry (`twin/sim/`, `agents/`, `twin/errors.py`):
+    """docs/layout.md's tree, by top-level entry (`twin/sim/`, `twin_agents/`, `twin/errors.py`):
     the text of its lines."""
     text = (ROOT / "docs" / "layout.md").read_text()
     tree = text.split("```\n", 2)[1]
@@ -101,7 +101,7 @@ def layout_sections() -> dict[str, str]:
 def test_the_layout_names_every_module_under_its_package() -> None:
     sections = layout_sections()
     unnamed = []
-    for package in ("twin", "agents"):
+    for package in ("twin", "twin_agents"):
         for path in sorted((ROOT / package).rglob("*.py")):
             rel = path.relative_to(ROOT)
             if path.name in ("__init__.py", "__main__.py"):
@@ -110,7 +110,7 @@ def test_the_layout_names_every_module_under_its_package() -> None:
                 if str(rel) not in sections:
                     unnamed.append(str(rel))
                 continue
-            depth = 1 if rel.parts[0] == "agents" else 2
+            depth = 1 if rel.parts[0] == "twin_agents" else 2
             section = sections.get("/".join(rel.parts[:depth]) + "/", "")
             nested = all(f"{part}/" in section for part in rel.parts[depth:-1])
             if not (nested and re.search(rf"(?<![\w/]){re.escape(path.name)}\b", section)):

@@ -15,11 +15,11 @@ import duckdb
 import orjson
 import pytest
 
-from agents.client import AgentClient
-from agents.factory import make_policy
 from tests.browser import chromium, new_page
 from tests.conftest import twin_command
 from tests.test_gateway import ADMIN, MARKET, Client, MakeClient, new_session, serve
+from twin_agents.client import AgentClient
+from twin_agents.factory import make_policy
 
 LIVE = {"scenario": "market", "clock": "realtime", "speed": 2400.0}  # 4 virtual h in 6 s
 

@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 from aiohttp.test_utils import TestServer
 
-from agents.health import EndpointHealth
-from agents.llm import LLMPolicy
-from agents.policies import Baseline
 from tests.fake_llm import REQUESTS, fake_llm_app
 from tests.test_agents import request
+from twin_agents.health import EndpointHealth
+from twin_agents.llm import LLMPolicy
+from twin_agents.policies import Baseline
 
 MakeServer = Callable[..., Awaitable[TestServer]]
 

@@ -626,8 +626,8 @@ async def test_idle_sessions_are_reaped_and_their_logs_end(
 async def test_the_synchronous_facade_runs_an_agent(
     aiohttp_client: MakeClient, market: dict[str, Any]
 ) -> None:
-    from agents.client import AgentClient, run_sync
-    from agents.policies import Baseline
+    from twin_agents.client import AgentClient, run_sync
+    from twin_agents.policies import Baseline
 
     client = await serve(aiohttp_client)
     session = await new_session(client, scenario=market, agents=["t0"])

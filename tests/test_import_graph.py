@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("twin", "agents")
+PACKAGES = ("twin", "twin_agents")
 
 
 def modules() -> dict[str, Path]:

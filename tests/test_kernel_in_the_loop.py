@@ -9,9 +9,6 @@ from typing import Any
 import orjson
 import pytest
 
-from agents.client import AgentClient
-from agents.policy import Quiet, Turn
-from agents.registry import builtin
 from tests.conftest import kinds, play
 from tests.rounds import commit
 from twin.eventlog.log import EventLog
@@ -25,6 +22,9 @@ from twin.sim import scenarios
 from twin.sim.driver import Driver
 from twin.sim.reproduce import reproduce_log
 from twin.sim.tenant_policies import Autoscale
+from twin_agents.client import AgentClient
+from twin_agents.policy import Quiet, Turn
+from twin_agents.registry import builtin
 
 
 def kernel_cluster(*, power_cap_w: float = 0.0, gpus: list[int] | None = None) -> ClusterScenario:

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from agents.llm import BOUND
 from twin.sim import scenarios
+from twin_agents.llm import BOUND
 
 pytestmark = pytest.mark.llm
 

@@ -16,8 +16,6 @@ from aiohttp.test_utils import TestServer
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from agents.client import AgentClient
-from agents.registry import builtin
 from twin.eventlog.log import from_dict
 from twin.eventlog.metrics import Metrics
 from twin.gateway.app import create_app
@@ -25,6 +23,8 @@ from twin.gateway.config import GatewayConfig, SessionRequest
 from twin.gateway.keys import REGISTRY
 from twin.gateway.session import Session
 from twin.sim import scenarios
+from twin_agents.client import AgentClient
+from twin_agents.registry import builtin
 
 MakeServer = Callable[..., Awaitable[TestServer]]
 TENANTS = ["research", "inference", "batch"]

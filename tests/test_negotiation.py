@@ -13,15 +13,15 @@ import orjson
 import pytest
 from aiohttp.test_utils import TestServer
 
-from agents.client import AgentClient, AgentStats
-from agents.policies import Negotiator
-from agents.policy import Policy
 from twin.eventlog.log import from_dict
 from twin.eventlog.metrics import Metrics
 from twin.gateway.app import create_app
 from twin.gateway.config import GatewayConfig, SessionRequest
 from twin.gateway.keys import REGISTRY
 from twin.sim import scenarios
+from twin_agents.client import AgentClient, AgentStats
+from twin_agents.policies import Negotiator
+from twin_agents.policy import Policy
 
 MakeServer = Callable[..., Awaitable[TestServer]]
 MARKET = scenarios.as_cluster(scenarios.load("market-scarce")).model_dump(mode="json")

@@ -15,7 +15,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from agents.preflight import PreflightError, preflight
+from twin_agents.preflight import PreflightError, preflight
 
 MakeServer = Callable[..., Awaitable[TestServer]]
 DEAD = "http://127.0.0.1:9/v1"

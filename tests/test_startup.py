@@ -36,7 +36,7 @@ def test_the_quick_commands_import_nothing_heavy_but_what_they_print_with(argv: 
     assert set(loaded_after(code)) <= {"rich"}
 
 
-@pytest.mark.parametrize("module", ["twin.schema", "twin.schema.vocabulary", "agents"])
+@pytest.mark.parametrize("module", ["twin.schema", "twin.schema.vocabulary", "twin_agents"])
 def test_the_schema_and_the_agents_package_stay_light(module: str) -> None:
     assert loaded_after(f"import {module}") == []
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import aiohttp
 
-from agents.client import AgentClient, AgentStats
-from agents.policy import Answer, OfferToMake, Turn
 from twin.bench.server import free_port, start_serve
 from twin.schema.actions import Bundle
 from twin.schema.wire import DecisionRequested, OfferView, RoundCommitted
+from twin_agents.client import AgentClient, AgentStats
+from twin_agents.policy import Answer, OfferToMake, Turn
 
 ADMIN = "operator-token-for-tcp-cuts"
 TENANTS = ("research", "inference", "batch")

@@ -13,12 +13,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from agents.learned import AUTOSCALE_WEIGHTS, FEATURES, LearnedAgent, PolicyFile
-from agents.registry import Seat
 from twin.rl.cem import CemSettings
 from twin.rl.seeds import HELD_OUT, TRAIN, seed_split
 from twin.rl.training import TrainSettings, evaluate, play, train
 from twin.sim import scenarios
+from twin_agents.learned import AUTOSCALE_WEIGHTS, FEATURES, LearnedAgent, PolicyFile
+from twin_agents.registry import Seat
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = TrainSettings(generations=3, seeds_per_generation=4, validation_seeds=4,

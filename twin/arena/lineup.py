@@ -22,7 +22,7 @@ from twin.errors import ConfigError
 from twin.schema.vocabulary import DEFAULT_MECHANISM, Mechanism
 
 if TYPE_CHECKING:
-    from agents.registry import Maker
+    from twin_agents.registry import Maker
 
 BASELINE = "baseline-session"
 """The `kind` of a scenario's paired baseline session (no agents, no trading)."""
@@ -59,7 +59,7 @@ class AgentSpec:
         """What makes this agent this agent, as the manifest records it."""
         out: dict[str, Any] = {"name": self.name, "policy": self.policy}
         if self.policy == "llm":
-            from agents.prompting import template
+            from twin_agents.prompting import template
 
             text = self.prompt if self.prompt is not None else template("system")
             out.update(base_url=self.base_url, model=self.model, fallback=self.fallback,
@@ -74,7 +74,7 @@ def parse_llm(spec: str, fallback: str, schema_format: str = "json_schema") -> A
     """`NAME=BASE_URL,MODEL[,PROMPT_FILE]` -> an LLM agent; names what is wrong."""
     from pathlib import Path
 
-    from agents.prompting import check_system
+    from twin_agents.prompting import check_system
 
     name, sep, rest = spec.partition("=")
     parts = [p.strip() for p in rest.split(",")]
@@ -101,8 +101,8 @@ def trained_maker(spec: str) -> tuple[str, str, Maker]:
     """`--policy NAME=SOURCE` (`twin arena`, `twin play`) -> the name, the source and how to
     seat it: SOURCE a policy file (`twin train`'s `policy.json`) or `package.module:callable`
     taking a `Seat` and returning a `Policy`. ConfigError names what is wrong."""
-    from agents.learned import load_maker
-    from agents.registry import agent_names
+    from twin_agents.learned import load_maker
+    from twin_agents.registry import agent_names
 
     name, sep, source = (part.strip() for part in spec.partition("="))
     if not sep or not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", name) or not source:
@@ -127,7 +127,7 @@ def parse_policy(spec: str) -> AgentSpec:
 def parse_agents(names: str, llms: list[AgentSpec]) -> list[AgentSpec]:
     """`negotiator,fair_share,smol` -> the agents, built-ins by name and LLM and trained agents
     by the names `--llm` and `--policy` gave them."""
-    from agents.registry import BUILT_IN
+    from twin_agents.registry import BUILT_IN
 
     named = {a.name: a for a in llms}
     out: list[AgentSpec] = []
@@ -252,10 +252,10 @@ def lineups(tenants: tuple[str, ...], agents: list[AgentSpec],
 def trades(agent: AgentSpec) -> bool:
     """Whether the agent makes and answers offers (a built-in's registry says; LLMs may; the
     planner does not)."""
-    from agents.registry import trades as registered
+    from twin_agents.registry import trades as registered
 
     if agent.policy == TRAINED:
-        from agents.learned import trades as trained_trades
+        from twin_agents.learned import trades as trained_trades
 
         assert agent.source is not None
         return trained_trades(agent.source)

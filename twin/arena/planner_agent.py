@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from functools import cache
 
-from agents.policy import Quiet, Turn
 from twin.arena.lineup import PLANNER
 from twin.bound.planner import Planner
 from twin.bound.run import bound_seed
 from twin.schema.wire import DecisionRequested
 from twin.sim import scenarios
+from twin_agents.policy import Quiet, Turn
 
 
 @cache

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from agents.client import AgentStats
-    from agents.policy import Policy
     from twin.schema.vocabulary import Mechanism
+    from twin_agents.client import AgentStats
+    from twin_agents.policy import Policy
 
 OWN_FRAMES_PER_S = 1_000_000
 """The frame budget of agents run against their own gateway: one they never reach."""
@@ -59,10 +59,10 @@ async def play_session(
     closed at the end."""
     from aiohttp import web
 
-    from agents.client import AgentClient
     from twin.gateway.app import create_app
     from twin.gateway.config import GatewayConfig, SessionRequest
     from twin.gateway.keys import REGISTRY
+    from twin_agents.client import AgentClient
 
     # The operator's own process: the scenario as it named it (any file, any trace it plays),
     # the deadline it asks for, and its own agents on loopback paced by a budget they never reach.

@@ -13,8 +13,8 @@ import orjson
 from twin.arena.lineup import BASELINE, BOUND, SessionTask, trades
 
 if TYPE_CHECKING:
-    from agents.client import AgentStats
-    from agents.policy import Policy
+    from twin_agents.client import AgentStats
+    from twin_agents.policy import Policy
 
 Row = dict[str, Any]
 MAX_ROUND_TIMEOUT_MS = 120_000
@@ -30,12 +30,12 @@ def jain(values: list[float]) -> float | None:
 
 
 def _policies(task: SessionTask) -> dict[str, Policy]:
-    from agents.factory import LlmEndpoint, make_policy
-    from agents.health import EndpointHealth
-    from agents.learned import load_maker
-    from agents.registry import Seat
     from twin.arena.lineup import PLANNER, TRAINED
     from twin.arena.planner_agent import PlannerAgent
+    from twin_agents.factory import LlmEndpoint, make_policy
+    from twin_agents.health import EndpointHealth
+    from twin_agents.learned import load_maker
+    from twin_agents.registry import Seat
 
     tenants = list(task.scenario.tenants)
     endpoints: dict[str, LlmEndpoint] = {}  # one per agent: its health is shared by its roles
@@ -201,8 +201,8 @@ def bound_row(task: SessionTask) -> Row:
 
 def warm() -> None:
     """Import what a session needs and compile the kernel before worker processes fork."""
-    from agents import client, factory  # noqa: F401 (imported for the workers to inherit)
     from twin.gateway import app  # noqa: F401
     from twin.sim.encode import warm_kernel
+    from twin_agents import client, factory  # noqa: F401 (imported for the workers to inherit)
 
     warm_kernel()

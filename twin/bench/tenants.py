@@ -49,11 +49,11 @@ async def negotiate(scenario: ClusterScenario) -> int:
     number of rounds."""
     from aiohttp import web
 
-    from agents.client import AgentClient
-    from agents.registry import builtin
     from twin.gateway.app import create_app
     from twin.gateway.config import GatewayConfig, SessionRequest
     from twin.gateway.keys import REGISTRY
+    from twin_agents.client import AgentClient
+    from twin_agents.registry import builtin
 
     tenants = [t.name for t in scenario.tenants]
     app = create_app(GatewayConfig(round_timeout_ms=30_000))

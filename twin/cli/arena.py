@@ -132,7 +132,7 @@ def arena_command(args: argparse.Namespace) -> int:
 
         if importlib.util.find_spec("ray") is None:
             raise ConfigError("--engine ray needs Ray: pip install 'cluster-twin[ray]'")
-    from agents.registry import BUILT_IN
+    from twin_agents.registry import BUILT_IN
 
     if args.fallback not in BUILT_IN:
         raise ConfigError(f"--fallback: {args.fallback!r} is not one of {list(BUILT_IN)}")

@@ -13,7 +13,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agents.registry import LLM, agent_names, builtin_names
 from twin.cli.analyse import add_output_options, check_output_options, write_outputs
 from twin.errors import ConfigError
 from twin.schema.vocabulary import (
@@ -23,12 +22,13 @@ from twin.schema.vocabulary import (
     SUMMARY_FILE,
     mechanism_names,
 )
+from twin_agents.registry import LLM, agent_names, builtin_names
 
 if TYPE_CHECKING:
-    from agents.policy import Policy
-    from agents.preflight import Preflight
-    from agents.registry import Maker
     from twin.schema.summary import Summary
+    from twin_agents.policy import Policy
+    from twin_agents.preflight import Preflight
+    from twin_agents.registry import Maker
 
 ROUND_TIMEOUT_MS, LLM_ROUND_TIMEOUT_MS = 30_000, 120_000
 
@@ -129,10 +129,11 @@ def play_command(args: argparse.Namespace) -> int:
 
 
 def check_endpoint(base_url: str, model: str) -> Preflight:
-    """The endpoint checked before the session (`agents.preflight`); ConfigError if it fails."""
+    """The endpoint checked before the session (`twin_agents.preflight`); ConfigError if it
+    fails."""
     import asyncio
 
-    from agents.preflight import PreflightError, preflight
+    from twin_agents.preflight import PreflightError, preflight
 
     try:
         return asyncio.run(preflight(base_url, model))
@@ -155,11 +156,11 @@ async def _play(args: argparse.Namespace, tenants: list[str], agents: dict[str, 
                 trained: dict[str, Maker]) -> int:  # fmt: skip
     from rich.console import Console
 
-    from agents.factory import LlmEndpoint, make_policy
-    from agents.health import EndpointHealth
-    from agents.registry import Seat
     from twin.arena.session import Progress, play_session
     from twin.gateway.config import GatewayConfig
+    from twin_agents.factory import LlmEndpoint, make_policy
+    from twin_agents.health import EndpointHealth
+    from twin_agents.registry import Seat
 
     console = Console()
     timeout_ms = args.round_timeout_ms or (

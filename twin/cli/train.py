@@ -57,11 +57,11 @@ def _positive(args: argparse.Namespace, *names: str) -> None:
 
 
 def train_command(args: argparse.Namespace) -> int:
-    from agents.learned import PolicyFile
     from twin.rl.cem import CemSettings
     from twin.rl.seeds import seed_split
     from twin.rl.training import TrainSettings, default_workers, evaluate, train
     from twin.sim import scenarios
+    from twin_agents.learned import PolicyFile
 
     _positive(args, "generations", "population", "elite", "seeds_per_generation",
               "validation_seeds", "held_out", "workers")  # fmt: skip

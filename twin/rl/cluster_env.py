@@ -31,7 +31,6 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from agents.registry import trades
 from twin.rl import learnable
 from twin.rl.opponents import opponents
 from twin.rl.seeds import Split, seed_split
@@ -42,6 +41,7 @@ from twin.schema.scenario import ClusterScenario
 from twin.schema.vocabulary import DEFAULT_MECHANISM, Mechanism
 from twin.sim import scenarios
 from twin.sim.driver import Driver
+from twin_agents.registry import trades
 
 BOUND = 1e12  # finite stand-in for "unbounded" budgets
 HEAD = 6  # flat fields before the per-pool ones

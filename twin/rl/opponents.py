@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Coroutine, Sequence
 from typing import Any, Protocol, TypeVar
 
-from agents.policy import Policy
-from agents.registry import builtin, builtin_names
 from twin.errors import ConfigError
 from twin.schema.actions import REASON_CHARS, Offer, ProvisionAction, TenantObservation
 from twin.schema.vocabulary import MECHANISM_TRAITS, Mechanism
@@ -21,6 +19,8 @@ from twin.schema.wire import DecisionRequested, OfferView
 from twin.sim.model import TenantOutcome
 from twin.sim.tenant_policies import ClusterPolicy
 from twin.sim.told import round_committed
+from twin_agents.policy import Policy
+from twin_agents.registry import builtin, builtin_names
 
 T = TypeVar("T")
 NOT_TRADING = "this policy does not trade"

@@ -1,5 +1,5 @@
 """Reference training on a job-level scenario: a cross-entropy search over the linear
-provisioning policy of `agents.learned`, one row of weights per tenant, on the scenario's
+provisioning policy of `twin_agents.learned`, one row of weights per tenant, on the scenario's
 training seeds; its learning curve on fixed validation seeds; its gain over the tenants' own
 policies on held-out seeds, with 95% intervals.
 
@@ -22,13 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from agents.learned import AUTOSCALE_WEIGHTS, FEATURES, PolicyFile, decide
 from twin.eventlog.intervals import bootstrap
 from twin.rl.cem import Cem, CemSettings
 from twin.rl.seeds import seed_split
 from twin.schema.scenario import ClusterScenario
 from twin.schema.vocabulary import DEFAULT_MECHANISM, Mechanism
 from twin.sim.driver import Driver
+from twin_agents.learned import AUTOSCALE_WEIGHTS, FEATURES, PolicyFile, decide
 
 LEARNED = "learned"  # the policy name the log records for the trained policy's decisions
 STATIC_WEIGHTS: tuple[float, ...] = (0.0,) * len(FEATURES)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from agents.policy import Policy
+    from twin_agents.policy import Policy
 
 LLM = "llm"
 """The name of an agent played by a language model (with a built-in agent to fall back on)."""
@@ -40,31 +40,31 @@ class BuiltIn:
 
 
 def _baseline(seat: Seat) -> Policy:
-    from agents.policies import Baseline
+    from twin_agents.policies import Baseline
 
     return Baseline()
 
 
 def _greedy(seat: Seat) -> Policy:
-    from agents.policies import Greedy
+    from twin_agents.policies import Greedy
 
     return Greedy()
 
 
 def _fair_share(seat: Seat) -> Policy:
-    from agents.policies import FairShare
+    from twin_agents.policies import FairShare
 
     return FairShare(len(seat.tenants))
 
 
 def _random(seat: Seat) -> Policy:
-    from agents.policies import RandomPolicy
+    from twin_agents.policies import RandomPolicy
 
     return RandomPolicy(seat.seed)
 
 
 def _negotiator(seat: Seat) -> Policy:
-    from agents.policies import Negotiator
+    from twin_agents.policies import Negotiator
 
     return Negotiator(list(seat.tenants), seat.tenant)
 

@@ -13,9 +13,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from agents.policy import Answer, OfferToMake, Turn
 from twin.schema.actions import Bundle, Order, Placement
 from twin.schema.wire import DecisionRequested
+from twin_agents.policy import Answer, OfferToMake, Turn
 
 BOUND = 8  # GPUs a pool may move by, or change hands, in one answer
 PLACE_MAX = 4  # placements in one answer

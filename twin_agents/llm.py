@@ -6,7 +6,7 @@ answer is constrained to a JSON Schema built from the request (response format `
 or `json_object` + schema for llama.cpp) and validated with pydantic. An invalid or late answer
 is retried once with the problem fed back; a second failure falls back to the configured policy
 for that decision. An endpoint that times out or refuses is down for a back-off period, shared
-by every agent on it (`agents.health`): they fall back at once, a background probe decides when
+by every agent on it (`twin_agents.health`): they fall back at once, a background probe decides when
 it is back, and an ask's patience follows the model's measured latency. Every call is counted.
 """
 
@@ -21,12 +21,12 @@ import aiohttp
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from agents import prompting
-from agents.health import EndpointHealth
-from agents.policy import Answer, Policy, Turn
-from agents.turn import BOUND, answer_model, offer_answer_model, shape, to_turn
 from twin.schema.actions import REASON_CHARS
 from twin.schema.wire import DecisionRequested, OfferView, RoundCommitted
+from twin_agents import prompting
+from twin_agents.health import EndpointHealth
+from twin_agents.policy import Answer, Policy, Turn
+from twin_agents.turn import BOUND, answer_model, offer_answer_model, shape, to_turn
 
 __all__ = ["BOUND", "ChatError", "EndpointHealth", "LLMPolicy", "LLMStats", "UnreachableError"]
 MARGIN_S = 0.05  # answered this long before the round's deadline, to reach the gateway in time

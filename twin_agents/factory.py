@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agents.health import EndpointHealth
-from agents.llm import LLMPolicy
-from agents.policy import Policy
-from agents.registry import LLM, builtin
+from twin_agents.health import EndpointHealth
+from twin_agents.llm import LLMPolicy
+from twin_agents.policy import Policy
+from twin_agents.registry import LLM, builtin
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,6 @@ from typing import Any
 import aiohttp
 import orjson
 
-from agents.pacing import Pacer, Unpaced
-from agents.policy import Policy
 from twin.schema.actions import Bundle
 from twin.schema.wire import (
     GATEWAY_MESSAGE,
@@ -33,6 +31,8 @@ from twin.schema.wire import (
     SessionEnded,
     Welcomed,
 )
+from twin_agents.pacing import Pacer, Unpaced
+from twin_agents.policy import Policy
 
 
 class HandshakeError(Exception):

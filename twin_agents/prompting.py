@@ -1,4 +1,5 @@
-"""A decision request, or an offer, rendered compactly from the templates in `agents/prompts/`."""
+"""A decision request, or an offer, rendered compactly from the templates in
+`twin_agents/prompts/`."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ HEAD_SHOWN = 4  # waiting jobs shown, of the ones the request carries
 
 @cache
 def template(name: str) -> str:
-    return (resources.files("agents") / "prompts" / f"{name}.txt").read_text()
+    return (resources.files("twin_agents") / "prompts" / f"{name}.txt").read_text()
 
 
 PROMPT_FIELDS = ("tenant", "others")

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agents.policy import Policy, Quiet, Turn
-from agents.registry import Maker, Seat
 from twin.schema.actions import PoolView, ProvisionAction, TenantObservation
 from twin.schema.wire import DecisionRequested
+from twin_agents.policy import Policy, Quiet, Turn
+from twin_agents.registry import Maker, Seat
 
 FEATURES: tuple[str, ...] = (
     "deficit",  # GPUs the queue lacks (queued less idle and pending), given to this pool in rank

@@ -95,7 +95,7 @@ def probe_messages() -> list[dict[str, str]]:
     """A question the size of a turn's prompt (the shipped prompts, repeated to a turn's
     length) that asks for more than `PROBE_TOKENS` tokens of answer. It opens with a nonce, so
     a server's prompt cache cannot answer it faster than a turn's new prompt would be."""
-    from agents.prompting import template
+    from twin_agents.prompting import template
 
     context = " ".join(template(name) for name in ("system", "decision", "offer"))
     context = (context * (CONTEXT_CHARS // len(context) + 1))[:CONTEXT_CHARS]

@@ -1,4 +1,4 @@
-"""`python -m agents run ...`: one agent for one tenant of a gateway session."""
+"""`python -m twin_agents run ...`: one agent for one tenant of a gateway session."""
 
 from __future__ import annotations
 
@@ -12,15 +12,15 @@ from dataclasses import asdict
 
 import orjson
 
-from agents.client import AgentClient, HandshakeError
-from agents.factory import LlmEndpoint, make_policy
-from agents.health import EndpointHealth
-from agents.llm import LLMPolicy
-from agents.registry import agent_names, builtin_names
+from twin_agents.client import AgentClient, HandshakeError
+from twin_agents.factory import LlmEndpoint, make_policy
+from twin_agents.health import EndpointHealth
+from twin_agents.llm import LLMPolicy
+from twin_agents.registry import agent_names, builtin_names
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m agents", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m twin_agents", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="act for a tenant until the session ends")
     run.add_argument(
@@ -65,7 +65,7 @@ def parser() -> argparse.ArgumentParser:
 async def _run(args: argparse.Namespace) -> dict[str, object]:
     tenants = [t for t in args.tenants.split(",") if t] or [args.tenant]
     if args.policy == "llm" and (not args.base_url or not args.model):
-        raise SystemExit("python -m agents: error: --policy llm needs --base-url and --model")
+        raise SystemExit("python -m twin_agents: error: --policy llm needs --base-url and --model")
     endpoint = (
         LlmEndpoint(
             args.base_url,
@@ -102,12 +102,14 @@ async def _run(args: argparse.Namespace) -> dict[str, object]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if not args.token:
-        print("python -m agents: error: --token (or TWIN_AGENT_TOKEN) is required", file=sys.stderr)
+        print("python -m twin_agents: error: --token (or TWIN_AGENT_TOKEN) is required",
+              file=sys.stderr)  # fmt: skip
         return 2
     try:
         report = asyncio.run(_run(args))
     except HandshakeError as exc:
-        print(f"python -m agents: error: the gateway refused the agent: {exc}", file=sys.stderr)
+        print(f"python -m twin_agents: error: the gateway refused the agent: {exc}",
+              file=sys.stderr)  # fmt: skip
         return 2
     print(orjson.dumps(report).decode())
     return 0

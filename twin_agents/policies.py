@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 import random
 
-from agents.policy import Answer, OfferToMake, Quiet, Turn
 from twin.schema.actions import Bundle, Order, PoolView, TenantObservation
 from twin.schema.wire import DecisionRequested, OfferView, RoundCommitted
+from twin_agents.policy import Answer, OfferToMake, Quiet, Turn
 
 
 def _unmet(view: TenantObservation) -> int:
