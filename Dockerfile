@@ -15,16 +15,15 @@ RUN python -m venv /opt/venv \
 COPY pyproject.toml README.md LICENSE ./
 COPY twin ./twin
 COPY twin_agents ./twin_agents
+# The package's traces/ is a link to the project's: the wheel carries the traces themselves.
+COPY traces ./traces
 RUN /opt/venv/bin/pip install --no-cache-dir --no-deps .
 
 FROM ${PYTHON} AS twin
 RUN useradd --create-home --uid 10001 twin && mkdir /runs && chown twin /runs
 COPY --from=twin-build /opt/venv /opt/venv
 COPY compose/entrypoint.sh /usr/local/bin/twin-entrypoint
-# The traces the built-in tenant scenarios play (openb-tenants, dlrm-tenants).
-COPY traces/alibaba-gpu-v2023-openb /opt/twin/traces/alibaba-gpu-v2023-openb
-COPY traces/alibaba-gpu-v2025-dlrm /opt/twin/traces/alibaba-gpu-v2025-dlrm
-ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 TWIN_TRACES=/opt/twin/traces
+ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1
 USER 10001
 WORKDIR /home/twin
 # Compile the kernel ahead, into this user's cache: first use then loads it in milliseconds.

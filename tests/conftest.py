@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.wheel import Installed, build_and_install
 from twin.eventlog.log import EventLog
 from twin.schema.scenario import ClusterScenario
 from twin.sim.driver import Driver
@@ -76,3 +77,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         result = twin_command(*command, "--out", str(root / name), *outputs)
         assert result.returncode == 0, result.stderr
     return {name: root / name for name in commands}
+
+
+@pytest.fixture(scope="session")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    """The project's wheel, installed in a new virtual environment (see tests/wheel.py)."""
+    return build_and_install(tmp_path_factory.mktemp("wheel"))

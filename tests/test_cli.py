@@ -123,14 +123,14 @@ def test_replay_prints_a_summary_and_writes_its_files(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["replay", "--trace", "no/such/file.csv"], "cannot open"),
+        (["replay", "--trace", "no/such/file.csv"], "trace file 'no/such/file.csv' not found"),
         (["replay", "--trace", "pyproject.toml"], "cannot tell the format from its first line"),
         (
             ["replay", "--trace", "traces/samples/itp_synthetic.csv", "--gpus", "0"],
             "--gpus must be a positive",
         ),
         (
-            ["replay", "--trace", "x.csv", "--columns", "submit=t"],
+            ["replay", "--trace", "traces/samples/itp_synthetic.csv", "--columns", "submit=t"],
             "column map: submit= and gpus= are required",
         ),
         (["trace", "generate", "--jobs", "0", "--out", "x.csv"], "--jobs must be positive"),

@@ -1,5 +1,6 @@
 """The README is the front door and tells the truth: every command of its tour runs as printed
-and prints what the page shows (`...` stands for any lines), its Python runs, every link in
+and prints what the page shows (`...` stands for any lines), with the twin a pip user gets (its
+wheel in a new environment) from a directory with nothing in it, its Python runs, every link in
 it and in docs/ leads to a file, the documented `twin serve` usage names exactly the flags the
 command takes, and nothing reads the world outside the repository."""
 
@@ -13,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.wheel import Installed
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -68,16 +71,15 @@ def matches(shown: list[str], printed: list[str]) -> bool:
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A directory laid out like the repository's root for the tour: `traces/` and `.venv`."""
-    work = tmp_path_factory.mktemp("tour")
-    (work / "traces").symlink_to(ROOT / "traces")
-    return work
+    """An empty directory outside the repository: the traces the tour names ship in the wheel."""
+    return tmp_path_factory.mktemp("tour")
 
 
-def run(line: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": WIDTH, "PATH": f"{BIN}:{os.environ['PATH']}"}
-    return subprocess.run(["bash", "-c", line.replace(".venv/bin/", f"{BIN}/")], cwd=cwd,
-                          env=env, capture_output=True, text=True, check=False,
+def run(line: str, cwd: Path, installed: Installed) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("TWIN_TRACES", "PYTHONPATH")}
+    env.update(COLUMNS=WIDTH, PATH=f"{installed.bin}:{os.environ['PATH']}")
+    return subprocess.run(["bash", "-c", line.replace(".venv/bin/", f"{installed.bin}/")],
+                          cwd=cwd, env=env, capture_output=True, text=True, check=False,
                           timeout=600)  # fmt: skip
 
 
@@ -87,10 +89,12 @@ def test_the_tour_is_the_readme_s_heart_and_the_page_stays_short() -> None:
     assert README.read_text().startswith("# cluster twin\n")
 
 
-def test_every_tour_command_runs_as_printed_and_prints_what_is_shown(workdir: Path) -> None:
+def test_every_tour_command_runs_as_printed_and_prints_what_is_shown(
+    workdir: Path, installed: Installed
+) -> None:
     """In order, as a reader would: later commands read what earlier ones wrote."""
     for command in commands():
-        result = run(command.line, workdir)
+        result = run(command.line, workdir, installed)
         printed = [line.rstrip() for line in (result.stdout + result.stderr).splitlines()]
         refused = bool(command.shown) and command.shown[0].startswith("twin: error:")
         assert result.returncode == (2 if refused else 0), f"{command}\n{result.stderr}"
@@ -101,10 +105,11 @@ def test_every_tour_command_runs_as_printed_and_prints_what_is_shown(workdir: Pa
             )  # fmt: skip
 
 
-def test_the_tour_s_python_runs(workdir: Path) -> None:
+def test_the_tour_s_python_runs(workdir: Path, installed: Installed) -> None:
     for block in tour_blocks("python"):
-        result = subprocess.run([sys.executable, "-c", block], cwd=workdir, capture_output=True,
-                                text=True, check=False, timeout=300)  # fmt: skip
+        result = subprocess.run([installed.bin / "python", "-c", block], cwd=workdir,
+                                capture_output=True, text=True, check=False,
+                                timeout=300)  # fmt: skip
         assert result.returncode == 0, result.stderr
 
 

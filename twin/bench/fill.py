@@ -24,7 +24,7 @@ def bench_fill(quick: bool) -> Result:
     openb = project_traces() / "alibaba-gpu-v2023-openb"
     r = Result()
     if not openb.is_dir():
-        r.lines.append("fill: skipped (no traces/ folder: run from a checkout)")
+        r.lines.append("fill: skipped (no shipped traces: is $TWIN_TRACES right?)")
         return r
     typical = typical_pods(read_pods(openb / "openb_pod_list_default.csv"))
     sequence = read_pods(openb / "fgd/arrivals_seed42.csv")

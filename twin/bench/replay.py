@@ -43,9 +43,10 @@ def _run(paths: list[Path], cluster: Path | None = None) -> dict[str, float]:
 
 
 def project_traces() -> Path:
-    """The real trace samples in the checkout's `traces/` (or the working directory's)."""
-    shipped = Path(__file__).resolve().parents[2] / "traces"
-    return shipped if shipped.is_dir() else Path.cwd() / "traces"
+    """The real trace samples the twin ships (a checkout's `traces/`, a wheel's copy)."""
+    from twin.sim.job_sources import shipped_traces
+
+    return shipped_traces()
 
 
 def bench_replay(quick: bool) -> Result:
@@ -77,7 +78,7 @@ def bench_replay(quick: bool) -> Result:
     r.lines.append("replay: FIFO on a fixed cluster, parse + sim + metrics, fresh process each")
     for name, fig in runs.items():
         if fig is None:
-            r.lines.append(f"  {name}: skipped (no traces/ folder: run from a checkout)")
+            r.lines.append(f"  {name}: skipped (no shipped traces: is $TWIN_TRACES right?)")
             continue
         rate = fig["jobs"] / fig["cpu_s"]
         r.lines.append(

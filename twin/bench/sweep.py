@@ -38,7 +38,7 @@ def bench_sweep(quick: bool) -> Result:
     r.figures.update(runs=n, runs_per_s_1=round(n / one, 2), runs_per_s_2=round(n / two, 2),
                      efficiency_2=round(one / two / 2, 3), warm_s=round(warm_s, 2))  # fmt: skip
     if importlib.util.find_spec("ray") is None:
-        r.lines.append("  ray: not installed (pip install 'cluster-twin[ray]')")
+        r.lines.append("  ray: not installed (pip install 'ray>=2.9')")
         return r
     import ray
 

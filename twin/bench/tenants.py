@@ -85,7 +85,7 @@ def bench_tenants(quick: bool) -> Result:
     openb = project_traces() / "alibaba-gpu-v2023-openb"
     r = Result()
     if not openb.is_dir():
-        r.lines.append("tenants: skipped (no traces/ folder: run from a checkout)")
+        r.lines.append("tenants: skipped (no shipped traces: is $TWIN_TRACES right?)")
         return r
     repeats = 3 if quick else 5
     configure_logging("warning")  # the gateway's connection lines are not figures

@@ -58,13 +58,14 @@ def write_outputs(args: argparse.Namespace, console: Console) -> None:
 
 
 def require_analysis() -> None:
-    """ConfigError, not a traceback, when the analysis extra is missing."""
+    """ConfigError, not a traceback, when an install lost a library the analysis needs."""
     import importlib.util
 
     missing = [m for m in ("pyarrow", "matplotlib") if importlib.util.find_spec(m) is None]
     if missing:
         raise ConfigError(
-            f"{' and '.join(missing)} not installed: pip install 'cluster-twin[analysis]'"
+            f"{' and '.join(missing)} not installed, though the twin depends on it: "
+            f"pip install {' '.join(missing)}"
         )
 
 

@@ -131,7 +131,7 @@ def arena_command(args: argparse.Namespace) -> int:
         import importlib.util
 
         if importlib.util.find_spec("ray") is None:
-            raise ConfigError("--engine ray needs Ray: pip install 'cluster-twin[ray]'")
+            raise ConfigError("--engine ray needs Ray: pip install 'ray>=2.9'")
     from twin_agents.registry import BUILT_IN
 
     if args.fallback not in BUILT_IN:

@@ -7,14 +7,18 @@ import argparse
 import os
 from pathlib import Path
 
+from twin.cli.trace_args import trace_file
+
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     fp = sub.add_parser(
         "fill",
         help="fill a cluster with pods that never leave, per placement policy (FGD's Fig. 9)",
     )
-    fp.add_argument("--trace", required=True, help="the pods (an openb pod list)")
-    fp.add_argument("--cluster", required=True, help="the nodes (an openb node list)")
+    fp.add_argument("--trace", required=True, type=trace_file,
+                    help="the pods (an openb pod list)")  # fmt: skip
+    fp.add_argument("--cluster", required=True, type=trace_file,
+                    help="the nodes (an openb node list)")  # fmt: skip
     fp.add_argument(
         "--placement",
         default="best_fit,fgd",

@@ -181,7 +181,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         forwarded = forward(sys.argv[1:])
         if forwarded is not None:
             return forwarded
-    args = (_KEPT[0] if _KEPT else build_parser()).parse_args(argv)
+    try:  # an argument's value can be refused while parsing (a trace file that is nowhere)
+        args = (_KEPT[0] if _KEPT else build_parser()).parse_args(argv)
+    except TwinError as exc:
+        print(f"twin: error: {exc}", file=sys.stderr)
+        return 2
     try:
         code: int = args.func(args)
     except TwinError as exc:

@@ -70,7 +70,7 @@ def sweep_command(args: argparse.Namespace) -> int:
         import importlib.util
 
         if importlib.util.find_spec("ray") is None:
-            raise ConfigError("--engine ray needs Ray: pip install 'cluster-twin[ray]'")
+            raise ConfigError("--engine ray needs Ray: pip install 'ray>=2.9'")
     spec = _spec(args)
     planned = runs(spec)
     # A bad scenario or override fails now, not in a worker.

@@ -14,9 +14,18 @@ if TYPE_CHECKING:
     from twin.replay.run import ReplayOptions
 
 
+def trace_file(text: str) -> Path:
+    """A trace or inventory file as a user names it: as given, or (a `traces/...` path) among
+    the traces the twin ships, so the documented paths work from any directory. One that is
+    nowhere is a TraceError (a one-line error, not a usage message)."""
+    from twin.sim.job_sources import trace_path
+
+    return trace_path(text)
+
+
 def add_trace_options(rp: argparse.ArgumentParser) -> None:
     """The trace and the cluster it replays on (shared by `replay` and `calibrate`)."""
-    rp.add_argument("--trace", required=True, help="the trace file")
+    rp.add_argument("--trace", required=True, type=trace_file, help="the trace file")
     rp.add_argument("--format", choices=JOB_FORMATS, help="override format detection")
     rp.add_argument(
         "--columns",
@@ -24,7 +33,8 @@ def add_trace_options(rp: argparse.ArgumentParser) -> None:
         "datetime is that of the times (a duration is in s, or ms with unit=ms)",
     )
     where = rp.add_mutually_exclusive_group()
-    where.add_argument("--cluster", help="a node inventory that instantiates the cluster")
+    where.add_argument("--cluster", type=trace_file,
+                       help="a node inventory that instantiates the cluster")  # fmt: skip
     where.add_argument("--gpus", type=int, help="one pool of this many GPUs")
     rp.add_argument("--cluster-format", choices=NODE_FORMATS, help="override inventory detection")
     rp.add_argument("--skip-bad", action="store_true", help="skip and count corrupt lines")

@@ -103,15 +103,15 @@ def concise(model: BaseModel) -> dict[str, Any]:
 def trace_scenario_command(args: argparse.Namespace) -> int:
     import yaml
 
-    from twin.replay.tenant_scenario import relative
     from twin.replay.workload import reading
+    from twin.sim.job_sources import portable
 
     options = trace_options(args)
     if args.placement:
         options = replace(
             options, params=options.params.model_copy(update={"placement": args.placement})
         )
-    workload = trace_workload(args, relative(args.trace))
+    workload = trace_workload(args, portable(str(args.trace)))
     options = replace(options, fmt=reading(workload).fmt, window=reading(workload).window)
     scenario = _scenario(args, options, workload)
     text = yaml.safe_dump(concise(scenario), sort_keys=False, width=100)

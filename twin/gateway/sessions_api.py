@@ -109,7 +109,7 @@ REPORT_HEADERS = {  # the report is one page: inline styles and SVG, never a scr
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
-NO_ANALYSIS = "reports need the analysis extra: pip install 'cluster-twin[analysis]'"
+NO_ANALYSIS = "reports need pyarrow and matplotlib, which this install lacks"
 
 
 async def session_report(request: web.Request) -> web.Response:

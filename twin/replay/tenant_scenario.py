@@ -21,7 +21,7 @@ from twin.replay.workload import no_such_field, row_tenant, tenant_key
 from twin.schema.scenario import ClusterScenario
 from twin.schema.trace_workload import TraceWorkload
 from twin.sim import scenarios
-from twin.sim.job_sources import ROOT, trace_path
+from twin.sim.job_sources import trace_path
 
 
 @dataclass(frozen=True)
@@ -109,9 +109,3 @@ def _tenant(name: str, defaults: TenantDefaults) -> dict[str, Any]:
     if defaults.sla_usd_per_job_h:
         tenant["sla_usd_per_job_h"] = defaults.sla_usd_per_job_h
     return tenant
-
-
-def relative(path: str) -> str:
-    """A trace path as a scenario should carry it: from the project's root when inside it."""
-    resolved = trace_path(path).resolve()
-    return str(resolved.relative_to(ROOT)) if resolved.is_relative_to(ROOT) else path

@@ -20,13 +20,15 @@ from twin.sim.jobrecord import JobRecord
 
 GROUP = "twin.job_sources"
 ROOT = Path(__file__).resolve().parents[2]
-"""The project's root (a checkout's, where `traces/` ships)."""
+"""The project's root (a checkout's; an installed package's parent folder)."""
+PACKAGED_TRACES = Path(__file__).resolve().parents[1] / "traces"
+"""The traces inside the package: in a checkout a link to its `traces/`, in a wheel their copy."""
 TRACES_VARIABLE = "TWIN_TRACES"
 
 
 def shipped_traces() -> Path:
-    """The traces the twin ships: `$TWIN_TRACES` (an image's copy), else the project's."""
-    return Path(os.environ.get(TRACES_VARIABLE) or ROOT / "traces")
+    """The traces the twin ships: `$TWIN_TRACES` (another copy, if set), else the package's."""
+    return Path(os.environ.get(TRACES_VARIABLE) or PACKAGED_TRACES)
 
 
 Opener = Callable[[ClusterScenario], list[Iterable[JobRecord]]]
@@ -71,8 +73,22 @@ def trace_path(path: str) -> Path:
     for candidate in candidates(path):
         if candidate.exists():
             return candidate
-    raise TraceError(f"trace file {path!r} not found (from the current directory, {ROOT} or "
-                     f"{shipped_traces()})")  # fmt: skip
+    hint = "" if Path(path).parts[:1] == ("traces",) else "; a shipped trace is named traces/..."
+    raise TraceError(
+        f"trace file {path!r} not found (looked from the current directory, {ROOT} and among "
+        f"the shipped traces, {shipped_traces()}{hint}; ${TRACES_VARIABLE} names another folder "
+        "of traces)"
+    )
+
+
+def portable(path: str) -> str:
+    """A trace path as a scenario should carry it: `traces/...` for a trace the twin ships,
+    otherwise relative to the project's root when inside it, otherwise as given."""
+    resolved = trace_path(path).resolve()
+    shipped = shipped_traces().resolve()
+    if resolved.is_relative_to(shipped):
+        return str(Path("traces") / resolved.relative_to(shipped))
+    return str(resolved.relative_to(ROOT)) if resolved.is_relative_to(ROOT) else path
 
 
 NAME_MAX_BYTES = 255  # the longest file name a common file system takes
