@@ -46,3 +46,14 @@ def test_the_agents_run_as_python_m_twin_agents(installed: Installed, tmp_path: 
                             cwd=tmp_path, capture_output=True, text=True, check=False)  # fmt: skip
     assert result.returncode == 0
     assert result.stdout.startswith("usage: python -m twin_agents")
+
+
+def test_the_documented_trace_paths_work_from_any_directory(
+    installed: Installed, tmp_path: Path
+) -> None:
+    openb = "traces/alibaba-gpu-v2023-openb"
+    result = twin(installed, tmp_path, "replay", "--trace", f"{openb}/openb_pod_list_default.csv",
+                  "--cluster", f"{openb}/openb_node_list_gpu_node.csv",
+                  "--params", f"{openb}/calibrated-params.json", "--max-jobs", "200")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "openb_pod_list_default.csv" in result.stdout

@@ -10,7 +10,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from twin.cli.analyse import add_output_options, check_output_options, write_outputs
-from twin.cli.trace_args import add_trace_options, add_window_options, trace_options
+from twin.cli.trace_args import (
+    add_trace_options,
+    add_window_options,
+    trace_file,
+    trace_options,
+)
 from twin.schema.vocabulary import (
     CALIBRATION_FILE,
     EVENTS_FILE,
@@ -47,7 +52,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "a comma-separated list replays each and prints a what-if table",
     )
     rp.add_argument(
-        "--params", help=f"scheduler model and cluster share: a {CALIBRATION_FILE} or its params"
+        "--params",
+        type=trace_file,
+        help=f"scheduler model and cluster share: a {CALIBRATION_FILE} or its params",
     )
     rp.add_argument("--out", help=f"directory for {EVENTS_FILE}, {SUMMARY_FILE} and {REPLAY_FILE}")
     add_output_options(rp)

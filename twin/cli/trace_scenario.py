@@ -15,7 +15,12 @@ if TYPE_CHECKING:
     from twin.schema.scenario import ClusterScenario
     from twin.schema.trace_workload import TraceWorkload
 
-from twin.cli.trace_args import add_trace_options, add_window_options, trace_options
+from twin.cli.trace_args import (
+    add_trace_options,
+    add_window_options,
+    trace_file,
+    trace_options,
+)
 from twin.schema.vocabulary import CALIBRATION_FILE, PLACEMENTS
 
 CLOUD = "NAME:GPU_TYPE:MAX_GPUS:USD_PER_GPU_H[:PROVISION_S[:SPEED]]"
@@ -29,7 +34,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     add_trace_options(sp)
     add_window_options(sp)
     sp.add_argument(
-        "--params", help=f"scheduler model and cluster share: a {CALIBRATION_FILE} or its params"
+        "--params",
+        type=trace_file,
+        help=f"scheduler model and cluster share: a {CALIBRATION_FILE} or its params",
     )
     sp.add_argument("--placement", choices=PLACEMENTS, help="node choice (default: the params')")
     sp.add_argument("--name", required=True, help="the scenario's name")
