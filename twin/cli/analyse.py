@@ -28,6 +28,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     rp.set_defaults(func=report_command)
 
 
+def add_json_option(parser: argparse.ArgumentParser) -> None:
+    """`--json` (`render.console_for` and `render.print_json` carry it out)."""
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON object on stdout (the summary and what the command "
+                        "adds); the tables go to stderr")  # fmt: skip
+
+
 def add_output_options(parser: argparse.ArgumentParser) -> None:
     """`--export` and `--report` for a command that writes a run directory with `--out`."""
     parser.add_argument("--export", metavar="FORMATS", help=f"also export: {formats_help()}")

@@ -15,13 +15,14 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from twin.cli.analyse import add_json_option
 from twin.errors import ConfigError
 from twin.schema.vocabulary import DEFAULT_MECHANISM, mechanism_names
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from twin.arena.lineup import AgentSpec
+    from twin.arena.lineup import AgentSpec, SessionTask
     from twin.arena.store import Boards
 
 ENGINES = ("local", "ray")
@@ -88,6 +89,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     help="keep each session's log and summary in OUT/logs/KEY")  # fmt: skip
     ar.add_argument("--engine", choices=ENGINES, default="local")
     ar.add_argument("--ray-address", help="a Ray cluster to run on (default: a local Ray)")
+    add_json_option(ar)
     ar.set_defaults(func=arena_command)
     more = ar.add_subparsers(dest="arena_command", metavar="{merge}")
     mg = more.add_parser("merge", help="two arenas of the same scenarios and seeds, as one")
@@ -113,12 +115,10 @@ def preflight_endpoints(args: argparse.Namespace, llms: list[AgentSpec]) -> None
 
 
 def arena_command(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from twin.arena import lineup
-    from twin.arena.run import Ticker, execute, finish, manifest, prepare
+    from twin.arena.run import finish, manifest, prepare
     from twin.cli.analyse import require_analysis
-    from twin.cli.progress import progress_bar
+    from twin.cli.render import console_for, print_json
     from twin.logs import configure_logging
 
     require_analysis()
@@ -161,7 +161,25 @@ def arena_command(args: argparse.Namespace) -> int:
     prepare(out, manifest(scenarios, seeds, agents, mechanisms=mechanisms, regimes=regimes,
                           trade_gain=args.trade_gain,
                           round_timeout_ms=timeout_ms))  # fmt: skip
-    console = Console()
+    console = console_for(args)
+    played = _play_all(console, tasks, out, args)
+    boards = finish(out, tasks)
+    show(console, boards)
+    console.print(f"{len(tasks)} sessions ({played} now, {len(tasks) - played} done before)")
+    console.print(f"wrote {out / 'leaderboard.html'}, leaderboard.parquet and sessions.parquet")
+    if args.json:
+        print_json("arena", sessions=len(tasks), played_now=played, out=str(out),
+                   **boards._asdict())  # fmt: skip
+    return 0
+
+
+def _play_all(console: Console, tasks: list[SessionTask], out: Path,
+              args: argparse.Namespace) -> int:  # fmt: skip
+    """Play the sessions not yet played, with a progress bar on a terminal and a line every
+    few seconds elsewhere; how many played now."""
+    from twin.arena.run import Ticker, execute
+    from twin.cli.progress import progress_bar
+
     with progress_bar(console, "arena", len(tasks), "sessions") as advance:
         if advance is not None:
             bar = advance
@@ -169,16 +187,11 @@ def arena_command(args: argparse.Namespace) -> int:
             def progress(done: int, running: int) -> None:
                 bar(done, f"{running} running")
 
-            played = execute(tasks, out, engine=args.engine, workers=args.workers,
-                             address=args.ray_address, progress=progress)  # fmt: skip
-        else:
-            with Ticker(console.print, len(tasks)) as tick:
-                played = execute(tasks, out, engine=args.engine, workers=args.workers,
-                                 address=args.ray_address, progress=tick)  # fmt: skip
-    show(console, finish(out, tasks))
-    console.print(f"{len(tasks)} sessions ({played} now, {len(tasks) - played} done before)")
-    console.print(f"wrote {out / 'leaderboard.html'}, leaderboard.parquet and sessions.parquet")
-    return 0
+            return execute(tasks, out, engine=args.engine, workers=args.workers,
+                           address=args.ray_address, progress=progress)  # fmt: skip
+        with Ticker(console.print, len(tasks)) as tick:
+            return execute(tasks, out, engine=args.engine, workers=args.workers,
+                           address=args.ray_address, progress=tick)  # fmt: skip
 
 
 def parse_list(flag: str, text: str, allowed: tuple[str, ...]) -> list[str]:

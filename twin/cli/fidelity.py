@@ -41,12 +41,19 @@ def placements(text: str | None) -> list[Placement]:
 
 
 def what_if(
-    trace: Path, options: ReplayOptions, policies: list[Placement], out: Path | None
+    trace: Path,
+    options: ReplayOptions,
+    policies: list[Placement],
+    out: Path | None,
+    *,
+    as_json: bool = False,
 ) -> int:
-    """Replay the trace with each placement policy and print (and write) them side by side."""
+    """Replay the trace with each placement policy and print (and write) them side by side;
+    `as_json`: the rows as JSON on stdout too, the table on stderr."""
     from rich.console import Console
     from rich.table import Table
 
+    from twin.cli.render import print_json
     from twin.replay.run import replay
     from twin.replay.trace import Trace
 
@@ -79,7 +86,7 @@ def what_if(
         table.add_column(label, justify="left" if column == "placement" else "right")
     for row in rows:
         table.add_row(*(_cell(v) for v in row.values()))
-    console = Console()
+    console = Console(stderr=as_json)
     console.print(table)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
@@ -88,6 +95,8 @@ def what_if(
             writer.writeheader()
             writer.writerows(rows)
         console.print(f"wrote {out / WHAT_IF_FILE}")
+    if as_json:
+        print_json("replay", what_if=rows, out=None if out is None else str(out))
     return 0
 
 

@@ -14,18 +14,16 @@ from twin.schema.vocabulary import EVENTS_FILE, SUMMARY_FILE
 
 
 def _run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from twin.cli.analyse import check_output_options, write_outputs
     from twin.cli.progress import horizon_h, progress_bar
-    from twin.cli.render import print_summary
+    from twin.cli.render import console_for, print_json, print_summary
     from twin.sim import scenarios
     from twin.sim.runner import run_episode
 
     check_output_options(args)
     scenario = scenarios.load(args.scenario, args.set or ())
     out = Path(args.out) if args.out else None
-    console = Console()
+    console = console_for(args)
     with progress_bar(console, "running (virtual time)", horizon_h(scenario), "h") as advance:
         summary, _ = run_episode(
             scenario, seed=args.seed, policy=args.policy, out_dir=out,
@@ -35,6 +33,8 @@ def _run(args: argparse.Namespace) -> int:
     if out is not None:
         console.print(f"wrote {out / EVENTS_FILE} and {out / SUMMARY_FILE}")
     write_outputs(args, console)
+    if args.json:
+        print_json("run", summary=summary, out=args.out)
     return 0
 
 
@@ -108,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--set", action="append", metavar="PATH=VALUE", help="override a scenario field"
     )
     analyse.add_output_options(run)
+    analyse.add_json_option(run)
     run.set_defaults(func=_run)
 
     scen = sub.add_parser("scenarios", help="list the built-in scenarios")

@@ -13,7 +13,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from twin.cli.analyse import add_output_options, check_output_options, write_outputs
+from twin.cli.analyse import (
+    add_json_option,
+    add_output_options,
+    check_output_options,
+    write_outputs,
+)
 from twin.errors import ConfigError
 from twin.schema.vocabulary import (
     AGENTS_FILE,
@@ -83,6 +88,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     pl.add_argument("--out", help=f"directory for {EVENTS_FILE}, {SUMMARY_FILE} and {AGENTS_FILE}")
     add_output_options(pl)
+    add_json_option(pl)
     pl.set_defaults(func=play_command)
 
 
@@ -154,15 +160,16 @@ def parse_trained(specs: list[str]) -> dict[str, Maker]:
 
 async def _play(args: argparse.Namespace, tenants: list[str], agents: dict[str, str],
                 trained: dict[str, Maker]) -> int:  # fmt: skip
-    from rich.console import Console
+    import orjson
 
     from twin.arena.session import Progress, play_session
+    from twin.cli.render import console_for, print_json
     from twin.gateway.config import GatewayConfig
     from twin_agents.factory import LlmEndpoint, make_policy
     from twin_agents.health import EndpointHealth
     from twin_agents.registry import Seat
 
-    console = Console()
+    console = console_for(args)
     timeout_ms = args.round_timeout_ms or (
         LLM_ROUND_TIMEOUT_MS if LLM in agents.values() else ROUND_TIMEOUT_MS
     )
@@ -195,12 +202,17 @@ async def _play(args: argparse.Namespace, tenants: list[str], agents: dict[str, 
                                     watch=watch)  # fmt: skip
     summary = _report(console, agents, llm_stats, stats=played.stats, events=played.events,
                       out=args.out)  # fmt: skip
+    returns = {t.name: t.reward_usd for t in summary.tenants}
+    report = _agents_report(agents, llm_stats, played.stats, played.wall_s, returns=returns)
     if args.out is not None:
-        returns = {t.name: t.reward_usd for t in summary.tenants}
-        _write_agents(Path(args.out) / AGENTS_FILE, agents, llm_stats, played.stats,
-                      played.wall_s, returns=returns)  # fmt: skip
+        (Path(args.out) / AGENTS_FILE).write_bytes(
+            orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n"
+        )
     write_outputs(args, console)
     overruled = model_answers(console, agents, llm_stats, args.fallback)
+    if args.json:
+        print_json("play", summary=summary, agents=report["agents"], wall_s=played.wall_s,
+                   out=args.out)  # fmt: skip
     return 3 if overruled and args.strict else 0
 
 
@@ -224,14 +236,11 @@ def model_answers(console: Any, agents: dict[str, str], llm_stats: dict[str, Any
     return overruled
 
 
-def _write_agents(path: Path, agents: dict[str, str], llm_stats: dict[str, Any],
-                  stats: list[Any], wall_s: float, *,
-                  returns: dict[str, float]) -> None:  # fmt: skip
-    """Each agent's report as JSON: its policy, what it did, its model's counts, and the
-    return it was told (`reward_heard_usd`) beside the summary's (`reward_usd`)."""
+def _agents_report(agents: dict[str, str], llm_stats: dict[str, Any], stats: list[Any],
+                   wall_s: float, *, returns: dict[str, float]) -> dict[str, Any]:  # fmt: skip
+    """Each agent's report (`agents.json`): its policy, what it did, its model's counts, and
+    the return it was told (`reward_heard_usd`) beside the summary's (`reward_usd`)."""
     import dataclasses
-
-    import orjson
 
     report: dict[str, Any] = {"wall_s": wall_s, "agents": {}}
     for (tenant, name), s in zip(agents.items(), stats, strict=True):
@@ -245,7 +254,7 @@ def _write_agents(path: Path, agents: dict[str, str], llm_stats: dict[str, Any],
         if llm is not None:
             entry["llm"] = {**llm.summary(), "asks_per_s": llm.asks / wall_s if wall_s else None}
         report["agents"][tenant] = entry
-    path.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    return report
 
 
 def _report(console: Any, agents: dict[str, str], llm_stats: dict[str, Any], *,

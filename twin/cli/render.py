@@ -1,7 +1,12 @@
-"""Human-readable tables for summaries."""
+"""Human-readable tables for summaries, and `--json`: one machine-readable object on stdout."""
 
 from __future__ import annotations
 
+import argparse
+import sys
+from typing import Any
+
+import orjson
 from rich.console import Console
 from rich.table import Table
 
@@ -108,3 +113,23 @@ def print_agentic(a: AgenticSummary, console: Console) -> None:
         res.add_row(r.resource, f"{r.capacity:,.0f}", f"{r.held_unit_h:,.1f}",
                     f"{r.busy_unit_h:,.1f}", util, f"{r.cost_usd:,.2f}")  # fmt: skip
     console.print(res)
+
+
+def console_for(args: argparse.Namespace) -> Console:
+    """Where a command's tables and messages go: stderr under `--json` (stdout is the JSON's)."""
+    return Console(stderr=True) if getattr(args, "json", False) else Console()
+
+
+def print_json(command: str, **parts: Any) -> None:
+    """`{"command": ..., **parts}` as one line on stdout (models as their JSON, NaN as null)."""
+
+    def plain(value: Any) -> Any:
+        dump = getattr(value, "model_dump", None)
+        if dump is not None:
+            return dump(mode="json")
+        raise TypeError(f"{type(value).__name__} is not JSON")
+
+    line = orjson.dumps({"command": command, **parts}, default=plain,
+                        option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)  # fmt: skip
+    sys.stdout.buffer.write(line + b"\n")
+    sys.stdout.flush()

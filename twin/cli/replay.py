@@ -9,7 +9,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from twin.cli.analyse import add_output_options, check_output_options, write_outputs
+from twin.cli.analyse import (
+    add_json_option,
+    add_output_options,
+    check_output_options,
+    write_outputs,
+)
 from twin.cli.trace_args import (
     add_trace_options,
     add_window_options,
@@ -58,6 +63,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     rp.add_argument("--out", help=f"directory for {EVENTS_FILE}, {SUMMARY_FILE} and {REPLAY_FILE}")
     add_output_options(rp)
+    add_json_option(rp)
     rp.set_defaults(func=replay_command)
 
     cal = sub.add_parser(
@@ -93,11 +99,9 @@ def calibrate_command(args: argparse.Namespace) -> int:
 
 
 def replay_command(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from twin.cli.fidelity import placements, what_if
     from twin.cli.progress import progress_bar
-    from twin.cli.render import print_summary
+    from twin.cli.render import console_for, print_json, print_summary
     from twin.replay.reader import count_lines
     from twin.replay.run import replay
 
@@ -105,12 +109,13 @@ def replay_command(args: argparse.Namespace) -> int:
     options = trace_options(args)
     policies = placements(args.placement)
     if len(policies) > 1:
-        return what_if(Path(args.trace), options, policies, Path(args.out) if args.out else None)
+        return what_if(Path(args.trace), options, policies, Path(args.out) if args.out else None,
+                       as_json=args.json)  # fmt: skip
     if policies:
         options = replace(options, params=options.params.model_copy(
             update={"placement": policies[0]}))  # fmt: skip
     out = Path(args.out) if args.out else None
-    console = Console()
+    console = console_for(args)
     path = Path(args.trace)
     lines = count_lines(path) if console.is_terminal else None
     total = min(lines, args.max_jobs) if lines and args.max_jobs else lines
@@ -121,6 +126,8 @@ def replay_command(args: argparse.Namespace) -> int:
     if out is not None:
         console.print(f"wrote {out / EVENTS_FILE}, {out / SUMMARY_FILE} and {out / REPLAY_FILE}")
     write_outputs(args, console)
+    if args.json:
+        print_json("replay", summary=summary, replay=report, out=args.out)
     return 0
 
 
