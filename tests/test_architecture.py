@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import re
 import statistics
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -116,3 +117,14 @@ def test_the_layout_names_every_module_under_its_package() -> None:
             if not (nested and re.search(rf"(?<![\w/]){re.escape(path.name)}\b", section)):
                 unnamed.append(str(rel))
     assert not unnamed, f"docs/layout.md does not name {unnamed} under their package"
+
+
+def test_pyproject_lists_every_package_and_the_traces_it_installs() -> None:
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    found = {
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for package in ("twin", "twin_agents")
+        for init in (ROOT / package).rglob("__init__.py")
+    }
+    assert set(setuptools["packages"]) == found | {"twin.traces"}
+    assert setuptools["package-dir"] == {"twin.traces": "traces"}

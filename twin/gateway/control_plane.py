@@ -35,6 +35,12 @@ DESCRIPTION = (
     "follow their policies; reward = value of finished work - GPU cost - SLA penalties."
 )
 STATE_SCHEMA: dict[str, Any] = EgoState.model_json_schema()
+ENVELOPE_FIELDS: dict[str, Any] = {
+    "reward": {"anyOf": [{"type": "number"}, {"type": "null"}], "default": None,
+               "description": "The step's reward (the tenant's return over it, in dollars)."},
+    "done": {"type": "boolean", "default": False, "description": "Whether the episode ended."},
+    "metadata": {"type": "object", "default": {}, "description": "What else the step reports."},
+}  # fmt: skip
 RESET_OPTIONS = ["seed", "episode_id", "scenario", "tenant", "overrides"]
 T = TypeVar("T")
 
@@ -166,8 +172,13 @@ class ControlPlane:
         }
 
     def schema(self) -> dict[str, Any]:
+        """The action, observation and state schemas. OpenEnv reads an observation with the
+        envelope's `reward`, `done` and `metadata` beside its fields (its `Observation` carries
+        them), so the observation's schema names them too."""
+        observation = self.kind.observation.model_json_schema()
+        observation["properties"] = {**observation["properties"], **ENVELOPE_FIELDS}
         return {
             "action": self.kind.action.model_json_schema(),
-            "observation": self.kind.observation.model_json_schema(),
+            "observation": observation,
             "state": STATE_SCHEMA,
         }

@@ -21,14 +21,19 @@ from twin.sim.jobrecord import JobRecord
 GROUP = "twin.job_sources"
 ROOT = Path(__file__).resolve().parents[2]
 """The project's root (a checkout's; an installed package's parent folder)."""
-PACKAGED_TRACES = Path(__file__).resolve().parents[1] / "traces"
-"""The traces inside the package: in a checkout a link to its `traces/`, in a wheel their copy."""
+INSTALLED_TRACES = Path(__file__).resolve().parents[1] / "traces"
+"""Where an installed twin keeps the traces it ships (the package `twin.traces`, built from the
+project's `traces/`); a checkout has them only at its root."""
 TRACES_VARIABLE = "TWIN_TRACES"
 
 
 def shipped_traces() -> Path:
-    """The traces the twin ships: `$TWIN_TRACES` (another copy, if set), else the package's."""
-    return Path(os.environ.get(TRACES_VARIABLE) or PACKAGED_TRACES)
+    """The traces the twin ships: `$TWIN_TRACES` (another copy, if set), else the installed
+    package's, else the checkout's `traces/`."""
+    named = os.environ.get(TRACES_VARIABLE)
+    if named:
+        return Path(named)
+    return INSTALLED_TRACES if INSTALLED_TRACES.is_dir() else ROOT / "traces"
 
 
 Opener = Callable[[ClusterScenario], list[Iterable[JobRecord]]]
