@@ -136,8 +136,9 @@ def test_the_manifest_s_runtime_probe_plays_and_meets_openenv_s_runtime_contract
     port = free_port()
     proc = start_serve(port, "operator-token-for-the-probe", tmp_path / "serve.log")
     try:
+        budget_s = manifest.resources.episode_timeout_s
         evidence = collect_runtime_evidence(f"http://127.0.0.1:{port}", plan,
-                                            episode_timeout_s=manifest.resources.episode_timeout_s)  # fmt: skip
+                                            episode_timeout_s=budget_s)  # fmt: skip
     finally:
         proc.terminate()
         proc.wait(timeout=15)

@@ -135,3 +135,27 @@ def test_ctrl_c_is_one_line_saying_what_is_saved_and_how_to_go_on(
     saved = len(list((out / "runs").glob("*.json")))
     assert last == (f"twin: interrupted; {saved} runs saved in {out}: run the same command "
                     "again to resume")  # fmt: skip
+
+
+@pytest.mark.parametrize("command", ["calibrate", "fill"])
+def test_ctrl_c_in_a_command_that_writes_at_its_end_is_one_line_too(
+    tmp_path: Path, command: str
+) -> None:
+    openb = Path(__file__).resolve().parents[1] / "traces" / "alibaba-gpu-v2023-openb"
+    pods, nodes = openb / "openb_pod_list_default.csv", openb / "openb_node_list_gpu_node.csv"
+    if command == "calibrate":
+        args = ["calibrate", "--trace", str(pods), "--cluster", str(nodes), "--workers", "2",
+                "--out", str(tmp_path / "calibrate")]  # fmt: skip
+    else:
+        args = ["fill", "--trace", str(pods), "--cluster", str(nodes), "--seeds", "0-9",
+                "--workers", "2", "--out", str(tmp_path / "fill")]  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-m", "twin", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    time.sleep(4)  # the workers are busy by now
+    os.killpg(proc.pid, signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert stderr.strip().splitlines()[-1] == (
+        f"twin: interrupted; nothing written (twin {command} writes its results when it ends)"
+    )

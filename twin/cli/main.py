@@ -160,8 +160,11 @@ def keep_parser() -> None:
 
 
 def _saved(args: argparse.Namespace) -> str:
-    """For a command that saves each run as it finishes (sweep, arena): how many are saved and
-    how to go on."""
+    """What an interrupted command kept: for one that saves each run as it finishes (sweep,
+    arena), how many are saved and how to go on; for one that writes only at its end
+    (calibrate, fill), that nothing was written."""
+    if args.command in ("calibrate", "fill"):
+        return f"; nothing written (twin {args.command} writes its results when it ends)"
     out = getattr(args, "out", None)
     if args.command not in ("sweep", "arena") or not out:
         return ""

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from twin.errors import TraceError
+from twin.processes import quiet_pool, stopping
 from twin.replay import validate
 from twin.replay.cluster import build
 from twin.replay.run import Replay, ReplayOptions, replay
@@ -220,7 +221,7 @@ def _pool(
     """A process pool whose workers each read the fit window once (None: replay in process)."""
     if workers <= 1:
         return nullcontext()
-    return ProcessPoolExecutor(workers, initializer=_open_fit, initargs=(path, options.reading))
+    return stopping(quiet_pool(workers, _open_fit, (path, options.reading)))
 
 
 def _open_fit(path: Path, reading: Reading) -> None:

@@ -7,12 +7,12 @@ from __future__ import annotations
 import csv
 import os
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from twin.processes import quiet_pool, stopping
 from twin.replay import fill_policies
 from twin.replay.fill import (
     Pod,
@@ -72,7 +72,7 @@ def run(spec: FillSpec, policies: Sequence[str], seeds: Sequence[int], workers: 
     if workers <= 1 or len(jobs) == 1:
         results = [run_one(spec, p, s) for p, s in jobs]
     else:
-        with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
+        with stopping(quiet_pool(min(workers, len(jobs)))) as pool:
             futures = [pool.submit(run_one, spec, p, s) for p, s in jobs]
             results = [f.result() for f in futures]
     return [row for rows in results for row in rows]

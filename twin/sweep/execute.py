@@ -9,15 +9,15 @@ tenants by name).
 from __future__ import annotations
 
 import os
-import signal
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
 import orjson
 
+from twin.processes import quiet_pool, stopping
 from twin.ray_runtime import start_ray
 from twin.sweep.spec import Run
 
@@ -86,25 +86,12 @@ def local(task: Callable[[T], Row], items: Sequence[T], workers: int,
     warm: see `warm`). Ctrl-C stops the pool at once: its workers ignore the interrupt (no
     traceback of theirs) and are stopped; what finished before it is kept by the caller."""
     warmed()
-    pool = ProcessPoolExecutor(max_workers=workers, initializer=_ignore_interrupts)
-    try:
+    with stopping(quiet_pool(workers)) as pool:
         pending: set[Future[Row]] = {pool.submit(task, item) for item in items}
         while pending:
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
             for future in finished:
                 yield future.result()
-    except BaseException:
-        processes = list(getattr(pool, "_processes", {}).values())  # the running workers
-        pool.shutdown(wait=False, cancel_futures=True)
-        for process in processes:
-            process.terminate()
-        raise
-    pool.shutdown()
-
-
-def _ignore_interrupts() -> None:
-    """In a worker: Ctrl-C is the parent's to handle (it stops the pool)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _call(task: Callable[[T], Row], item: T) -> Row:
