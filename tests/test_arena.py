@@ -99,6 +99,27 @@ def test_the_leaderboard_s_returns_are_the_sessions_summaries(arena: Path) -> No
             assert row["gain_usd"] == pytest.approx(statistics.fmean(by_seed.values()), rel=1e-12)
 
 
+def test_the_difference_reward_is_the_log_s_credit_in_gpus(arena: Path) -> None:
+    """One unit everywhere: the sessions table's difference reward is the sum of the kernel's
+    credits (`round_credited.difference_reward`, useful GPUs) in the session's kept log."""
+    checked = 0
+    for path in (arena / "runs").glob("*.json"):
+        log = arena / "logs" / path.stem / "events.jsonl"
+        if not log.is_file():  # the bound's row: no session was played
+            continue
+        events = [json.loads(line) for line in log.read_text().splitlines()]
+        for t in json.loads(path.read_text())["tenants"]:
+            if "difference_reward_gpus" in t:
+                credited = sum(
+                    e["difference_reward"]
+                    for e in events
+                    if e["kind"] == "round_credited" and e["tenant"] == t["tenant"]
+                )
+                assert t["difference_reward_gpus"] == pytest.approx(credited, rel=1e-9, abs=1e-9)
+                checked += 1
+    assert checked > 0
+
+
 def test_the_intervals_are_a_percentile_bootstrap_over_seeds(arena: Path) -> None:
     sessions = pq.read_table(arena / "sessions.parquet").to_pylist()
     for row in board(arena):

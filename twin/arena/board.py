@@ -103,7 +103,7 @@ def tidy(rows: list[Row]) -> list[Row]:
                 "trade_gain_usd": (t["return_usd"] - untraded.get(t["tenant"], 0.0)
                                    if untraded is not None else 0.0),
                 "surplus_share": gain / surplus if surplus > TOLERANCE_USD else None,
-                "difference_reward_usd": t.get("difference_reward_usd"),
+                "difference_reward_gpus": t.get("difference_reward_gpus"),
                 "offers_made": t.get("offers_made"), "offers_taken": t.get("offers_taken"),
                 "offers_refused": t.get("offers_refused"),
                 "offers_to_nontraders": t.get("offers_to_nontraders"),
@@ -280,7 +280,7 @@ def _entry(agent: str, role: str, cells: list[Row], sessions: dict[str, Row]) ->
         "trade_gain_lo_usd": trade_lo,
         "trade_gain_hi_usd": trade_hi,
         **score,
-        "difference_reward_usd": statistics.fmean(c["difference_reward_usd"] for c in cells),
+        "difference_reward_gpus": statistics.fmean(c["difference_reward_gpus"] for c in cells),
         "offers_made": sum(c["offers_made"] for c in cells) / n,
         "offers_taken": sum(c["offers_taken"] for c in cells) / n,
         "offers_refused": sum(c["offers_refused"] for c in cells) / n,

@@ -16,7 +16,8 @@ Row = dict[str, Any]
 OUTCOME = (
     ("#", "rank", None), ("agent", "agent", None), ("return $", "return_usd", 0),
     ("95% CI", ("return_lo_usd", "return_hi_usd"), 0), ("gain $", "gain_usd", 0),
-    ("95% CI", ("gain_lo_usd", "gain_hi_usd"), 0), ("diff. reward $", "difference_reward_usd", 1),
+    ("95% CI", ("gain_lo_usd", "gain_hi_usd"), 0),
+    ("diff. reward GPUs", "difference_reward_gpus", 1),
     ("welfare $", "welfare_usd", 0), ("welfare gain $", "welfare_gain_usd", 0),
     ("Jain", "jain_delay", 3), ("Pareto", "pareto_share", 2),
     ("trade gain $", "trade_gain_usd", 1), ("score", "score", 2),
@@ -42,7 +43,8 @@ Columns = tuple[tuple[str, "str | tuple[str, ...]", "int | None"], ...]
 FIGURES = (
     ("return ($), mean and 95% CI", "return_usd", ("return_lo_usd", "return_hi_usd")),
     ("gain over the paired baseline ($)", "gain_usd", ("gain_lo_usd", "gain_hi_usd")),
-    ("difference reward ($ per session)", "difference_reward_usd", None),
+    ("difference reward (useful GPUs, summed over a session's rounds)", "difference_reward_gpus",
+     None),
     ("trades applied per session", "trades_applied", None),
     ("answer time p95 (ms)", "answer_ms_p95", None),
     ("welfare: all tenants' return ($)", "welfare_usd", None),

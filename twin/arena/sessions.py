@@ -68,7 +68,7 @@ def _tenant(stats: AgentStats | None, llm: Any) -> Row:
     if stats is None:
         return {}
     row: Row = {
-        "difference_reward_usd": stats.difference_reward,
+        "difference_reward_gpus": stats.difference_reward,
         "rounds": stats.rounds,
         "defaulted_rounds": stats.defaulted_rounds,
         "offers_made": stats.offers_made,

@@ -272,7 +272,7 @@ def _report(console: Any, agents: dict[str, str], llm_stats: dict[str, Any], *,
                 "GPUs in/out", "$ in/out"):  # fmt: skip
         trades.add_column(col, justify="left" if col in ("tenant", "policy") else "right")
     rewards = Table(title="rewards")
-    for col in ("tenant", "rounds", "defaulted", "reward", "difference reward",
+    for col in ("tenant", "rounds", "defaulted", "reward $", "difference reward GPUs",
                 "LLM valid first / asks", "LLM fallbacks"):  # fmt: skip
         rewards.add_column(col, justify="left" if col == "tenant" else "right")
     for (tenant, name), s in zip(agents.items(), stats, strict=True):

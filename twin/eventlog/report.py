@@ -209,7 +209,7 @@ def _negotiation(rows: list[dict[str, Any]], agents_path: Path | None) -> str:
             _n(float(np.nansum(cols["difference_reward"])), 2),
         ])  # fmt: skip
     table = _table(["tenant", "rounds", "defaulted", "offers made", "accepted", "trades",
-                    "traded $", "reward $", "difference reward"], totals)  # fmt: skip
+                    "traded $", "reward $", "difference reward GPUs"], totals)  # fmt: skip
     note = ("<p>Rewards as each agent heard them at its rounds' commits. What accrued after "
             "its last round it heard in the final settlement (<code>episode_settled</code>); "
             "with it, each agent's rewards add up to its return in the tenants' table "
