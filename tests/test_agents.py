@@ -25,7 +25,7 @@ from twin.schema.wire import DecisionRequested, OfferView
 from twin_agents import prompting
 from twin_agents.client import AgentClient, HandshakeError
 from twin_agents.llm import BOUND, LLMPolicy
-from twin_agents.policies import Baseline, Negotiator
+from twin_agents.policies import Negotiator, Stepper
 from twin_agents.policy import Answer
 from twin_agents.registry import BUILT_IN, builtin
 from twin_agents.turn import answer_model, shape
@@ -131,7 +131,7 @@ async def test_a_dropped_agent_reconnects_and_resumes(
     aiohttp_server: MakeServer, tmp_path: Any
 ) -> None:
     server, s = await gateway(aiohttp_server, tmp_path, agents=["alpha"], round_timeout_ms=5000)
-    client = AgentClient(ws_url(server), s["session_id"], "alpha", s["tokens"]["alpha"], Baseline())
+    client = AgentClient(ws_url(server), s["session_id"], "alpha", s["tokens"]["alpha"], Stepper())
     task = asyncio.create_task(client.run())
     session = s["session"]
     while "alpha" not in session.agents or session.driver.round < 2:
@@ -147,7 +147,7 @@ async def test_a_wrong_token_is_refused_and_not_retried(
     aiohttp_server: MakeServer, tmp_path: Any
 ) -> None:
     server, s = await gateway(aiohttp_server, tmp_path, agents=["alpha"])
-    client = AgentClient(ws_url(server), s["session_id"], "alpha", "wrong", Baseline())
+    client = AgentClient(ws_url(server), s["session_id"], "alpha", "wrong", Stepper())
     with pytest.raises(HandshakeError, match="UNAUTHORIZED"):
         await client.run()
 
@@ -155,7 +155,7 @@ async def test_a_wrong_token_is_refused_and_not_retried(
 def test_every_built_in_policy_is_available() -> None:
     for name in BUILT_IN:
         assert builtin(name, TENANTS, "alpha").name == name
-    with pytest.raises(ValueError, match="built-in policies: baseline"):
+    with pytest.raises(ValueError, match="built-in policies: stepper"):
         builtin("oracle", TENANTS, "alpha")
 
 
@@ -222,7 +222,7 @@ async def llm(
     aiohttp_server: MakeServer, model: str, timeout_s: float = 30.0
 ) -> tuple[LLMPolicy, Any]:
     server = await aiohttp_server(fake_llm_app())
-    policy = LLMPolicy(str(server.make_url("/v1")), model, Baseline(), timeout_s=timeout_s,
+    policy = LLMPolicy(str(server.make_url("/v1")), model, Stepper(), timeout_s=timeout_s,
                        tenant="beta", tenants=tuple(TENANTS))  # fmt: skip
     return policy, server.app[REQUESTS]
 
@@ -286,7 +286,7 @@ def test_the_registry_says_which_agents_trade() -> None:
 
     assert trades("negotiator")
     assert trades(LLM)
-    assert not any(trades(name) for name in ("baseline", "greedy", "fair_share", "random"))
+    assert not any(trades(name) for name in ("stepper", "greedy", "fair_share", "random"))
 
 
 async def test_bids_are_asked_for_only_where_the_mechanism_takes_them(
@@ -362,8 +362,8 @@ async def test_two_failures_fall_back_to_the_configured_policy(
     policy, requests = await llm(aiohttp_server, model)
     turn = await policy.decide(request())
     await policy.close()
-    assert turn.provision == (await Baseline().decide(request())).provision
-    assert turn.reason.startswith("fallback baseline: ")
+    assert turn.provision == (await Stepper().decide(request())).provision
+    assert turn.reason.startswith("fallback stepper: ")
     assert policy.stats.fallbacks == 1
     assert getattr(policy.stats, counter) == 2
     assert len(requests) == 2
@@ -415,9 +415,7 @@ def test_the_command_refuses_a_missing_token() -> None:
 
 async def test_the_json_object_form_still_carries_the_schema(aiohttp_server: MakeServer) -> None:
     server = await aiohttp_server(fake_llm_app())
-    policy = LLMPolicy(
-        str(server.make_url("/v1")), "valid", Baseline(), schema_format="json_object"
-    )
+    policy = LLMPolicy(str(server.make_url("/v1")), "valid", Stepper(), schema_format="json_object")
     turn = await policy.decide(request())
     await policy.close()
     fmt = server.app[REQUESTS][0]["response_format"]
@@ -427,13 +425,13 @@ async def test_the_json_object_form_still_carries_the_schema(aiohttp_server: Mak
 
 
 async def test_an_endpoint_that_is_down_means_the_fallback_decides_at_once() -> None:
-    policy = LLMPolicy("http://127.0.0.1:9/v1", "any", Baseline(), timeout_s=30.0, tenant="beta")
+    policy = LLMPolicy("http://127.0.0.1:9/v1", "any", Stepper(), timeout_s=30.0, tenant="beta")
     start = time.perf_counter()
     turn = await policy.decide(request())
     await policy.close()
     assert time.perf_counter() - start < 5.0  # not the round's whole deadline
-    assert turn.provision == (await Baseline().decide(request())).provision
-    assert turn.reason.startswith("fallback baseline: ")
+    assert turn.provision == (await Stepper().decide(request())).provision
+    assert turn.reason.startswith("fallback stepper: ")
     assert (policy.stats.http_errors, policy.stats.fallbacks) == (1, 1)  # refused: no retry
 
 

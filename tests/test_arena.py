@@ -23,7 +23,7 @@ import scipy.stats
 from tests.browser import chromium, new_page
 from tests.conftest import twin_command
 
-AGENTS = ["negotiator", "fair_share", "baseline"]
+AGENTS = ["negotiator", "fair_share", "stepper"]
 TENANTS = ["research", "inference", "batch"]
 SEEDS = 8
 
@@ -184,7 +184,7 @@ async def test_the_page_opens_in_chromium_with_no_console_errors(arena: Path) ->
 
 def test_a_stopped_arena_resumes_where_it_stopped(tmp_path: Path) -> None:
     out = tmp_path / "resume"
-    argv = ("arena", "--agents", "negotiator,baseline", "--seeds", "2", "--out", str(out))
+    argv = ("arena", "--agents", "negotiator,stepper", "--seeds", "2", "--out", str(out))
     assert twin_command(*argv).returncode == 0
     first = outcomes(out)
     runs = sorted((out / "runs").glob("*.json"))
@@ -195,11 +195,11 @@ def test_a_stopped_arena_resumes_where_it_stopped(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr
     assert "(1 now, 11 done before)" in " ".join(again.stdout.split())
     assert outcomes(out) == first
-    more = twin_command("arena", "--agents", "negotiator,baseline", "--seeds", "3",
+    more = twin_command("arena", "--agents", "negotiator,stepper", "--seeds", "3",
                         "--out", str(out))  # fmt: skip
     assert more.returncode == 0, more.stderr
     assert "(6 now, 12 done before)" in " ".join(more.stdout.split())
-    other = twin_command("arena", "--agents", "greedy,baseline", "--seeds", "2", "--out", str(out))
+    other = twin_command("arena", "--agents", "greedy,stepper", "--seeds", "2", "--out", str(out))
     assert other.returncode != 0
     assert "holds another arena (its agents differ)" in other.stderr
     assert "Traceback" not in other.stderr
@@ -213,7 +213,7 @@ def test_a_stopped_arena_resumes_where_it_stopped(tmp_path: Path) -> None:
 
 def test_two_arenas_on_the_same_seeds_merge_into_one_leaderboard(tmp_path: Path) -> None:
     a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
-    assert twin_command("arena", "--agents", "negotiator,baseline", "--seeds", "2",
+    assert twin_command("arena", "--agents", "negotiator,stepper", "--seeds", "2",
                         "--out", str(a)).returncode == 0  # fmt: skip
     assert twin_command("arena", "--agents", "fair_share,greedy", "--seeds", "2",
                         "--out", str(b)).returncode == 0  # fmt: skip
@@ -221,7 +221,7 @@ def test_two_arenas_on_the_same_seeds_merge_into_one_leaderboard(tmp_path: Path)
     assert merged.returncode == 0, merged.stderr
     rows = board(tmp_path / "ab")
     ranked = {r["agent"]: r for r in rows if r["role"] == "all"}
-    assert set(ranked) == {"negotiator", "baseline", "fair_share", "greedy"}
+    assert set(ranked) == {"negotiator", "stepper", "fair_share", "greedy"}
     assert sorted(r["rank"] for r in ranked.values()) == [1, 2, 3, 4]
     for name, source in (("negotiator", a), ("greedy", b)):
         alone = next(r for r in board(source) if r["agent"] == name and r["role"] == "all")

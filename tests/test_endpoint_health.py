@@ -24,7 +24,7 @@ from tests.fake_llm import REQUESTS, fake_llm_app
 from tests.test_agents import request
 from twin_agents.health import EndpointHealth
 from twin_agents.llm import LLMPolicy
-from twin_agents.policies import Baseline
+from twin_agents.policies import Stepper
 
 MakeServer = Callable[..., Awaitable[TestServer]]
 
@@ -68,7 +68,7 @@ def test_patience_follows_the_measured_latency_within_bounds() -> None:
 async def test_a_hung_endpoint_costs_one_short_wait_then_the_fallback_answers_at_once() -> None:
     with hung_endpoint() as url:
         health = EndpointHealth(first_ask_s=0.5)
-        policy = LLMPolicy(url, "m", Baseline(), tenant="beta", health=health)
+        policy = LLMPolicy(url, "m", Stepper(), tenant="beta", health=health)
         started = time.perf_counter()
         first = await policy.decide(request())
         waited = time.perf_counter() - started
@@ -77,8 +77,8 @@ async def test_a_hung_endpoint_costs_one_short_wait_then_the_fallback_answers_at
         await policy.close()
     assert 0.4 < waited < 1.5
     assert both - waited < 0.1  # down: no ask at all
-    assert first.reason.startswith("fallback baseline: ")
-    assert second.reason.startswith("fallback baseline: ")
+    assert first.reason.startswith("fallback stepper: ")
+    assert second.reason.startswith("fallback stepper: ")
     assert (policy.stats.late, policy.stats.endpoint_down) == (1, 1)
 
 
@@ -89,9 +89,9 @@ async def test_agents_on_one_endpoint_share_its_health_and_a_probe_brings_it_bac
     url = str(server.make_url("/v1"))
     health = EndpointHealth(backoff_s=0.0)
     health.failed()  # found down by another agent on the same endpoint
-    policy = LLMPolicy(url, "valid", Baseline(), tenant="beta", health=health)
+    policy = LLMPolicy(url, "valid", Stepper(), tenant="beta", health=health)
     fallback = await policy.decide(request())  # down: falls back, and sends a probe
-    assert fallback.reason.startswith("fallback baseline: ")
+    assert fallback.reason.startswith("fallback stepper: ")
     assert health.probing is not None
     await health.probing
     turn = await policy.decide(request())  # the probe answered: the model decides again

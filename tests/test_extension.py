@@ -272,7 +272,7 @@ def test_a_new_priced_mechanism_gets_bids_from_the_built_in_agents(priced_mechan
         SessionRequest(scenario="market", mechanism=priced_mechanism).mechanism == priced_mechanism
     )
     made = []
-    for kind in ("baseline", "greedy", "negotiator"):
+    for kind in ("stepper", "greedy", "negotiator"):
         log = EventLog("priced", keep=True)
         driver: Driver[Any, ProvisionAction] = Driver(scenarios.load("market"), seed=0, log=log)
         ego = driver.tenants[0]
@@ -284,7 +284,7 @@ def test_a_new_priced_mechanism_gets_bids_from_the_built_in_agents(priced_mechan
         made += [r for r in log.dicts() if r["tenant"] != ego]
     decided = [r for r in made if r["kind"] == "decision_made"]
     bids = {r["policy"] for r in decided if r["action"].get("bids_usd_per_gpu")}
-    assert bids == {"baseline", "greedy", "negotiator"}
+    assert bids == {"stepper", "greedy", "negotiator"}
     committed = [r for r in made if r["kind"] == "round_committed"]
     assert {r["mechanism"] for r in committed} == {priced_mechanism}
 

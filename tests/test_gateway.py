@@ -627,12 +627,12 @@ async def test_the_synchronous_facade_runs_an_agent(
     aiohttp_client: MakeClient, market: dict[str, Any]
 ) -> None:
     from twin_agents.client import AgentClient, run_sync
-    from twin_agents.policies import Baseline
+    from twin_agents.policies import Stepper
 
     client = await serve(aiohttp_client)
     session = await new_session(client, scenario=market, agents=["t0"])
     url = str(client.make_url("/v1/agents")).replace("http://", "ws://")
-    agent = AgentClient(url, session["session_id"], "t0", session["tokens"]["t0"], Baseline())
+    agent = AgentClient(url, session["session_id"], "t0", session["tokens"]["t0"], Stepper())
     stats = await asyncio.to_thread(run_sync, agent)
     assert stats.end_reason == "horizon"
     assert stats.rounds == 5

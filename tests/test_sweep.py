@@ -119,7 +119,7 @@ def test_ctrl_c_is_one_line_saying_what_is_saved_and_how_to_go_on(
     if command == "sweep":
         args = ["sweep", "--scenario", "default", "--seeds", "40", "--workers", "2"]
     else:
-        args = ["arena", "--scenario", "market", "--agents", "negotiator,baseline", "--seeds",
+        args = ["arena", "--scenario", "market", "--agents", "negotiator,stepper", "--seeds",
                 "40", "--workers", "2"]  # fmt: skip
     proc = subprocess.Popen([sys.executable, "-m", "twin", *args, "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -31,9 +31,9 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--token", default=os.environ.get("TWIN_AGENT_TOKEN"), help="or TWIN_AGENT_TOKEN"
     )
-    run.add_argument("--policy", default="baseline", choices=agent_names())
+    run.add_argument("--policy", default="stepper", choices=agent_names())
     run.add_argument(
-        "--fallback", default="baseline", choices=builtin_names(), help="when the LLM fails twice"
+        "--fallback", default="stepper", choices=builtin_names(), help="when the LLM fails twice"
     )
     run.add_argument(
         "--base-url", default=os.environ.get("OPENAI_BASE_URL"), help="or OPENAI_BASE_URL"

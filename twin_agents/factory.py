@@ -30,7 +30,7 @@ def make_policy(
     tenant: str,
     *,
     seed: int = 0,
-    fallback: str = "baseline",
+    fallback: str = "stepper",
     llm: LlmEndpoint | None = None,
 ) -> Policy:
     """The policy called `name` acting for `tenant`; ValueError says what is missing."""

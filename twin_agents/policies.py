@@ -45,11 +45,11 @@ class Bidding(Quiet):
         raise NotImplementedError
 
 
-class Baseline(Bidding):
-    """GPUClusterEnv's baseline on a cluster: move GPUs by clamp(queued - idle, -1, +2) in the
-    cheapest usable pool."""
+class Stepper(Bidding):
+    """A step at a time (GPUClusterEnv's baseline policy, on a cluster): move GPUs by
+    clamp(queued - idle, -1, +2) in the cheapest usable pool."""
 
-    name = "baseline"
+    name = "stepper"
 
     def move(self, request: DecisionRequested) -> Turn:
         view = request.view

@@ -39,10 +39,10 @@ class BuiltIn:
     trades: bool = False
 
 
-def _baseline(seat: Seat) -> Policy:
-    from twin_agents.policies import Baseline
+def _stepper(seat: Seat) -> Policy:
+    from twin_agents.policies import Stepper
 
-    return Baseline()
+    return Stepper()
 
 
 def _greedy(seat: Seat) -> Policy:
@@ -70,7 +70,7 @@ def _negotiator(seat: Seat) -> Policy:
 
 
 BUILT_IN: dict[str, BuiltIn] = {
-    "baseline": BuiltIn(_baseline),
+    "stepper": BuiltIn(_stepper),
     "greedy": BuiltIn(_greedy),
     "fair_share": BuiltIn(_fair_share),
     "random": BuiltIn(_random),

@@ -59,7 +59,7 @@ def _policies(task: SessionTask) -> dict[str, Policy]:
                 agent.base_url, agent.model, schema_format=agent.schema_format,  # type: ignore[arg-type]
                 health=health, system_prompt=agent.prompt))  # fmt: skip
         out[tenant] = make_policy(agent.policy, tenants, tenant, seed=task.seed,
-                                  fallback=agent.fallback or "baseline", llm=endpoint)  # fmt: skip
+                                  fallback=agent.fallback or "stepper", llm=endpoint)  # fmt: skip
     return out
 
 

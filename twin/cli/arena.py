@@ -60,7 +60,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     ar.add_argument("--policy", action="append", default=[], metavar="NAME=SOURCE",
                     help="a trained agent: a policy file (twin train's policy.json) or "
                     "package.module:callable taking a Seat (repeat for more)")  # fmt: skip
-    ar.add_argument("--fallback", default="baseline",
+    ar.add_argument("--fallback", default="stepper",
                     help="the built-in policy LLM agents fall back on")  # fmt: skip
     ar.add_argument("--llm-schema-format", choices=("json_schema", "json_object"),
                     default="json_schema", help="how LLM endpoints are asked for JSON "

@@ -60,8 +60,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     pl.add_argument(
         "--fallback",
         choices=builtin_names(),
-        default="baseline",
-        help="the built-in policy an llm agent falls back on (default baseline)",
+        default="stepper",
+        help="the built-in policy an llm agent falls back on (default stepper)",
     )
     pl.add_argument("--policy", action="append", default=[], metavar="NAME=SOURCE",
                     help="a trained agent, then seated as TENANT=NAME: a policy file (twin "
