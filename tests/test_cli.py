@@ -301,3 +301,26 @@ def test_serve_on_a_busy_port_is_one_line_before_anything_is_printed() -> None:
         "there); choose another port"
     ]
     assert result.stdout == ""
+
+
+OPENB_TRACES = "traces/alibaba-gpu-v2023-openb"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "--scenario", "openb-tenants", "--seed", "1"],
+        ["replay", "--trace", f"{OPENB_TRACES}/openb_pod_list_default.csv",
+         "--cluster", f"{OPENB_TRACES}/openb_node_list_gpu_node.csv"],
+        ["play", "--scenario", "market", "--agents",
+         "research=negotiator,inference=negotiator,batch=negotiator"],
+    ],
+    ids=["run", "replay", "play"],
+)  # fmt: skip
+def test_tables_never_cut_a_value_at_80_columns_in_a_pipe(args: list[str]) -> None:
+    narrow = {**os.environ, "COLUMNS": "80"}
+    result = subprocess.run([sys.executable, "-m", "twin", *args], capture_output=True,
+                            text=True, check=False, env=narrow)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "…" not in result.stdout
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80

@@ -258,9 +258,8 @@ def _of(rows: list[dict[str, Any]], key: tuple[str, str]) -> list[dict[str, Any]
 
 
 def _table(console: Console, title: str, columns: Any, rows: list[dict[str, Any]]) -> None:
-    from rich.table import Table
-
     from twin.arena.page import cell
+    from twin.cli.render import Table
 
     table = Table(title=title)
     for head, field, _ in columns:

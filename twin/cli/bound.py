@@ -55,7 +55,8 @@ def bound_command(args: argparse.Namespace) -> int:
 
 def _print(results: list[SeedBound], relaxes: tuple[str, ...]) -> None:
     from rich.console import Console
-    from rich.table import Table
+
+    from twin.cli.render import Table
 
     name = results[0].scenario
     table = Table(title=f"{name}: welfare bound (all tenants' returns together, $)")

@@ -61,7 +61,8 @@ def means(rows: list[dict[str, float | None]]) -> dict[str, float | None]:
 
 def compare_command(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.table import Table
+
+    from twin.cli.render import Table
 
     policies = [p.strip() for p in args.policy.split(",") if p.strip()]
     if not policies:

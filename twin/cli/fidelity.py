@@ -51,9 +51,8 @@ def what_if(
     """Replay the trace with each placement policy and print (and write) them side by side;
     `as_json`: the rows as JSON on stdout too, the table on stderr."""
     from rich.console import Console
-    from rich.table import Table
 
-    from twin.cli.render import print_json
+    from twin.cli.render import Table, print_json
     from twin.replay.run import replay
     from twin.replay.trace import Trace
 

@@ -58,8 +58,8 @@ def seeds(text: str) -> list[int]:
 
 def fill_command(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.table import Table
 
+    from twin.cli.render import Table
     from twin.errors import ConfigError
     from twin.replay.fill_policies import POLICIES
     from twin.replay.fill_run import FILL_CSV, FILL_SVG, SHOWN_PCT, FillSpec, medians, run, write

@@ -158,7 +158,7 @@ def evaluate_command(args: argparse.Namespace) -> int:
 
 
 def _print_verdict(v: dict[str, Any], console: Console) -> None:
-    from rich.table import Table
+    from twin.cli.render import Table
 
     values = list(v["precision"].values())
     common = max(set(values), key=values.count)
@@ -199,8 +199,8 @@ def _print_verdict(v: dict[str, Any], console: Console) -> None:
 
 def catalog_command(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.table import Table
 
+    from twin.cli.render import Table
     from twin.kernel.tables import load_json, model_params
 
     console = Console()

@@ -261,9 +261,8 @@ def _report(console: Any, agents: dict[str, str], llm_stats: dict[str, Any], *,
             stats: list[Any], events: bytes, out: str | None) -> Summary:  # fmt: skip
     """Each agent's report, the session's summary, and the files written; the summary."""
     import orjson
-    from rich.table import Table
 
-    from twin.cli.render import print_summary
+    from twin.cli.render import Table, print_summary
     from twin.eventlog.metrics import summarise
 
     trades = Table(title="negotiation")

@@ -132,7 +132,7 @@ def replay_command(args: argparse.Namespace) -> int:
 
 
 def print_report(r: ReplayReport, console: Console) -> None:
-    from rich.table import Table
+    from twin.cli.render import Table
 
     table = Table(title=f"trace {r.trace} ({r.format})", show_header=False)
     table.add_column(style="bold")
@@ -180,7 +180,7 @@ SHOWN_TENANTS = 10
 
 def print_tenants(r: ReplayReport, console: Console) -> None:
     """Queueing delay of the trace's own tenants, the busiest first."""
-    from rich.table import Table
+    from twin.cli.render import Table
 
     rest = len(r.tenants) - SHOWN_TENANTS
     more = f" (top {SHOWN_TENANTS}; {rest:,} more in {REPLAY_FILE})" if rest > 0 else ""

@@ -142,7 +142,8 @@ def _write_curve(out: Path, curve: list[CurvePoint], name: str) -> None:
 
 def _print(result: Evaluation) -> None:
     from rich.console import Console
-    from rich.table import Table
+
+    from twin.cli.render import Table
 
     table = Table(title=f"{result.scenario}: the trained policy against the tenants' own "
                   f"policies, {len(result.seeds)} held-out seeds ($)")  # fmt: skip
