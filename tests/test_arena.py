@@ -22,6 +22,7 @@ import scipy.stats
 
 from tests.browser import chromium, new_page
 from tests.conftest import twin_command
+from twin.arena.page import FIGURES, MIRROR, NEGOTIATION, OUTCOME, shared
 
 AGENTS = ["negotiator", "fair_share", "stepper"]
 TENANTS = ["research", "inference", "batch"]
@@ -176,10 +177,18 @@ async def test_the_page_opens_in_chromium_with_no_console_errors(arena: Path) ->
         text = await page.locator("body").inner_text()
     assert watched.problems == []
     assert watched.requests == [url], "the page asks for nothing but itself"
-    assert figures == 8, "a figure per measure"
+    ranked = [r for r in board(arena) if r["role"] == "all"]
+    zero = [t for t, f, _ in FIGURES if all(not r[f] for r in ranked)]
+    assert figures == len(FIGURES) - len(zero), "a figure per measure, no empty axes"
+    if zero:
+        assert f"zero for every agent: {'; '.join(zero)}" in text
     for agent in AGENTS:
         assert agent in text
     assert "autoscale" in text, "the page says what the baseline played"
+    glossary = text[text.index("What the measures mean") : text.index("What ran")]
+    for head, _, _ in (*OUTCOME, *MIRROR, *NEGOTIATION):
+        if head not in ("#", "agent", "role"):
+            assert head.split()[0] in glossary, f"the glossary does not say what {head} is"
 
 
 def test_a_stopped_arena_resumes_where_it_stopped(tmp_path: Path) -> None:
@@ -461,3 +470,11 @@ def test_a_log_hears_from_the_arena_every_so_often_even_while_no_session_finishe
     assert said[0].startswith("arena: 0 of 4 sessions done, 2 running")
     assert 3 <= len(said) <= 6, said
     assert all(line.startswith("arena: 0 of 4 sessions done, 2 running") for line in said)
+
+
+def test_a_session_wide_measure_alike_on_every_row_is_shown_once() -> None:
+    rows = [{"agent": "a", "welfare_usd": 10.0, "pareto_share": 0.5, "gain_usd": 1.0},
+            {"agent": "b", "welfare_usd": 12.0, "pareto_share": 0.5, "gain_usd": 2.0}]  # fmt: skip
+    columns = (("welfare $", "welfare_usd", 0), ("Pareto", "pareto_share", 2),
+               ("gain $", "gain_usd", 0))  # fmt: skip
+    assert shared(rows, columns) == {"Pareto": "0.50"}  # welfare differs; a gain is the agent's

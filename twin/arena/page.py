@@ -40,6 +40,37 @@ NEGOTIATION = (
     ("answer p50 ms", "answer_ms_p50", 2), ("p95 ms", "answer_ms_p95", 2),
 )  # fmt: skip
 Columns = tuple[tuple[str, "str | tuple[str, ...]", "int | None"], ...]
+SESSION_WIDE = ("welfare_usd", "welfare_gain_usd", "jain_delay", "pareto_share")
+"""Measures of whole sessions: where every agent's row has the same (each played in all the
+same sessions), they are shown once, not on every row."""
+GLOSSARY = (
+    ("return $", "the tenant's return, from the session's summary: the value of its finished "
+     "work less GPU cost and SLA penalties, plus money traded; mean over seeds"),
+    ("gain $", "the return less the same tenant's return on the same seed in the paired "
+     "baseline, where every tenant follows its own policy"),
+    ("95% CI", "a 95% percentile bootstrap interval over seeds for the measure on its left"),
+    ("diff. reward GPUs", "the difference rewards the kernel credited the agent, summed over a "
+     "session's rounds: useful GPUs run less the over-commitment its demand added"),
+    ("welfare $", "all tenants' returns together, per session"),
+    ("welfare gain $", "welfare less the paired baseline's"),
+    ("Jain", "Jain's fairness index over the tenants' mean queueing delays: 1 when equal, "
+     "1/n when one tenant does all the waiting"),
+    ("Pareto", "the share of sessions in which every tenant is at least as well off as in the "
+     "baseline, and one better"),
+    ("trade gain $", "the return less the same line-up's with trading switched off"),
+    ("score", "(welfare - baseline) / (bound - baseline), the bound what a planner with "
+     "hindsight reaches (twin bound): 0 at the baseline, 1 at the bound"),
+    ("to the bound $", "the bound's welfare less the session's"),
+    ("surplus shares", "each tenant's share of the welfare gain"),
+    ("offers made, taken, refused", "offers the agent made per session, and how many the other "
+     "side took or refused"),
+    ("to non-traders", "offers made to tenants whose policy never trades"),
+    ("trades", "trades applied that the agent was party to, per session"),
+    ("valid first", "of an LLM agent's questions to its model, the share answered validly at "
+     "the first try (none for built-ins)"),
+    ("fallbacks", "turns and answers the fallback policy gave, per session"),
+    ("answer p50 / p95 ms", "how long the agent took to answer a round, wall clock"),
+)  # fmt: skip
 FIGURES = (
     ("return ($), mean and 95% CI", "return_usd", ("return_lo_usd", "return_hi_usd")),
     ("gain over the paired baseline ($)", "gain_usd", ("gain_lo_usd", "gain_hi_usd")),
@@ -100,7 +131,7 @@ def _figure(title: str, rows: list[Row], field: str, interval: tuple[str, str] |
     from twin.eventlog.figures import WIDTH_IN, svg_of
 
     shown = [r for r in rows if r[field] is not None]
-    if not shown:
+    if not shown or all(r[field] == 0 for r in shown):  # no axes for nothing to draw
         return ""
     fig = Figure(figsize=(WIDTH_IN * 0.5, 0.6 + 0.3 * len(shown)))
     ax = fig.subplots()
@@ -117,15 +148,34 @@ def _figure(title: str, rows: list[Row], field: str, interval: tuple[str, str] |
     return f"<figure>{svg_of(fig)}</figure>"
 
 
+def shared(rows: list[Row], columns: Columns) -> dict[str, str]:
+    """The session-wide measures of `columns` that every row shows alike, as they read."""
+    out = {}
+    for head, field, digits in columns:
+        if isinstance(field, str) and field in SESSION_WIDE and rows:
+            texts = {cell(r, field, digits) for r in rows}
+            if len(texts) == 1:
+                out[head] = texts.pop()
+    return out
+
+
 def _rotation(title: str, rows: list[Row]) -> list[str]:
     ranked = [r for r in rows if r["role"] == ALL_ROLES]
     by_role = [r for r in rows if r["role"] != ALL_ROLES]
-    figures = "".join(_figure(t, ranked, f, i) for t, f, i in FIGURES)
+    figures = [_figure(t, ranked, f, i) for t, f, i in FIGURES]
+    zero = [t for (t, f, _), fig in zip(FIGURES, figures, strict=True)
+            if not fig and any(r[f] is not None for r in ranked)]  # fmt: skip
+    once = shared(ranked, OUTCOME)
+    outcome = tuple(c for c in OUTCOME if c[0] not in once)
     role = (("role", "role", None),)
     return [
         _section(f"{title}: ranking by gain over the paired baseline, all roles",
-                 _grid(OUTCOME, ranked), _grid(NEGOTIATION, ranked),
-                 f'<div class="figs">{figures}</div>'),
+                 _grid(outcome, ranked),
+                 _kv([(f"{h} (the sessions, all agents together)", v) for h, v in once.items()])
+                 if once else "",
+                 _grid(NEGOTIATION, ranked),
+                 f'<div class="figs">{"".join(figures)}</div>',
+                 f"<p>zero for every agent: {html.escape('; '.join(zero))}</p>" if zero else ""),
         _section(f"{title}: per role", _grid(role + OUTCOME[1:], by_role),
                  _grid(role + NEGOTIATION, by_role)),
     ]  # fmt: skip
@@ -209,6 +259,7 @@ def render(board: list[Row], manifest: dict[str, Any], mirrored: list[Row] | Non
            ("bootstrap", f"{manifest['bootstrap']['resamples']:,} resamples, seed "
                          f"{manifest['bootstrap']['seed']}, percentile "
                          f"{manifest['bootstrap']['confidence']:.0%}")]  # fmt: skip
+    parts.append(_section("What the measures mean", _kv(list(GLOSSARY))))
     parts.append(_section("What ran", _kv(run), "<h3>scenarios</h3>", _kv(scenarios),
                           "<h3>agents</h3>", _kv(agents)))  # fmt: skip
     names = ", ".join(s["name"] for s in manifest["scenarios"])

@@ -229,6 +229,7 @@ def show(console: Console, boards: Boards) -> None:
     """Per scenario and mechanism: the ranking (all roles together), the mirror against the
     bound, and the cross-play matrix, as tables."""
     from twin.arena.board import ALL_ROLES
+    from twin.arena.page import shared
 
     every = [row for board in boards for row in board]
     several = len({r["mechanism"] for r in every}) > 1
@@ -242,8 +243,12 @@ def show(console: Console, boards: Boards) -> None:
         name = f"{first['scenario']} ({mechanism})" if several else first["scenario"]
         plural = "s" * (first["seeds"] != 1)
         if rows:
+            once = shared(rows, SHOWN)  # session-wide, alike on every row: said once
+            columns = tuple(c for c in SHOWN if c[0] not in once)
             _table(console, f"{name}: {first['seeds']} seed{plural}, ranked by gain over the "
-                   "paired baseline", SHOWN, rows)  # fmt: skip
+                   "paired baseline", columns, rows)  # fmt: skip
+            for head, value in once.items():
+                console.print(f"{head} (the sessions, all agents together): {value}")
         if mirrored:
             _table(console, f"{name}: mirror (every tenant one agent): welfare gain, trade gain "
                    "and score, 95% CIs", MIRRORED, mirrored)  # fmt: skip
