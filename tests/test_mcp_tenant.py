@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.metadata
 import json
+import re
+import tomllib
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -203,3 +207,28 @@ async def raw_tools_list(server: TestServer, session: Session) -> bytes:
     status_line = await reader.readline()
     writer.close()
     return bytes(status_line.split()[1])
+
+
+async def test_the_documented_client_snippet_plays_a_session_as_printed(
+    aiohttp_server: MakeServer,
+) -> None:
+    """docs/gateway.md's snippet, run as printed against the SDK version pyproject pins: it
+    plays `inference` to the end of a session (its turns left to the draft, as printed)."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "gateway.md").read_text()
+    snippet = next(b for b in re.findall(r"```python\n(.*?)```", page, re.S) if "mcp" in b)
+    scope: dict[str, Any] = {}
+    exec(compile(snippet, "docs/gateway.md", "exec"), scope)
+    server, session = await market(aiohttp_server)
+    url = str(server.make_url("/v1/agents")).replace("http://", "ws://")
+    others = [AgentClient(url, session.id, t, session.tokens[t], builtin("fair_share", TENANTS, t))
+              for t in ("research", "batch")]  # fmt: skip
+    gateway = str(server.make_url("")).rstrip("/")
+    final, *_ = await asyncio.gather(
+        scope["play"](gateway, session.id, session.tokens["inference"]), *(c.run() for c in others)
+    )
+    assert final["ended"]["reason"] == "horizon"
+    pinned = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    assert any(
+        d.startswith("mcp>=1.24,<2") for d in pinned["project"]["optional-dependencies"]["dev"]
+    )
+    assert importlib.metadata.version("mcp").startswith("1.")
