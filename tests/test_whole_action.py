@@ -188,7 +188,7 @@ def test_an_opponent_that_waits_on_io_is_refused_by_name() -> None:
 
 
 def test_unknown_opponents_are_refused_with_the_allowed_ones() -> None:
-    with pytest.raises(ConfigError, match="allowed: scenario, baseline"):
+    with pytest.raises(ConfigError, match="allowed: scenario, stepper"):
         opponents("llm", ["a", "b"], "a", {}, 0)
 
 
