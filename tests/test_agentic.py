@@ -267,17 +267,19 @@ async def test_an_agent_over_the_openenv_plane_caps_the_cores_an_action_takes(
     path.write_text(scenario.model_dump_json())
     client = await aiohttp_client(create_app(GatewayConfig(scenario=str(path))))
     reset = await (await client.post("/reset", json={"seed": 0})).json()
+    handle = reset["metadata"]["handle"]  # this client is its address: the handle reaches it
     assert reset["metadata"]["tenant"] == "rl"
     assert set(reset["observation"]) >= {"queued", "running", "free_units", "loaded_services"}
     rewards = []
     for _ in range(5):
-        resp = await client.post("/step", json={"action": {"max_units": 2, "pinned": ["reward"]}})
+        action = {"max_units": 2, "pinned": ["reward"]}
+        resp = await client.post("/step", json={"action": action, "handle": handle})
         step = await resp.json()
         assert resp.status == 200, step
         rewards.append(step["reward"])
     assert all(r <= 0 for r in rewards), "the reward is minus the completion hours since"
     assert any(r < 0 for r in rewards)
-    bad = await client.post("/step", json={"action": {"pinned": ["nope"]}})
+    bad = await client.post("/step", json={"action": {"pinned": ["nope"]}, "handle": handle})
     assert (await bad.json())["code"] == "VALIDATION_ERROR"
 
 

@@ -407,23 +407,58 @@ async def test_a_client_at_its_environment_limit_leaves_room_for_others(
 ) -> None:
     client = await serve(aiohttp_client, max_envs_per_client=3)
     anonymous = {"Authorization": "Bearer not-a-token"}  # the client is its address
+    handles = {}
     for episode in ("a", "b", "c"):
         resp = await client.post("/reset", json={"episode_id": episode}, headers=anonymous)
         assert resp.status == 200
+        handles[episode] = (await resp.json())["metadata"]["handle"]
+    # one more (HTTP or websocket) takes the place of its own oldest idle HTTP episode
     resp = await client.post("/reset", json={"episode_id": "d"}, headers=anonymous)
-    assert (resp.status, (await resp.json())["code"]) == (503, "CAPACITY_REACHED")
+    assert resp.status == 200
+    handles["d"] = (await resp.json())["metadata"]["handle"]
+    sockets = []
+    for _ in range(3):
+        ws = await client.ws_connect("/ws", headers=anonymous)
+        await ws.send_json({"type": "reset", "data": {}})
+        assert (await ws.receive_json(timeout=5))["type"] == "observation"
+        sockets.append(ws)
+    for episode in "abcd":  # all given up, the oldest first: the client holds its three sockets
+        step = {"handle": handles[episode], "action": {}}
+        assert (await client.post("/step", json=step, headers=anonymous)).status == 409
+    # with nothing idle to give up, one more is refused
     ws = await client.ws_connect("/ws", headers=anonymous)
     await ws.send_json({"type": "reset", "data": {}})
     assert (await ws.receive_json(timeout=5))["data"]["code"] == "CAPACITY_REACHED"
+    resp = await client.post("/reset", json={}, headers=anonymous)
+    assert (resp.status, (await resp.json())["code"]) == (503, "CAPACITY_REACHED")
     # another client (here the operator, by its token) still gets environments of both kinds
     assert (await client.post("/reset", json={"episode_id": "a"})).status == 200
     mine = await client.ws_connect("/ws")
     await mine.send_json({"type": "reset", "data": {}})
     assert (await mine.receive_json(timeout=5))["type"] == "observation"
-    # and each client's episode ids are its own
-    step = {"episode_id": "b", "action": {}}
-    assert (await client.post("/step", json=step)).status == 409  # the operator has no "b"
+    for ws in sockets:
+        await ws.close()
+
+
+async def test_an_http_episode_is_reached_only_by_its_handle(aiohttp_client: MakeClient) -> None:
+    """Two processes on one host share an address: an episode id one of them chose names
+    nothing the other can read or step; only the handle the server issued reaches it."""
+    client = await serve(aiohttp_client)
+    anonymous = {"Authorization": "Bearer not-a-token"}  # both processes are this address
+    reset = await client.post("/reset", json={"episode_id": "mine", "seed": 4}, headers=anonymous)
+    handle = (await reset.json())["metadata"]["handle"]
+    assert len(handle) >= 24, "unguessable: 18 random bytes"
+    assert handle != "mine"
+    for other in ({"episode_id": "mine", "action": {}}, {"action": {}}):
+        assert (await client.post("/step", json=other, headers=anonymous)).status == 409
+    for query in ("?episode_id=mine", ""):
+        assert (await client.get(f"/state{query}", headers=anonymous)).status == 409
+    again = await client.post("/reset", json={"episode_id": "mine"}, headers=anonymous)
+    assert (await again.json())["metadata"]["handle"] != handle, "a name opens a new episode"
+    step = {"handle": handle, "action": {}}
     assert (await client.post("/step", json=step, headers=anonymous)).status == 200
+    state = await (await client.get(f"/state?handle={handle}", headers=anonymous)).json()
+    assert (state["episode_id"], state["step_count"]) == ("mine", 1)
 
 
 async def test_silent_sockets_are_closed_in_seconds_and_cannot_keep_an_agent_out(
@@ -450,8 +485,10 @@ async def test_a_heavy_step_does_not_hold_up_another_client_s_state(
     heavy = {"overrides": ["tenants.2.workloads.0.arrivals.rate_per_h=20000"], "seed": 1}
     anonymous = {"Authorization": "Bearer not-a-token"}
     assert (await client.post("/reset", json={"episode_id": "mine"})).status == 200
-    assert (await client.post("/reset", json=heavy, headers=anonymous)).status == 200
-    steps = [asyncio.create_task(client.post("/step", json={"action": {}}, headers=anonymous))
+    reset = await client.post("/reset", json=heavy, headers=anonymous)
+    assert reset.status == 200
+    step = {"action": {}, "handle": (await reset.json())["metadata"]["handle"]}
+    steps = [asyncio.create_task(client.post("/step", json=step, headers=anonymous))
              for _ in range(4)]  # fmt: skip
     waits_ms = []
     while not all(s.done() for s in steps):

@@ -62,8 +62,8 @@ class ControlPlane:
         self.config = config
         self.default_scenario = config.scenario
         self.access = ScenarioAccess(Path(config.scenario_dir) if config.scenario_dir else None)
-        self.http_envs: dict[tuple[str, str], HttpEnv] = {}  # by (client, episode id)
-        self.latest: dict[str, str] = {}  # client -> the episode it reset last
+        self.http_envs: dict[tuple[str, str], HttpEnv] = {}  # by (client, handle)
+        self.latest: dict[str, str] = {}  # the operator -> the handle it reset last
         self.open_envs = 0  # websocket environments
         self.held: Counter[str] = Counter()  # environments by client, both kinds
         self.kind = kind_of(scenarios.load(config.scenario))
@@ -119,6 +119,7 @@ class ControlPlane:
 
     def claim_socket_env(self, client: str) -> None:
         """Count one more websocket environment; CapacityReachedError at a cap."""
+        self._make_room(client)
         self.claim(client)
         self.open_envs += 1
 
@@ -126,32 +127,61 @@ class ControlPlane:
         self.release(client)
         self.open_envs -= 1
 
-    def for_reset(self, client: str, options: EgoOptions, now: float) -> tuple[HttpEnv, EgoOptions]:
-        """The HTTP environment a reset goes to (new if need be), and its options with the
-        episode id it is addressed by."""
-        episode = options.episode_id or self.latest.get(client) or secrets.token_hex(12)
-        held = self.http_envs.get((client, episode))
-        if held is None:
-            self.claim(client)
-            held = self.http_envs[client, episode] = HttpEnv(self.new_env(), client, now)
-        held.last_used = now
-        self.latest[client] = episode
-        return held, options.model_copy(update={"episode_id": episode})
+    def open_http(self, client: str, now: float, handle: str | None = None) -> str:
+        """A new HTTP environment for `client`, and the handle that reaches it: unguessable and
+        issued here, so a client-chosen name reaches nothing another client holds, whatever
+        address the two share (the operator, known by its token, may name its own)."""
+        handle = handle or secrets.token_urlsafe(18)
+        self._make_room(client)
+        self.claim(client)
+        self.http_envs[client, handle] = HttpEnv(self.new_env(), client, now)
+        return handle
 
-    def discard(self, client: str, episode: str) -> None:
+    def _make_room(self, client: str) -> None:
+        """A client at its limit that opens another environment gives up its own oldest idle
+        HTTP episode (never another client's)."""
+        if client == OPERATOR or self.held[client] < self.config.max_envs_per_client:
+            return
+        idle = [(held.last_used, handle) for (owner, handle), held in self.http_envs.items()
+                if owner == client and not held.lock.locked()]  # fmt: skip
+        if idle:
+            self.discard(client, min(idle)[1])
+
+    def for_reset(self, client: str, options: EgoOptions, handle: str | None,
+                  now: float) -> tuple[HttpEnv, EgoOptions, str]:  # fmt: skip
+        """The HTTP environment a reset goes to (new without a handle), its options with the
+        episode's id (the client's, else the handle), and its handle."""
+        if client == OPERATOR:  # its token is its secret: it may name and default its episodes
+            handle = handle or options.episode_id or self.latest.get(client)
+            if handle is not None and (client, handle) not in self.http_envs:
+                self.open_http(client, now, handle)
+        if handle is None:
+            handle = self.open_http(client, now)
+        held = self.find(client, handle, now)
+        if client == OPERATOR:
+            self.latest[client] = handle
+        episode = options.episode_id or handle
+        return held, options.model_copy(update={"episode_id": episode}), handle
+
+    def discard(self, client: str, handle: str) -> None:
         """Forget an HTTP environment (one whose first reset failed, or idle)."""
-        if self.http_envs.pop((client, episode), None) is None:
+        if self.http_envs.pop((client, handle), None) is None:
             return
         self.release(client)
-        if self.latest.get(client) == episode:
+        if self.latest.get(client) == handle:
             del self.latest[client]
 
-    def find(self, client: str, episode_id: str | None, now: float) -> HttpEnv:
-        """The HTTP environment of `client` a step or state request addresses."""
-        episode = episode_id or self.latest.get(client)
-        held = self.http_envs.get((client, episode)) if episode else None
+    def find(self, client: str, handle: str | None, now: float) -> HttpEnv:
+        """The HTTP environment of `client` a request addresses by `handle` (the operator's
+        default: the one it reset last)."""
+        handle = handle or (self.latest.get(client) if client == OPERATOR else None)
+        held = self.http_envs.get((client, handle)) if handle else None
         if held is None:
-            raise EnvNotReadyError("no episode yet: reset first")
+            raise EnvNotReadyError(
+                "no such episode: reset first, then address the episode by the handle the reset "
+                "returned (metadata.handle); a client at its limit that resets anew gives up its "
+                "oldest idle episode"
+            )
         held.last_used = now
         return held
 

@@ -23,6 +23,7 @@ ERROR = {
 }
 SESSION_ID = {"name": "session_id", "in": "path", "required": True, "schema": {"type": "string"}}
 EPISODE_ID = {"name": "episode_id", "in": "query", "required": False, "schema": {"type": "string"}}
+HANDLE = {"name": "handle", "in": "query", "required": False, "schema": {"type": "string"}}
 FOLLOW = {
     "name": "follow",
     "in": "query",
@@ -69,7 +70,11 @@ def document(control: ControlPlane) -> dict[str, Any]:
     }
     step = {
         "type": "object",
-        "properties": {"action": parts.of(control.kind.action), "episode_id": {"type": "string"}},
+        "properties": {
+            "action": parts.of(control.kind.action),
+            "handle": {"type": "string"},
+            "episode_id": {"type": "string"},
+        },
         "required": ["action"],
     }
     state = parts.of(EgoState)
@@ -86,7 +91,8 @@ def document(control: ControlPlane) -> dict[str, Any]:
                               requestBody={"required": True, **_json(step)},
                               security=env_security)},
         "/state": {"get": _op("The episode's state", {"200": {"description": "ok", **_json(state)}},
-                              401, 409, parameters=[EPISODE_ID], security=env_security)},
+                              401, 409, parameters=[HANDLE, EPISODE_ID],
+                              security=env_security)},
         "/health": {"get": _op("Liveness", ok)},
         "/metadata": {"get": _op("What this environment is", ok)},
         "/schema": {"get": _op("Action, observation and state schemas", ok)},

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -28,7 +27,7 @@ from twin.gateway.http import code_of, dumps, json_of, read_body, refusal, rpc_i
 from twin.gateway.keys import CONFIG, CONTROL, REGISTRY
 from twin.gateway.socket_reader import frames, socket
 from twin.gateway.tokens import same_token
-from twin.rl.ego_env import EgoEnv, EgoOptions, reset_options
+from twin.rl.ego_env import EgoEnv, EgoOptions, EgoResult, reset_options
 from twin.schema.codes import ErrorCode
 
 OPENENV_TYPES = ("reset", "step", "state", "close")
@@ -74,7 +73,8 @@ async def http_step(request: web.Request) -> web.Response:
 
 async def http_state(request: web.Request) -> web.Response:
     async def call(now: float) -> BaseModel:
-        return await _state(request, {"episode_id": request.query.get("episode_id")}, now)
+        query = {k: request.query[k] for k in ("handle", "episode_id") if k in request.query}
+        return await _state(request, query, now)
 
     return await _answer(request, call)
 
@@ -84,18 +84,22 @@ def _client(request: web.Request) -> str:
 
 
 async def _reset(request: web.Request, raw: dict[str, Any], now: float) -> BaseModel:
-    """Reset (or open) the caller's environment `episode_id` with the options in `raw`."""
+    """Reset the caller's environment `handle` (a new one without) with the options in `raw`;
+    the result names the handle that reaches it again."""
     control, client = request.app[CONTROL], _client(request)
+    raw = dict(raw)
+    handle = _address(raw.pop("handle", None))
     options = reset_options(raw)
-    new = (client, options.episode_id) not in control.http_envs
-    held, options = control.for_reset(client, options, now)
+    held, options, handle = control.for_reset(client, options, handle, now)
     try:
         async with held.lock:
-            return await control.run(client, held.env.reset, options)
+            result: EgoResult = await control.run(client, held.env.reset, options)
     except TwinError:
-        if new and held.env.driver is None:  # nothing was ever reset: keep no slot
-            control.discard(client, str(options.episode_id))
+        if held.env.driver is None:  # nothing was ever reset: keep no slot
+            control.discard(client, handle)
         raise
+    return result.model_copy(update={"metadata": result.metadata.model_copy(
+        update={"handle": handle})})  # fmt: skip
 
 
 async def _step(request: web.Request, body: dict[str, Any], now: float) -> BaseModel:
@@ -104,7 +108,7 @@ async def _step(request: web.Request, body: dict[str, Any], now: float) -> BaseM
     if not isinstance(action, dict):
         raise ControlError(ErrorCode.VALIDATION_ERROR, 'the body must be {"action": {...}}')
     control, client = request.app[CONTROL], _client(request)
-    held = control.find(client, _episode(body.get("episode_id")), now)
+    held = control.find(client, _addressed(body), now)
     async with held.lock:
         return await control.run(client, held.env.step, action)
 
@@ -112,7 +116,7 @@ async def _step(request: web.Request, body: dict[str, Any], now: float) -> BaseM
 async def _state(request: web.Request, body: dict[str, Any], now: float) -> BaseModel:
     """The state of the caller's environment `episode_id` (cheap: read on the server's loop,
     never queued behind anyone's steps)."""
-    held = request.app[CONTROL].find(_client(request), _episode(body.get("episode_id")), now)
+    held = request.app[CONTROL].find(_client(request), _addressed(body), now)
     async with held.lock:
         return held.env.state()
 
@@ -128,10 +132,16 @@ async def _answer(
         return refusal(exc)
 
 
-def _episode(value: object) -> str | None:
+def _addressed(body: dict[str, Any]) -> str | None:
+    """The environment a step or state names: its `handle` (the operator may name its own
+    episodes by `episode_id`)."""
+    return _address(body.get("handle", body.get("episode_id")))
+
+
+def _address(value: object) -> str | None:
     if value is None or isinstance(value, str):
         return value
-    raise ControlError(ErrorCode.VALIDATION_ERROR, "episode_id must be a string")
+    raise ControlError(ErrorCode.VALIDATION_ERROR, "handle and episode_id must be strings")
 
 
 async def env_socket(request: web.Request) -> web.WebSocketResponse:
@@ -239,12 +249,14 @@ TOOLS: dict[str, tuple[str, Callable[..., Awaitable[BaseModel]]]] = {
 
 def _tools(request: web.Request) -> list[dict[str, Any]]:
     """The plane's environment calls as MCP tools, with JSON Schemas for their arguments."""
-    episode = {"type": "string", "description": "The episode (default: the caller's one)."}
+    handle = {"type": "string", "description": "The episode's handle (reset's metadata.handle; "
+              "an MCP session's is its session id)."}  # fmt: skip
+    reset = EgoOptions.model_json_schema()
     inputs = {
-        "reset": EgoOptions.model_json_schema(),
+        "reset": {**reset, "properties": {**reset["properties"], "handle": handle}},
         "step": {"type": "object", "required": ["action"], "properties": {
-            "action": request.app[CONTROL].schema()["action"], "episode_id": episode}},
-        "state": {"type": "object", "properties": {"episode_id": episode}},
+            "action": request.app[CONTROL].schema()["action"], "handle": handle}},
+        "state": {"type": "object", "properties": {"handle": handle}},
     }  # fmt: skip
     return [
         {"name": name, "description": description, "inputSchema": inputs[name]}
@@ -277,8 +289,14 @@ async def mcp(request: web.Request) -> web.Response:
         )
     if method == "tools/list":
         return _rpc(ident, result={"tools": _tools(request)})
-    if method == "openenv/session/create":
-        return _rpc(ident, result={"session_id": secrets.token_hex(8)})
+    if method == "openenv/session/create":  # a new environment: its handle is the session
+        try:
+            _allowed(request)
+            now = asyncio.get_running_loop().time()
+            handle = request.app[CONTROL].open_http(_client(request), now)
+        except TwinError as exc:
+            return _rpc(ident, error=(-32000, f"{code_of(exc).value}: {exc}"))
+        return _rpc(ident, result={"session_id": handle})
     if method != "tools/call":
         return _rpc(ident, error=(-32601, f"Method not found: {str(method)[:80]}"))
     params = call.get("params")
@@ -288,8 +306,8 @@ async def mcp(request: web.Request) -> web.Response:
     if not isinstance(name, str) or name not in TOOLS or not isinstance(arguments, dict):
         return _rpc(ident, error=(-32602, f"Invalid params: tools are {', '.join(TOOLS)}; "
                                           "arguments must be an object"))  # fmt: skip
-    if isinstance(session, str) and "episode_id" not in arguments:
-        arguments = {**arguments, "episode_id": session}
+    if isinstance(session, str) and "handle" not in arguments:
+        arguments = {**arguments, "handle": session}
     try:
         _allowed(request)
         record = await TOOLS[name][1](request, arguments, asyncio.get_running_loop().time())

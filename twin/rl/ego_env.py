@@ -89,6 +89,9 @@ class EgoMetadata(Frozen):
     t_s: float
     step_count: int
     end_reason: str | None
+    handle: str | None = Field(
+        None, description="Over HTTP, what reaches this environment again (server-issued)."
+    )
 
 
 class EgoResult(Frozen):
