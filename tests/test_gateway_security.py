@@ -690,3 +690,25 @@ async def test_a_new_connection_hears_nothing_before_its_welcome() -> None:
                                 mechanism="proportional", round=None))  # fmt: skip
     assert await early
     assert socket.frames == ["welcomed", "offer_received"]
+
+
+async def test_an_mcp_session_outlives_a_refused_first_reset(aiohttp_client: MakeClient) -> None:
+    """The environment `openenv/session/create` opened stays the session's when its first
+    reset is refused: the next one plays in it."""
+    client = await serve(aiohttp_client)
+    anonymous = {"Authorization": "Bearer not-a-token"}
+
+    async def rpc(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}
+        reply: dict[str, Any] = await (await client.post("/mcp", json=body,
+                                                         headers=anonymous)).json()  # fmt: skip
+        return reply["result"]
+
+    session = (await rpc("openenv/session/create"))["session_id"]
+    bad = await rpc("tools/call", {"name": "reset", "arguments": {"scenario": "nope"},
+                                   "session_id": session})  # fmt: skip
+    assert bad["isError"]
+    good = await rpc("tools/call", {"name": "reset", "arguments": {"seed": 2},
+                                    "session_id": session})  # fmt: skip
+    assert not good.get("isError"), good
+    assert good["structuredContent"]["metadata"]["handle"] == session

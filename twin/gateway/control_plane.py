@@ -148,20 +148,18 @@ class ControlPlane:
             self.discard(client, min(idle)[1])
 
     def for_reset(self, client: str, options: EgoOptions, handle: str | None,
-                  now: float) -> tuple[HttpEnv, EgoOptions, str]:  # fmt: skip
+                  now: float) -> tuple[HttpEnv, EgoOptions, str, bool]:  # fmt: skip
         """The HTTP environment a reset goes to (new without a handle), its options with the
-        episode's id (the client's, else the handle), and its handle."""
+        episode's id (the client's, else the handle), its handle, and whether it is new."""
         if client == OPERATOR:  # its token is its secret: it may name and default its episodes
             handle = handle or options.episode_id or self.latest.get(client)
-            if handle is not None and (client, handle) not in self.http_envs:
-                self.open_http(client, now, handle)
-        if handle is None:
-            handle = self.open_http(client, now)
-        held = self.find(client, handle, now)
+        new = handle is None or (client == OPERATOR and (client, handle) not in self.http_envs)
+        reached = self.open_http(client, now, handle) if new else str(handle)
+        held = self.find(client, reached, now)
         if client == OPERATOR:
-            self.latest[client] = handle
-        episode = options.episode_id or handle
-        return held, options.model_copy(update={"episode_id": episode}), handle
+            self.latest[client] = reached
+        episode = options.episode_id or reached
+        return held, options.model_copy(update={"episode_id": episode}), reached, new
 
     def discard(self, client: str, handle: str) -> None:
         """Forget an HTTP environment (one whose first reset failed, or idle)."""

@@ -90,12 +90,12 @@ async def _reset(request: web.Request, raw: dict[str, Any], now: float) -> BaseM
     raw = dict(raw)
     handle = _address(raw.pop("handle", None))
     options = reset_options(raw)
-    held, options, handle = control.for_reset(client, options, handle, now)
+    held, options, handle, new = control.for_reset(client, options, handle, now)
     try:
         async with held.lock:
             result: EgoResult = await control.run(client, held.env.reset, options)
     except TwinError:
-        if held.env.driver is None:  # nothing was ever reset: keep no slot
+        if new and held.env.driver is None:  # this reset opened it, and failed: keep no slot
             control.discard(client, handle)
         raise
     return result.model_copy(update={"metadata": result.metadata.model_copy(
