@@ -42,10 +42,8 @@ from twin.schema.base import Frozen
 from twin.schema.scenario import Scenario
 from twin.schema.summary import ReplayReport, Summary
 from twin.schema.vocabulary import (
-    AGENTS_FILE,
     DEFAULT_MECHANISM,
     EVENTS_FILE,
-    SUMMARY_FILE,
     Mechanism,
 )
 
@@ -219,7 +217,6 @@ async def play_async(spec: ScenarioLike, agents: Mapping[str, str], *, seed: int
                      out: str | Path | None = None) -> Played:  # fmt: skip
     """`play`, for callers that already run an event loop (a notebook, an async service)."""
     from twin.arena.session import play_session
-    from twin.eventlog.metrics import summarise
     from twin.sim.scenarios import as_cluster
     from twin_agents.factory import make_policy
     from twin_agents.registry import builtin_names
@@ -244,25 +241,12 @@ async def play_async(spec: ScenarioLike, agents: Mapping[str, str], *, seed: int
         played = await play_session(named, policies, seed=seed, mechanism=mechanism,
                                     round_timeout_ms=round_timeout_ms,
                                     max_round_timeout_ms=round_timeout_ms)  # fmt: skip
-    summary = summarise([orjson.loads(line) for line in played.events.splitlines()])
-    by_tenant = dict(zip(agents, played.stats, strict=True))
+    summary = played.summary()
     directory = Path(out) if out is not None else None
     if directory is not None:
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / EVENTS_FILE).write_bytes(played.events)
-        (directory / SUMMARY_FILE).write_text(summary.model_dump_json(indent=2) + "\n")
-        report = {
-            "wall_s": played.wall_s,
-            "agents": {t: {"policy": agents[t], **_asdict(s)} for t, s in by_tenant.items()},
-        }
-        (directory / AGENTS_FILE).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
+        played.save(directory, summary, played.agents_report(agents, summary))
+    by_tenant = dict(zip(agents, played.stats, strict=True))
     return Played(summary, played.events, directory, agents=by_tenant, wall_s=played.wall_s)
-
-
-def _asdict(stats: AgentStats) -> dict[str, Any]:
-    import dataclasses
-
-    return dataclasses.asdict(stats)
 
 
 def sweep(scenarios: str | Iterable[str], *, seeds: int | Sequence[int] = 1,
@@ -272,9 +256,8 @@ def sweep(scenarios: str | Iterable[str], *, seeds: int | Sequence[int] = 1,
     """Many runs, as `twin sweep` does: every scenario (name or file) by seed by policy (None:
     each tenant's own) by every combination of `grid` (`{"path.to.field": [v1, v2]}`), on
     `workers` local processes, into `out/results.parquet`; a sweep already there resumes."""
-    from twin.sim import scenarios as loader
     from twin.sweep.execute import assemble, execute
-    from twin.sweep.spec import runs, validated
+    from twin.sweep.spec import check_points, runs, validated
 
     names = [scenarios] if isinstance(scenarios, str) else list(scenarios)
     fields = {
@@ -285,8 +268,7 @@ def sweep(scenarios: str | Iterable[str], *, seeds: int | Sequence[int] = 1,
     }
     spec = validated(fields, "api.sweep")
     planned = runs(spec)
-    for name, assignments in {(r.scenario, tuple(r.assignments)) for r in planned}:
-        loader.load(name, assignments)  # every point valid before any runs
+    check_points(planned)
     if workers < 1:
         raise ConfigError(f"workers must be at least 1, got {workers}")
     directory = Path(out)

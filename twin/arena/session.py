@@ -8,12 +8,19 @@ scenario played by its tenants' own policies through the same gateway (the arena
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from twin.schema.vocabulary import AGENTS_FILE, EVENTS_FILE, SUMMARY_FILE
 
 if TYPE_CHECKING:
+    from twin.schema.summary import Summary
     from twin.schema.vocabulary import Mechanism
     from twin_agents.client import AgentStats
     from twin_agents.policy import Policy
@@ -41,6 +48,37 @@ class Played:
     stats: list[AgentStats]
     events: bytes
     wall_s: float
+
+    def summary(self) -> Summary:
+        """The session's summary, from its event log alone."""
+        from twin.eventlog.metrics import summarise
+
+        return summarise([orjson.loads(line) for line in self.events.splitlines()])
+
+    def agents_report(self, names: Mapping[str, str], summary: Summary,
+                      llm_stats: Mapping[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+        """Each agent's report (`agents.json`), by tenant (`names`: its policy, in the order the
+        policies were given): what it did, its model's counts where it asked one, and the return
+        it was told (`reward_heard_usd`) beside the summary's (`reward_usd`)."""
+        returns = {t.name: t.reward_usd for t in summary.tenants}  # no record: nothing earned
+        agents: dict[str, Any] = {}
+        for (tenant, name), s in zip(names.items(), self.stats, strict=True):
+            entry = {"policy": name, **dataclasses.asdict(s), "reward_heard_usd": s.reward,
+                     "reward_usd": returns.get(tenant, 0.0)}  # fmt: skip
+            llm = (llm_stats or {}).get(tenant)
+            if llm is not None:
+                asks_per_s = llm.asks / self.wall_s if self.wall_s else None
+                entry["llm"] = {**llm.summary(), "asks_per_s": asks_per_s}
+            agents[tenant] = entry
+        return {"wall_s": self.wall_s, "agents": agents}
+
+    def save(self, directory: Path, summary: Summary, report: dict[str, Any]) -> None:
+        """The event log, the summary and the agents' report in `directory`."""
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / EVENTS_FILE).write_bytes(self.events)
+        (directory / SUMMARY_FILE).write_text(summary.model_dump_json(indent=2) + "\n")
+        (directory / AGENTS_FILE).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2)
+                                              + b"\n")  # fmt: skip
 
 
 async def play_session(

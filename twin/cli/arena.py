@@ -269,9 +269,9 @@ def _table(console: Console, title: str, columns: Any, rows: list[dict[str, Any]
     table = Table(title=title)
     for head, field, _ in columns:
         if field in ("agent", "against"):
-            table.add_column(head, no_wrap=True, min_width=max(len(r[field]) for r in rows))
+            table.add_column(head, min_width=max(len(r[field]) for r in rows))
         else:
-            table.add_column(head, justify="right", no_wrap=True)
+            table.add_column(head, justify="right")
     for r in rows:
         table.add_row(*(cell(r, field, digits) for _, field, digits in columns))
     console.print(table)

@@ -61,7 +61,7 @@ def _print(results: list[SeedBound], relaxes: tuple[str, ...]) -> None:
     name = results[0].scenario
     table = Table(title=f"{name}: welfare bound (all tenants' returns together, $)")
     for column in ("seed", "jobs", "pooled", "separable", "headroom", "own policies", "planner"):
-        table.add_column(column, justify="right", no_wrap=True)
+        table.add_column(column, justify="right")
     for r in results:
         share = r.headroom_usd / r.bound_usd if r.bound_usd > 0 else 0.0
         table.add_row(str(r.seed), str(r.jobs), f"{r.pooled.welfare_usd:.1f}",

@@ -160,7 +160,6 @@ def parse_trained(specs: list[str]) -> dict[str, Maker]:
 
 async def _play(args: argparse.Namespace, tenants: list[str], agents: dict[str, str],
                 trained: dict[str, Maker]) -> int:  # fmt: skip
-    import orjson
 
     from twin.arena.session import Progress, play_session
     from twin.cli.render import console_for, print_json
@@ -200,14 +199,13 @@ async def _play(args: argparse.Namespace, tenants: list[str], agents: dict[str, 
                                     mechanism=args.mechanism, round_timeout_ms=timeout_ms,
                                     max_round_timeout_ms=GatewayConfig().max_round_timeout_ms,
                                     watch=watch)  # fmt: skip
-    summary = _report(console, agents, llm_stats, stats=played.stats, events=played.events,
-                      out=args.out)  # fmt: skip
-    returns = {t.name: t.reward_usd for t in summary.tenants}
-    report = _agents_report(agents, llm_stats, played.stats, played.wall_s, returns=returns)
+    summary = played.summary()
+    _show(console, agents, llm_stats, played.stats, summary)
+    report = played.agents_report(agents, summary, llm_stats)
     if args.out is not None:
-        (Path(args.out) / AGENTS_FILE).write_bytes(
-            orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n"
-        )
+        out = Path(args.out)
+        played.save(out, summary, report)
+        console.print(f"wrote {out / EVENTS_FILE}, {out / SUMMARY_FILE} and {out / AGENTS_FILE}")
     write_outputs(args, console)
     overruled = model_answers(console, agents, llm_stats, args.fallback)
     if args.json:
@@ -236,34 +234,10 @@ def model_answers(console: Any, agents: dict[str, str], llm_stats: dict[str, Any
     return overruled
 
 
-def _agents_report(agents: dict[str, str], llm_stats: dict[str, Any], stats: list[Any],
-                   wall_s: float, *, returns: dict[str, float]) -> dict[str, Any]:  # fmt: skip
-    """Each agent's report (`agents.json`): its policy, what it did, its model's counts, and
-    the return it was told (`reward_heard_usd`) beside the summary's (`reward_usd`)."""
-    import dataclasses
-
-    report: dict[str, Any] = {"wall_s": wall_s, "agents": {}}
-    for (tenant, name), s in zip(agents.items(), stats, strict=True):
-        llm = llm_stats[tenant]
-        entry = {
-            "policy": name,
-            **dataclasses.asdict(s),
-            "reward_heard_usd": s.reward,
-            "reward_usd": returns.get(tenant, 0.0),
-        }  # fmt: skip  (no record: nothing earned)
-        if llm is not None:
-            entry["llm"] = {**llm.summary(), "asks_per_s": llm.asks / wall_s if wall_s else None}
-        report["agents"][tenant] = entry
-    return report
-
-
-def _report(console: Any, agents: dict[str, str], llm_stats: dict[str, Any], *,
-            stats: list[Any], events: bytes, out: str | None) -> Summary:  # fmt: skip
-    """Each agent's report, the session's summary, and the files written; the summary."""
-    import orjson
-
+def _show(console: Any, agents: dict[str, str], llm_stats: dict[str, Any], stats: list[Any],
+          summary: Summary) -> None:  # fmt: skip
+    """Each agent's counts and rewards, and the session's summary, as tables."""
     from twin.cli.render import Table, print_summary
-    from twin.eventlog.metrics import summarise
 
     trades = Table(title="negotiation")
     trades.caption = "offers made (taken, refused) and answered (accepted); applied trades"
@@ -286,13 +260,4 @@ def _report(console: Any, agents: dict[str, str], llm_stats: dict[str, Any], *,
                         f"{llm.fallbacks + llm.offer_fallbacks}" if llm else "-")  # fmt: skip
     console.print(trades)
     console.print(rewards)
-    summary = summarise([orjson.loads(line) for line in events.splitlines()])
     print_summary(summary, console)
-    if out is not None:
-        directory = Path(out)
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / EVENTS_FILE).write_bytes(events)
-        (directory / SUMMARY_FILE).write_text(summary.model_dump_json(indent=2) + "\n")
-        console.print(f"wrote {directory / EVENTS_FILE}, {directory / SUMMARY_FILE} and "
-                      f"{directory / AGENTS_FILE}")  # fmt: skip
-    return summary

@@ -14,14 +14,12 @@ from twin.schema.summary import AgenticSummary, Quantiles, Summary
 
 
 class Table(rich_table.Table):
-    """A rich table that never cuts a value, at 80 columns or in a pipe: a number (a
-    right-justified column) keeps its width while the table can give it, text folds onto more
-    lines, and whatever is still too wide folds too, never ending in an ellipsis."""
+    """A rich table that never cuts a value, at 80 columns or in a pipe: a cell too wide for
+    its column folds onto more lines instead of ending in an ellipsis."""
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         for column in self.columns:
             column.overflow = "fold"
-            column.no_wrap = False
         yield from super().__rich_console__(console, options)
 
 

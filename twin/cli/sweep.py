@@ -59,9 +59,8 @@ def sweep_command(args: argparse.Namespace) -> int:
 
     from twin.cli.analyse import require_analysis
     from twin.cli.progress import progress_bar
-    from twin.sim import scenarios
     from twin.sweep.execute import assemble, done_keys, execute
-    from twin.sweep.spec import runs
+    from twin.sweep.spec import check_points, runs
 
     require_analysis()
     if args.workers < 1:
@@ -73,9 +72,7 @@ def sweep_command(args: argparse.Namespace) -> int:
             raise ConfigError("--engine ray needs Ray: pip install 'ray>=2.9'")
     spec = _spec(args)
     planned = runs(spec)
-    # A bad scenario or override fails now, not in a worker.
-    for scenario, assignments in {(r.scenario, tuple(r.assignments)) for r in planned}:
-        scenarios.load(scenario, assignments)
+    check_points(planned)
     out = Path(args.out)
     console = Console()
     already = len(done_keys(out) & {r.key for r in planned})

@@ -148,7 +148,7 @@ def _print(result: Evaluation) -> None:
     table = Table(title=f"{result.scenario}: the trained policy against the tenants' own "
                   f"policies, {len(result.seeds)} held-out seeds ($)")  # fmt: skip
     for column in ("tenant", "own policy", "trained", "gain", "95% interval"):
-        table.add_column(column, justify="left" if column == "tenant" else "right", no_wrap=True)
+        table.add_column(column, justify="left" if column == "tenant" else "right")
     for t in result.tenants:
         g = result.gain(t)
         own = result.own_usd(t)

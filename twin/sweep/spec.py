@@ -83,6 +83,15 @@ def runs(spec: SweepSpec) -> list[Run]:
     return grid
 
 
+def check_points(planned: list[Run]) -> None:
+    """Load every point's scenario with its overrides once: a bad scenario or override fails
+    now, not in a worker (ConfigError)."""
+    from twin.sim import scenarios
+
+    for scenario, assignments in {(r.scenario, tuple(r.assignments)) for r in planned}:
+        scenarios.load(scenario, assignments)
+
+
 def load_spec(path: Path) -> SweepSpec:
     """A sweep file; ConfigError names the file and what is wrong."""
     try:
