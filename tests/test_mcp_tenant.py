@@ -19,6 +19,7 @@ import httpx
 from aiohttp.test_utils import TestServer
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.types import LATEST_PROTOCOL_VERSION
 
 from twin.eventlog.log import from_dict
 from twin.eventlog.metrics import Metrics
@@ -32,6 +33,7 @@ from twin_agents.registry import builtin
 
 MakeServer = Callable[..., Awaitable[TestServer]]
 TENANTS = ["research", "inference", "batch"]
+SESSION = "Mcp-Session-Id"
 
 
 async def market(aiohttp_server: MakeServer) -> tuple[TestServer, Session]:
@@ -228,7 +230,84 @@ async def test_the_documented_client_snippet_plays_a_session_as_printed(
     )
     assert final["ended"]["reason"] == "horizon"
     pinned = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
-    assert any(
-        d.startswith("mcp>=1.24,<2") for d in pinned["project"]["optional-dependencies"]["dev"]
-    )
+    assert "mcp>=1.24,<2" in pinned["project"]["dependencies"]
     assert importlib.metadata.version("mcp").startswith("1.")
+
+
+HELLO = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+         "params": {"protocolVersion": LATEST_PROTOCOL_VERSION, "capabilities": {},
+                    "clientInfo": {"name": "raw", "version": "1"}}}  # fmt: skip
+
+
+async def test_the_sdk_s_server_answers_with_its_current_protocol_and_checks_its_headers(
+    aiohttp_server: MakeServer,
+) -> None:
+    """The official SDK's server speaks for the endpoint: it agrees to the SDK's latest protocol
+    version, and refuses a protocol version header it does not know, as the SDK defines."""
+    server, session = await market(aiohttp_server)
+    auth = {"Authorization": f"Bearer {session.tokens['batch']}"}
+    async with httpx.AsyncClient(headers=auth) as http:
+        hello = await http.post(mcp_url(server, session), json=HELLO)
+        assert hello.status_code == 200, hello.text
+        assert hello.json()["result"]["protocolVersion"] == LATEST_PROTOCOL_VERSION
+        ours = {SESSION: hello.headers[SESSION]}
+        listed = await http.post(
+            mcp_url(server, session),
+            headers=ours,
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        )
+        assert "wait" in [t["name"] for t in listed.json()["result"]["tools"]]
+        odd = await http.post(mcp_url(server, session),
+                              headers={**ours, "MCP-Protocol-Version": "1999-01-01"},
+                              json={"jsonrpc": "2.0", "id": 2, "method": "ping"})  # fmt: skip
+        assert odd.status_code == 400
+        assert "1999-01-01" in odd.json()["error"]["message"]
+
+
+async def test_arguments_outside_a_tool_s_schema_are_refused_before_the_draft_changes(
+    aiohttp_server: MakeServer,
+) -> None:
+    server = await aiohttp_server(create_app(GatewayConfig()))
+    scenario = scenarios.as_cluster(scenarios.load("market")).model_dump(mode="json")
+    session = server.app[REGISTRY].create(SessionRequest(
+        scenario=scenario, seed=1, agents=["inference"], round_timeout_ms=20_000))  # fmt: skip
+    async with tenant_over_mcp(server, session, "inference") as mcp:
+        asked = (await mcp.call_tool("wait", {"timeout_s": 30})).structuredContent
+        assert asked is not None
+        assert asked["round"] is not None
+        extra = await mcp.call_tool("provision", {"pool": "h100", "gpus": 1, "now": True})
+        assert extra.isError
+        assert extra.content[0].text.startswith("VALIDATION_ERROR: arguments:")  # type: ignore[union-attr]
+        kept = await mcp.call_tool("observe", {})
+        assert kept.structuredContent is not None
+        assert kept.structuredContent["draft"]["provision"] == {}
+
+
+async def test_a_wait_in_flight_is_answered_when_another_client_takes_the_tenant(
+    aiohttp_server: MakeServer,
+) -> None:
+    """A second `initialize` for the tenant ends the first client's MCP session: its `wait`
+    under way returns its state (not a server error), and its session id reaches nothing after."""
+    server, session = await market(aiohttp_server)
+    auth = {"Authorization": f"Bearer {session.tokens['batch']}"}
+    async with httpx.AsyncClient(headers=auth, timeout=30) as http:
+        first = (await http.post(mcp_url(server, session), json=HELLO)).headers[SESSION]
+        call = {"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                "params": {"name": "wait", "arguments": {"timeout_s": 20}}}  # fmt: skip
+        waiting = asyncio.ensure_future(
+            http.post(mcp_url(server, session), json=call, headers={SESSION: first})
+        )
+        await asyncio.sleep(0.2)
+        second = await http.post(mcp_url(server, session), json=HELLO)
+        assert second.status_code == 200
+        answered = await asyncio.wait_for(waiting, 5)
+        assert answered.status_code == 200, answered.text
+        assert answered.json()["result"]["structuredContent"]["tenant"] == "batch"
+        stale = await http.post(mcp_url(server, session), headers={SESSION: first},
+                                json={"jsonrpc": "2.0", "id": 6, "method": "ping"})  # fmt: skip
+        assert stale.status_code == 404
+        gone = await http.delete(
+            mcp_url(server, session), headers={SESSION: second.headers[SESSION]}
+        )
+        assert gone.status_code == 204
+        assert session.mcp_links == {}

@@ -9,7 +9,8 @@ and their reasons, its draft, the last round's outcome), `provision`, `place`, `
 to the round's draft proposal), `make_offer`, `answer_offer`, and `wait` (end the turn with the
 draft; return when an offer needs an answer, the next round asks, or the session ends, with
 what the committed round gave, the final settlement included). Refusals are tool results with
-`isError` and the gateway's code; malformed messages are JSON-RPC errors.
+`isError` and the gateway's code; malformed messages are JSON-RPC errors. This module checks
+who calls and what may reach the server; the official SDK's server (`mcp_server`) answers.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 import orjson
 from aiohttp import web
+from multidict import CIMultiDict
 from pydantic import ValidationError
 
 from twin.errors import RoundError
@@ -42,7 +44,6 @@ from twin.schema.wire import (
     RejectOffer,
 )
 
-PROTOCOL_VERSIONS = ("2025-06-18", "2025-03-26", "2024-11-05")
 SESSION_HEADER = "Mcp-Session-Id"
 MAX_WAIT_S = 300.0
 MAX_BODY_BYTES = 64 * 1024
@@ -100,7 +101,7 @@ async def _propose(session: Session, link: TenantLink, *, final: bool, reason: s
         message = Propose(round=_round(link), seq=link.next_seq(), final=final,
                           reason=reason, **(link.draft if draft is None else draft))  # fmt: skip
     except ValidationError as exc:
-        raise ToolError(ErrorCode.VALIDATION_ERROR.value, _first(exc)) from None
+        raise ToolError(ErrorCode.VALIDATION_ERROR.value, first_error(exc)) from None
     await _deliver(session, link, message)
     if draft is not None:
         link.draft = draft
@@ -129,7 +130,7 @@ async def place(session: Session, link: TenantLink, args: dict[str, Any]) -> dic
     try:
         placement = Placement(job_id=_str(args, "job_id"), pool=_str(args, "pool"))
     except ValidationError as exc:
-        raise ToolError(ErrorCode.VALIDATION_ERROR.value, _first(exc)) from None
+        raise ToolError(ErrorCode.VALIDATION_ERROR.value, first_error(exc)) from None
     draft = {**link.draft, "placements": [*link.draft["placements"],
                                           placement.model_dump(mode="json")]}  # fmt: skip
     await _propose(session, link, final=False, draft=draft)
@@ -167,7 +168,7 @@ async def make_offer(session: Session, link: TenantLink, args: dict[str, Any]) -
             reason=str(args.get("reason") or ""),
         )  # fmt: skip
     except ValidationError as exc:
-        raise ToolError(ErrorCode.VALIDATION_ERROR.value, _first(exc)) from None
+        raise ToolError(ErrorCode.VALIDATION_ERROR.value, first_error(exc)) from None
     forward = await _deliver(session, link, message)
     named = next(out.offer.offer_id for _, out in forward if isinstance(out, OfferReceived))
     return {"offer_id": named}
@@ -183,7 +184,7 @@ async def answer_offer(session: Session, link: TenantLink, args: dict[str, Any])
         message = kind(round=_round(link, answering=True), seq=link.next_seq(),
                        offer_id=offer_id, reason=str(args.get("reason") or ""))  # fmt: skip
     except ValidationError as exc:
-        raise ToolError(ErrorCode.VALIDATION_ERROR.value, _first(exc)) from None
+        raise ToolError(ErrorCode.VALIDATION_ERROR.value, first_error(exc)) from None
     await _deliver(session, link, message)
     link.offers.pop(offer_id, None)
     return {"offer_id": offer_id, "accepted": accept}
@@ -274,7 +275,7 @@ def _float(args: dict[str, Any], key: str, default: float | None = None) -> floa
     return float(value)
 
 
-def _first(exc: ValidationError) -> str:
+def first_error(exc: ValidationError) -> str:
     first = exc.errors()[0]
     return f"{'.'.join(map(str, first['loc'])) or 'input'}: {first['msg']}"
 
@@ -287,12 +288,6 @@ def _rpc_error(id_: Any, code: int, message: str, status: int = 200) -> web.Resp
     return web.json_response(body, status=status)
 
 
-def _result(
-    id_: Any, result: dict[str, Any], headers: dict[str, str] | None = None
-) -> web.Response:
-    return web.json_response({"jsonrpc": "2.0", "id": id_, "result": result}, headers=headers)
-
-
 def _tenant_of(session: Session, token: str | None) -> str | None:
     found = None
     for tenant, expected in session.tokens.items():  # every token compared: constant time
@@ -302,6 +297,8 @@ def _tenant_of(session: Session, token: str | None) -> str | None:
 
 
 async def tenant_mcp(request: web.Request) -> web.StreamResponse:
+    """The gateway's checks (the tenant's token, the body cap, one JSON-RPC object, a known
+    `Mcp-Session-Id`), then the SDK's server answers."""
     session = request.app[REGISTRY].get(request.match_info["session_id"])
     tenant = None if session is None else _tenant_of(session, bearer(request))
     if session is None or tenant is None:  # a foreign session answers like a missing one
@@ -335,58 +332,60 @@ async def tenant_mcp(request: web.Request) -> web.StreamResponse:
         return _rpc_error(None, -32600, "id must be a string, an integer or null", 400)
     if not isinstance(method, str) or not isinstance(params, dict):
         return _rpc_error(id_, -32600, "method must be a string and params an object", 400)
-    if "id" not in message:  # a notification
-        return web.Response(status=202)
-    if method == "initialize":
-        return await _initialize(session, tenant, id_, params)
-    if not known or link is None:
+    headers = _as_json(request)
+    if method == "initialize" and "id" in message:
+        refused = _cannot_initialize(session, id_, message)
+        if refused is not None:
+            return refused
+        link = await _join(session, tenant)
+        headers.popall(SESSION_HEADER, None)  # a new session: whatever the client held is gone
+    elif not known or link is None:
         return web.Response(status=404, text="unknown or expired Mcp-Session-Id: initialize")
-    if method == "ping":
-        return _result(id_, {})
-    if method == "tools/list":
-        tools = [{"name": n, "description": d, "inputSchema": s} for n, (_, d, s) in TOOLS.items()]
-        return _result(id_, {"tools": tools})
-    if method == "tools/call":
-        return await _call(session, link, id_, params)
-    return _rpc_error(id_, -32601, f"unknown method {method!r}")
+    assert link.serving is not None
+    return await link.serving.answer(request, raw, headers)
 
 
-async def _initialize(
-    session: Session, tenant: str, id_: Any, params: dict[str, Any]
-) -> web.Response:
+def _as_json(request: web.Request) -> CIMultiDict[str]:
+    """The request's headers for the SDK, which answers JSON here: a body without a media type,
+    or a client that accepts anything, is taken as JSON."""
+    headers = CIMultiDict(request.headers)
+    if "Content-Type" not in headers:
+        headers["Content-Type"] = "application/json"
+    accept = headers.get("Accept", "*/*")
+    if "application/json" not in accept:
+        headers["Accept"] = "application/json" if "*/*" in accept or not accept else accept
+    return headers
+
+
+def _cannot_initialize(session: Session, id_: Any,
+                       message: dict[str, Any]) -> web.Response | None:  # fmt: skip
+    """Why an `initialize` cannot start a session (it leaves the tenant's current one alone)."""
     if session.ended is not None:
         return _rpc_error(id_, -32000, f"session {session.id!r} ended ({session.ended})")
-    asked = params.get("protocolVersion")
-    version = asked if asked in PROTOCOL_VERSIONS else PROTOCOL_VERSIONS[0]
+    from twin.gateway import mcp_server  # the SDK, imported when a client first needs it
+
+    wrong = mcp_server.initialize_problem(message)
+    if wrong is not None:
+        return _rpc_error(id_, -32602, f"initialize: {wrong}", 400)
+    return None
+
+
+async def _join(session: Session, tenant: str) -> TenantLink:
+    """A new MCP session for `tenant`, replacing the agent or MCP client that played it."""
+    from twin.gateway import mcp_server
+
     old = session.mcp_links.get(tenant)
     if old is not None:
         await _leave(session, old)
     link = TenantLink(tenant, secrets.token_urlsafe(24))
+    link.serving = mcp_server.serving(session, link)
+    await link.serving.start()
     session.mcp_links[tenant] = link
     replaced = session.attach(link)
     if replaced is not None:
         await replaced.close(code=4000, message=b"replaced by an MCP client")
     await session.resend(link)
-    result = {"protocolVersion": version, "capabilities": {"tools": {"listChanged": False}},
-              "serverInfo": {"name": "cluster-twin", "version": "1.0"},
-              "instructions": f"You are tenant {tenant!r}: observe, act, then wait."}  # fmt: skip
-    return _result(id_, result, headers={SESSION_HEADER: link.mcp_id})
-
-
-async def _call(session: Session, link: TenantLink, id_: Any,
-                params: dict[str, Any]) -> web.Response:  # fmt: skip
-    name, args = params.get("name"), params.get("arguments") or {}
-    if not isinstance(name, str) or name not in TOOLS or not isinstance(args, dict):
-        return _rpc_error(id_, -32602, f"tools: {', '.join(TOOLS)}; arguments an object")
-    tool = TOOLS[name][0]
-    try:
-        out = await tool(session, link, args)
-    except ToolError as exc:
-        text = f"{exc.code}: {exc}"
-        return _result(id_, {"content": [{"type": "text", "text": text}], "isError": True})
-    text = orjson.dumps(out).decode()
-    return _result(id_, {"content": [{"type": "text", "text": text}],
-                         "structuredContent": out, "isError": False})  # fmt: skip
+    return link
 
 
 async def _leave(session: Session, link: TenantLink) -> None:

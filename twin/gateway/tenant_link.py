@@ -4,7 +4,7 @@ reads it."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from twin.schema.base import Frozen
 from twin.schema.wire import (
@@ -16,6 +16,9 @@ from twin.schema.wire import (
     RoundCommitted,
     SessionEnded,
 )
+
+if TYPE_CHECKING:
+    from twin.gateway.mcp_server import McpServing
 
 
 class TenantLink:
@@ -41,6 +44,7 @@ class TenantLink:
         self.closed = False
         self.changed = asyncio.Event()
         self.sent = 0
+        self.serving: McpServing | None = None  # the MCP SDK's server for this tenant's client
 
     async def send(self, message: Frozen) -> bool:
         if self.closed:
@@ -73,7 +77,10 @@ class TenantLink:
 
     async def close(self, code: int = 1000, message: bytes = b"") -> None:
         self.closed = True
-        self.changed.set()
+        self.changed.set()  # a tool waiting returns now, so the server stops without cutting it
+        if self.serving is not None:
+            serving, self.serving = self.serving, None
+            await serving.stop()
 
     def next_seq(self) -> int:
         self.seq += 1
