@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -11,6 +12,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from twin.cli.warm_client import PACKAGE
@@ -170,3 +172,48 @@ def test_start_status_and_stop(tmp_path: Path) -> None:
         assert twin("warm", "stop", "--socket", str(sock), sock=None, cwd=tmp_path).returncode == 0
     assert twin("warm", "status", "--socket", str(sock), sock=None, cwd=tmp_path).returncode == 1
     assert not sock.exists()
+
+
+def test_an_arena_through_the_warm_process_is_the_arena_alone(warm: Warm, tmp_path: Path) -> None:
+    """An arena's pool is forked from the warm worker (the twin imported, the kernel loaded):
+    the same tables and boards as the arena run alone."""
+    argv = ["arena", "--scenario", "market", "--agents", "fair_share,stepper", "--seeds", "1",
+            "--workers", "2", "--out", "out"]  # fmt: skip
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    through = twin(*argv, sock=warm.sock, cwd=tmp_path / "a")
+    alone = twin(*argv, sock=None, cwd=tmp_path / "b")
+    assert through.returncode == alone.returncode == 0, through.stderr
+    untimed = [re.sub(r"\b\d+ s\b", "N s", run.stdout) for run in (through, alone)]
+    assert untimed[0].replace("/a/", "/b/") == untimed[1]  # the progress lines' seconds aside
+    boards = [pq.read_table(tmp_path / d / "out" / "leaderboard.parquet").to_pylist()
+              for d in ("a", "b")]  # fmt: skip
+    timed = {"answer_ms_p50", "answer_ms_p95"}  # how fast agents answered: wall clock
+    assert [{k: v for k, v in row.items() if k not in timed} for row in boards[0]] == [
+        {k: v for k, v in row.items() if k not in timed} for row in boards[1]
+    ]
+    assert "ran `arena`: exit 0" in warm.stop()
+
+
+def test_ctrl_c_stops_a_sweep_s_pool_in_the_warm_process(warm: Warm, tmp_path: Path) -> None:
+    """The interrupt the client relays stops the sweep's workers (forked from the warm worker,
+    outside the terminal's process group): one line, exit 130, and no run saved after it."""
+    env = {**os.environ, SOCKET_ENV: str(warm.sock)}
+    argv = ["sweep", "--scenario", "default", "--seeds", "40", "--workers", "2", "--out", "out"]
+    client = subprocess.Popen([sys.executable, "-m", "twin", *argv], cwd=tmp_path, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)  # fmt: skip
+    runs = tmp_path / "out" / "runs"
+    deadline = time.monotonic() + 60
+    while len(list(runs.glob("*.json"))) < 2:
+        assert time.monotonic() < deadline, "the sweep did not start"
+        time.sleep(0.05)
+    client.send_signal(signal.SIGINT)
+    _, err = client.communicate(timeout=30)
+    assert client.returncode == 130, err
+    assert "Traceback" not in err
+    saved = len(list(runs.glob("*.json")))
+    assert err.strip().splitlines()[-1].startswith(f"twin: interrupted; {saved} runs saved")
+    time.sleep(1.0)
+    assert len(list(runs.glob("*.json"))) == saved
+    assert "ran `sweep`: exit 130" in warm.stop()

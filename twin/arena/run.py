@@ -75,7 +75,7 @@ def execute(tasks: list[SessionTask], out: Path, *, engine: str, workers: int,
     if progress is not None:
         progress(before, min(workers, len(todo)))
     played = (on_ray(run_task, todo, workers, address) if engine == "ray"
-              else local(run_task, todo, workers, warm))  # fmt: skip
+              else local(run_task, todo, workers, warm, store.preload))  # fmt: skip
     for n, row in enumerate(played, 1):
         save(out, row)
         if progress is not None:

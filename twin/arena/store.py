@@ -95,6 +95,13 @@ class Boards(NamedTuple):
     crossed: list[Row]
 
 
+def preload() -> None:
+    """What writing the boards imports (pyarrow, and matplotlib for the page's figures)."""
+    import pyarrow.parquet  # noqa: F401
+
+    import twin.arena.page  # noqa: F401
+
+
 def write_outputs(out: Path, manifest: dict[str, Any], found: list[Row]) -> Boards:
     """The leaderboard, the mirror and cross-play tables, the sessions' table and the page from
     the rows."""

@@ -29,6 +29,7 @@ BENCHMARKS = {
     "startup": "twin.bench.startup:bench_startup",
     "export": "twin.bench.export:bench_export",
     "sweep": "twin.bench.sweep:bench_sweep",
+    "arena": "twin.bench.parallel:bench_arena",
     "tenants": "twin.bench.tenants:bench_tenants",
     "fill": "twin.bench.fill:bench_fill",
 }

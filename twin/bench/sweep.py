@@ -1,16 +1,19 @@
-"""Sweeps: runs per second on 1 and 2 workers (scaling efficiency), and what a run costs on
-Ray beyond the local process pool. Wall-clock time: parallel work is what a sweep buys."""
+"""Sweeps: fresh `twin sweep` processes on 1, 2 and all cores (fixed start-up, a run's cost,
+scaling efficiency: see `twin.bench.parallel`), and what a run costs on Ray beyond the local
+process pool. Wall-clock time: parallel work is what a sweep buys."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import tempfile
 import time
 from pathlib import Path
 
 from twin.bench.harness import Result
+from twin.bench.parallel import scaling, sweep_command
 from twin.ray_runtime import start_ray
-from twin.sweep.execute import execute, warm
+from twin.sweep.execute import execute
 from twin.sweep.spec import SweepSpec, runs
 
 
@@ -23,20 +26,17 @@ def _wall_s(spec: SweepSpec, engine: str, workers: int) -> float:
 
 def bench_sweep(quick: bool) -> Result:
     r = Result()
-    start = time.perf_counter()
-    warm()  # once per sweep, before its pool starts: timed apart, so both pools start warm
-    warm_s = time.perf_counter() - start
+    cores = os.cpu_count() or 1
+    scaling(
+        "sweep",
+        sweep_command,
+        (2, 4 if quick else max(16, 10 * cores)),
+        r,
+        repeats=1 if quick else 3,
+    )
     heavy = SweepSpec(scenarios=["default"], seeds=4 if quick else 16)
     light = SweepSpec(scenarios=["gpucluster-easy"], seeds=40 if quick else 200)
-    one, two = _wall_s(heavy, "local", 1), _wall_s(heavy, "local", 2)
     n = len(runs(heavy))
-    r.lines.append(f"sweep: {n} runs of `default` (about 0.2 s each), local process pool, "
-                   f"wall; start-up (imports, kernel) {warm_s:.2f} s, once, before the pool "
-                   "forks")  # fmt: skip
-    r.lines.append(f"  1 worker {n / one:5.2f} runs/s · 2 workers {n / two:5.2f} runs/s · "
-                   f"efficiency {one / two / 2:.0%}")  # fmt: skip
-    r.figures.update(runs=n, runs_per_s_1=round(n / one, 2), runs_per_s_2=round(n / two, 2),
-                     efficiency_2=round(one / two / 2, 3), warm_s=round(warm_s, 2))  # fmt: skip
     if importlib.util.find_spec("ray") is None:
         r.lines.append("  ray: not installed (pip install 'ray>=2.9')")
         return r

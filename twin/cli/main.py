@@ -138,8 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
         "which",
         nargs="?",
         default="all",
-        help="sim, rl, kernel, replay, nodes, gateway, hostile, startup, export, sweep, tenants, "
-        "fill or all",
+        help="sim, rl, kernel, replay, nodes, gateway, hostile, startup, export, sweep, arena, "
+        "tenants, fill or all",
     )
     bench.add_argument("--json", action="store_true", help="print only the JSON figures")
     bench.add_argument("--quick", action="store_true", help="fewer repetitions (smoke test)")

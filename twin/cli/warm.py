@@ -39,7 +39,9 @@ PRELOAD = (
     "numpy", "pydantic", "rich.console", "rich.table", "twin.cli.render",
     "twin.cli.analyse", "twin.cli.progress", "twin.replay.run", "twin.replay.synth",
     "twin.sim.runner", "twin.sim.scenarios", "twin.kernel", "twin.schema.summary",
-    "twin.eventlog.log",
+    "twin.eventlog.log", "twin.sweep.execute", "twin.arena.run", "twin.arena.sessions",
+    "twin.gateway.app", "twin_agents.client", "twin_agents.factory", "pyarrow.parquet",
+    "twin.arena.page",
 )  # fmt: skip
 """What the warm process imports: what the commands it runs need first."""
 MAX_REQUEST_BYTES = 1 << 20

@@ -28,9 +28,10 @@ from twin.schema.vocabulary import WARM_SOCKET_ENV as SOCKET_ENV
 
 COMMANDS = frozenset(("run", "replay", "calibrate", "compare", "kernel", "trace",
                       "trace-scenario", "fill", "export", "report", "scenarios",
-                      "schema"))  # fmt: skip
-"""Commands the warm process runs: those that finish on their own. (The gateway, sessions,
-arenas, sweeps and benchmarks run here: they manage processes and signals of their own.)"""
+                      "schema", "sweep", "arena"))  # fmt: skip
+"""Commands the warm process runs: those that finish on their own (sweeps and arenas fork
+their pools from the warm worker, which has the twin imported and the kernel loaded). The
+gateway, sessions and benchmarks run here: they serve, or time fresh processes."""
 HEADER = struct.Struct("!I")  # the request's length, then the request (JSON)
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 PACKAGE = Path(__file__).resolve().parents[1]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 from aiohttp import web
 
@@ -30,10 +31,12 @@ def create_app(config: GatewayConfig | None = None) -> web.Application:
     app[REGISTRY] = SessionRegistry(config)
     app[CONTROL] = ControlPlane(config)
     app[REPORTS] = asyncio.Semaphore(1)
-    openapi = document(app[CONTROL])
+    openapi: list[dict[str, Any]] = []  # written on its first request: most apps never serve it
 
     async def openapi_json(request: web.Request) -> web.Response:
-        return web.json_response(openapi)
+        if not openapi:
+            openapi.append(document(app[CONTROL]))
+        return web.json_response(openapi[0])
 
     async def sessions_ctx(app: web.Application) -> AsyncIterator[None]:
         async for _ in reaper(app[REGISTRY], app[CONTROL]):

@@ -8,7 +8,9 @@ tenants by name).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from functools import partial
@@ -81,17 +83,43 @@ def save(out: Path, row: Row) -> None:
 
 
 def local(task: Callable[[T], Row], items: Sequence[T], workers: int,
-          warmed: Callable[[], None] = warm) -> Iterator[Row]:  # fmt: skip
+          warmed: Callable[[], None] = warm,
+          meanwhile: Callable[[], None] | None = None) -> Iterator[Row]:  # fmt: skip
     """`task(item)` for every item as they finish, on a pool of `workers` processes (started
-    warm: see `warm`). Ctrl-C stops the pool at once: its workers ignore the interrupt (no
-    traceback of theirs) and are stopped; what finished before it is kept by the caller."""
+    warm: see `warm`); `meanwhile` runs on a thread of this process once the workers are
+    started (what the results will need, imported while this process only waits). Ctrl-C stops
+    the pool at once: its workers ignore the interrupt (no traceback of theirs) and are
+    stopped; what finished before it is kept by the caller."""
     warmed()
     with stopping(quiet_pool(workers)) as pool:
         pending: set[Future[Row]] = {pool.submit(task, item) for item in items}
+        # After the first submit a forking pool has its workers; the thread ends before this
+        # does, so no later fork copies it mid-import.
+        helper = None if meanwhile is None else in_background(meanwhile)
         while pending:
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
             for future in finished:
                 yield future.result()
+        if helper is not None:
+            helper.join()
+
+
+def in_background(work: Callable[[], None]) -> threading.Thread:
+    """`work` on a daemon thread, started; what it raises is left for the main path to meet
+    again."""
+
+    def quietly() -> None:
+        with contextlib.suppress(Exception):
+            work()
+
+    thread = threading.Thread(target=quietly, name="twin-meanwhile", daemon=True)
+    thread.start()
+    return thread
+
+
+def preload_results() -> None:
+    """What writing a sweep's results imports (pyarrow)."""
+    import pyarrow.parquet  # noqa: F401
 
 
 def _call(task: Callable[[T], Row], item: T) -> Row:
@@ -129,7 +157,8 @@ def execute(runs: Iterable[Run], out: Path, *, engine: str, workers: int,
     before = len(planned) - len(todo)
     logs = str(out / "logs") if keep_logs else None
     task = partial(run_one, logs=logs)
-    rows = on_ray(task, todo, workers, address) if engine == "ray" else local(task, todo, workers)
+    rows = (on_ray(task, todo, workers, address) if engine == "ray"
+            else local(task, todo, workers, meanwhile=preload_results))  # fmt: skip
     for n, row in enumerate(rows, 1):
         save(out, row)
         if progress is not None:

@@ -1,0 +1,102 @@
+"""Parallel runs as a user starts them: fresh `twin sweep` and `twin arena` processes timed on the
+wall clock (parallel work is what they buy), the fixed start-up apart from the cost a run adds,
+and the scaling efficiency at 1, 2 and all cores.
+
+With T(w, n) the wall seconds of n runs on w workers: a run costs c = (T(1, n2) - T(1, n1)) /
+(n2 - n1) on one worker, the fixed start-up is F = T(1, n1) - n1 c (the interpreter, imports,
+the kernel, forking the workers, writing the results), and the efficiency at w workers is
+T(1, n2) / (w T(w, n2)) for the whole command, and (T(1, n2) - F) / (w (T(w, n2) - F)) for its
+runs alone.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from twin.bench.harness import Result
+
+TARGET_FIXED_S = 0.5
+TARGET_EFFICIENCY_2 = 0.9
+Command = Callable[[int, int, Path], list[str]]  # (size, workers, out) -> `twin` arguments
+
+
+def _wall_s(argv: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "twin", *argv], check=True, capture_output=True,
+                   env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})  # fmt: skip
+    return time.perf_counter() - start
+
+
+def _median_wall_s(command: Command, size: int, workers: int, out: Path, repeats: int) -> float:
+    """The median wall seconds of `repeats` fresh runs, each into a new directory."""
+    return statistics.median(
+        _wall_s(command(size, workers, out / f"{size}-{workers}-{k}")) for k in range(repeats)
+    )
+
+
+def levels() -> list[int]:
+    """1, 2 and all cores (each once)."""
+    return sorted({1, min(2, os.cpu_count() or 1), os.cpu_count() or 1})
+
+
+def scaling(name: str, command: Command, sizes: tuple[int, int], result: Result, *,
+            runs_per_size: int = 1, unit: str = "runs", repeats: int = 3) -> None:  # fmt: skip
+    """Time `command` at `sizes` (small, large; `runs_per_size` runs each) on 1 worker, and at
+    the large size on every level (medians of `repeats`); lines and figures into `result`."""
+    small, large = sizes
+    n1, n2 = small * runs_per_size, large * runs_per_size
+    with tempfile.TemporaryDirectory() as tmp:
+        walls: dict[tuple[int, int], float] = {}
+        for size, workers in [(small, 1), *((large, w) for w in levels())]:
+            walls[size, workers] = _median_wall_s(command, size, workers, Path(tmp), repeats)
+    per_run_s = (walls[large, 1] - walls[small, 1]) / (n2 - n1)
+    fixed_s = max(walls[small, 1] - n1 * per_run_s, 0.0)
+    result.lines.append(f"{name}: fresh `twin {name}` processes, wall, median of {repeats}; {n1} "
+                        f"and {n2} {unit} on "
+                        f"1 worker: a run {per_run_s * 1000:,.0f} ms, fixed start-up "
+                        f"{fixed_s:.2f} s (target <= {TARGET_FIXED_S})")  # fmt: skip
+    result.figures.update({f"{name}_per_run_ms": round(per_run_s * 1000, 1),
+                           f"{name}_fixed_s": round(fixed_s, 2),
+                           f"{name}_fixed_vs_target": round(TARGET_FIXED_S / max(fixed_s, 1e-3),
+                                                            2)})  # fmt: skip
+    for workers in levels():
+        wall = walls[large, workers]
+        whole = walls[large, 1] / (workers * wall)
+        runs = (walls[large, 1] - fixed_s) / (workers * max(wall - fixed_s, 1e-3))
+        result.lines.append(f"  {workers:2d} workers: {n2} {unit} in {wall:.2f} s, "
+                            f"{n2 / wall:.1f}/s; efficiency {whole:.0%} whole, {runs:.0%} "
+                            "of the runs alone")  # fmt: skip
+        result.figures.update({f"{name}_per_s_{workers}": round(n2 / wall, 2),
+                               f"{name}_efficiency_{workers}": round(whole, 3),
+                               f"{name}_run_efficiency_{workers}": round(runs, 3)})  # fmt: skip
+
+
+def sweep_command(seeds: int, workers: int, out: Path) -> list[str]:
+    return ["sweep", "--scenario", "default", "--seeds", str(seeds), "--workers", str(workers),
+            "--out", str(out)]  # fmt: skip
+
+
+ARENA_SESSIONS_PER_SEED = 8  # market, 3 agents: the bound, the baseline, 3 mirrors, 3 crosses
+
+
+def arena_command(seeds: int, workers: int, out: Path) -> list[str]:
+    return ["arena", "--scenario", "market", "--agents", "negotiator,fair_share,stepper",
+            "--seeds", str(seeds), "--workers", str(workers), "--out", str(out)]  # fmt: skip
+
+
+def bench_arena(quick: bool) -> Result:
+    """Arena sessions (`market`, 3 agents, 8 sessions a seed) on 1, 2 and all cores."""
+    r = Result()
+    cores = os.cpu_count() or 1
+    large = 2 if quick else max(6, math.ceil(10 * cores / ARENA_SESSIONS_PER_SEED))
+    scaling("arena", arena_command, (1, large), r, runs_per_size=ARENA_SESSIONS_PER_SEED,
+            unit="sessions", repeats=1 if quick else 3)  # fmt: skip
+    return r
