@@ -6,7 +6,8 @@ With T(w, n) the wall seconds of n runs on w workers: a run costs c = (T(1, n2) 
 (n2 - n1) on one worker, the fixed start-up is F = T(1, n1) - n1 c (the interpreter, imports,
 the kernel, forking the workers, writing the results), and the efficiency at w workers is
 T(1, n2) / (w T(w, n2)) for the whole command, and (T(1, n2) - F) / (w (T(w, n2) - F)) for its
-runs alone.
+runs alone. The same fixed start-up is measured with a warm process (`twin warm start`), whose
+workers fork the pools with the twin already imported and the kernel loaded.
 """
 
 from __future__ import annotations
@@ -22,23 +23,31 @@ from collections.abc import Callable
 from pathlib import Path
 
 from twin.bench.harness import Result
+from twin.bench.startup import warm_process
+from twin.schema.vocabulary import WARM_SOCKET_ENV
 
 TARGET_FIXED_S = 0.5
 TARGET_EFFICIENCY_2 = 0.9
 Command = Callable[[int, int, Path], list[str]]  # (size, workers, out) -> `twin` arguments
 
 
-def _wall_s(argv: list[str]) -> float:
+def _wall_s(argv: list[str], warm: Path | None) -> float:
+    """Wall seconds of `twin ARGV` in a fresh process (handed to the warm process at `warm`,
+    if given; else run without one)."""
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", WARM_SOCKET_ENV: str(warm or "")}
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "twin", *argv], check=True, capture_output=True,
-                   env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})  # fmt: skip
+                   env=env)  # fmt: skip
     return time.perf_counter() - start
 
 
-def _median_wall_s(command: Command, size: int, workers: int, out: Path, repeats: int) -> float:
+def _median_wall_s(command: Command, size: int, workers: int, out: Path, *, repeats: int,
+                   warm: Path | None = None) -> float:  # fmt: skip
     """The median wall seconds of `repeats` fresh runs, each into a new directory."""
+    tag = "warm" if warm else "cold"
     return statistics.median(
-        _wall_s(command(size, workers, out / f"{size}-{workers}-{k}")) for k in range(repeats)
+        _wall_s(command(size, workers, out / f"{tag}-{size}-{workers}-{k}"), warm)
+        for k in range(repeats)
     )
 
 
@@ -56,13 +65,19 @@ def scaling(name: str, command: Command, sizes: tuple[int, int], result: Result,
     with tempfile.TemporaryDirectory() as tmp:
         walls: dict[tuple[int, int], float] = {}
         for size, workers in [(small, 1), *((large, w) for w in levels())]:
-            walls[size, workers] = _median_wall_s(command, size, workers, Path(tmp), repeats)
+            walls[size, workers] = _median_wall_s(
+                command, size, workers, Path(tmp), repeats=repeats
+            )
+        with warm_process(Path(tmp)) as sock:
+            warm_small = _median_wall_s(command, small, 1, Path(tmp), repeats=repeats, warm=sock)
+            warm_large = _median_wall_s(
+                command, large, levels()[-1], Path(tmp), repeats=repeats, warm=sock
+            )
     per_run_s = (walls[large, 1] - walls[small, 1]) / (n2 - n1)
     fixed_s = max(walls[small, 1] - n1 * per_run_s, 0.0)
     result.lines.append(f"{name}: fresh `twin {name}` processes, wall, median of {repeats}; {n1} "
-                        f"and {n2} {unit} on "
-                        f"1 worker: a run {per_run_s * 1000:,.0f} ms, fixed start-up "
-                        f"{fixed_s:.2f} s (target <= {TARGET_FIXED_S})")  # fmt: skip
+                        f"and {n2} {unit} on 1 worker: a run {per_run_s * 1000:,.0f} ms, "
+                        f"fixed start-up {fixed_s:.2f} s (target <= {TARGET_FIXED_S})")  # fmt: skip
     result.figures.update({f"{name}_per_run_ms": round(per_run_s * 1000, 1),
                            f"{name}_fixed_s": round(fixed_s, 2),
                            f"{name}_fixed_vs_target": round(TARGET_FIXED_S / max(fixed_s, 1e-3),
@@ -77,6 +92,17 @@ def scaling(name: str, command: Command, sizes: tuple[int, int], result: Result,
         result.figures.update({f"{name}_per_s_{workers}": round(n2 / wall, 2),
                                f"{name}_efficiency_{workers}": round(whole, 3),
                                f"{name}_run_efficiency_{workers}": round(runs, 3)})  # fmt: skip
+    warm_fixed_s = max(warm_small - n1 * per_run_s, 0.0)
+    result.lines.append(f"  handed to a warm process (`twin warm start`): fixed start-up "
+                        f"{warm_fixed_s:.2f} s; {n2} {unit} on {levels()[-1]} workers in "
+                        f"{warm_large:.2f} s, {n2 / warm_large:.1f}/s")  # fmt: skip
+    result.figures.update(
+        {
+            f"{name}_warm_fixed_s": round(warm_fixed_s, 2),
+            f"{name}_warm_fixed_vs_target": round(TARGET_FIXED_S / max(warm_fixed_s, 1e-3), 2),
+            f"{name}_warm_per_s_{levels()[-1]}": round(n2 / warm_large, 2),
+        }
+    )
 
 
 def sweep_command(seeds: int, workers: int, out: Path) -> list[str]:

@@ -1,7 +1,13 @@
 """RL API throughput: Gymnasium env steps per CPU-second on gpucluster-medium (the classic step
-task) and on `Market-v0` (one tenant's whole action against built-in negotiators)."""
+task) and on `Market-v0` (one tenant's whole action against built-in negotiators); and
+`Market-v0` vectorised over processes (`gymnasium.make_vec`, async) on 1 and all cores, wall
+clock, with the scaling efficiency against one env alone."""
 
 from __future__ import annotations
+
+import os
+import statistics
+import time
 
 from twin.bench.harness import Result, median_cpu_s
 from twin.rl.cluster_env import ClusterEnv
@@ -35,6 +41,57 @@ def _market(env: ClusterEnv, episodes: int) -> int:
     return steps
 
 
+def _random_rate(n: int, steps: int) -> float:
+    """Wall steps a second of `twin/Market-v0` with random whole actions: one env in this
+    process (n = 0), else `gymnasium.make_vec` of n envs, each in a process of its own."""
+    import gymnasium as gym
+
+    import twin.rl  # noqa: F401 (registers the environments)
+
+    if n == 0:
+        env = gym.make("twin/Market-v0")
+        env.reset(seed=0)
+        env.action_space.seed(0)
+        actions = [env.action_space.sample() for _ in range(steps)]
+        start = time.perf_counter()
+        for action in actions:
+            _, _, terminated, truncated, _ = env.step(action)
+            if terminated or truncated:
+                env.reset()
+        wall = time.perf_counter() - start
+        env.close()
+        return steps / wall
+    envs = gym.make_vec("twin/Market-v0", num_envs=n, vectorization_mode="async")
+    envs.reset(seed=0)
+    envs.action_space.seed(0)
+    batches = [envs.action_space.sample() for _ in range(steps)]
+    envs.step(batches[0])  # the workers are up and stepping
+    start = time.perf_counter()
+    for batch in batches[1:]:
+        envs.step(batch)  # autoreset: an episode's end resets on the next step
+    wall = time.perf_counter() - start
+    envs.close()
+    return n * (steps - 1) / wall
+
+
+def vector_lines(quick: bool, r: Result) -> None:
+    """`make_vec` async at 1 and all cores against one env alone (wall: the cores are the
+    point), and the efficiency."""
+    cores = os.cpu_count() or 1
+    steps = 100 if quick else 400
+    alone = statistics.median(_random_rate(0, steps) for _ in range(3))
+    r.lines.append(f"rl: Market-v0, random whole actions, wall: one env alone {alone:,.0f} "
+                   f"steps/s")  # fmt: skip
+    r.figures["market_random_steps_per_s"] = round(alone)
+    for n in sorted({1, cores}):
+        rate = statistics.median(_random_rate(n, steps) for _ in range(3))
+        efficiency = rate / (n * alone)
+        r.lines.append(f"  make_vec async, {n} processes: {rate:,.0f} steps/s, efficiency "
+                       f"{efficiency:.0%} (target >= 80%)")  # fmt: skip
+        r.figures[f"market_vec_{n}_steps_per_s"] = round(rate)
+        r.figures[f"market_vec_{n}_efficiency"] = round(efficiency, 3)
+
+
 def bench_rl(quick: bool) -> Result:
     steps = 20_000 if quick else 100_000
     repeats = 1 if quick else 5
@@ -61,4 +118,5 @@ def bench_rl(quick: bool) -> Result:
         "market_steps_per_s": round(market_rate),
         "market_steps_per_s_vs_target": round(market_rate / TARGET_MARKET_STEPS_PER_S, 2),
     }
+    vector_lines(quick, r)
     return r

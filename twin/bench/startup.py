@@ -34,7 +34,7 @@ def _wall_ms(argv: list[str], repeats: int, warm: Path | None = None) -> float:
 
 
 @contextlib.contextmanager
-def _warm_process(directory: Path) -> Iterator[Path]:
+def warm_process(directory: Path) -> Iterator[Path]:
     """A `twin warm serve` for the duration; its socket."""
     sock = directory / "warm" / "warm.sock"
     sock.parent.mkdir(mode=0o700)
@@ -96,7 +96,7 @@ def bench_startup(quick: bool) -> Result:
                 f" + work {work:,.0f} ms"
             )
         warm_ms = {}
-        with _warm_process(Path(tmp)) as sock:
+        with warm_process(Path(tmp)) as sock:
             for key, (argv, _) in small.items():
                 _wall_ms(argv, 1, sock)  # the first command touches what the fork shares
                 warm_ms[key] = ms = _wall_ms(argv, repeats, sock)
