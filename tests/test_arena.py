@@ -478,3 +478,18 @@ def test_a_session_wide_measure_alike_on_every_row_is_shown_once() -> None:
     columns = (("welfare $", "welfare_usd", 0), ("Pareto", "pareto_share", 2),
                ("gain $", "gain_usd", 0))  # fmt: skip
     assert shared(rows, columns) == {"Pareto": "0.50"}  # welfare differs; a gain is the agent's
+
+
+def test_the_page_drawn_on_several_processes_is_the_page_drawn_on_one(arena: Path) -> None:
+    """The arena draws its page's figures on its workers: the same bytes as drawn in turn."""
+    from twin.arena import board as boards
+    from twin.arena import store
+    from twin.arena.page import render
+
+    rows = list(store.rows(arena))
+    manifest = store.read_manifest(arena)
+    assert manifest is not None
+    ranked, mirrored, crossed = boards.leaderboard(rows), boards.mirror(rows), boards.cross(rows)
+    alone = render(ranked, manifest, mirrored, crossed)
+    assert render(ranked, manifest, mirrored, crossed, workers=2) == alone
+    assert alone.count("<svg") >= 2

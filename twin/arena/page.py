@@ -71,6 +71,8 @@ GLOSSARY = (
     ("fallbacks", "turns and answers the fallback policy gave, per session"),
     ("answer p50 / p95 ms", "how long the agent took to answer a round, wall clock"),
 )  # fmt: skip
+FigureSpec = tuple[str, list[Row], str, tuple[str, str] | None]
+"""A figure to draw: its title, the ranked rows, the field and its interval's fields."""
 FIGURES = (
     ("return ($), mean and 95% CI", "return_usd", ("return_lo_usd", "return_hi_usd")),
     ("gain over the paired baseline ($)", "gain_usd", ("gain_lo_usd", "gain_hi_usd")),
@@ -159,10 +161,30 @@ def shared(rows: list[Row], columns: Columns) -> dict[str, str]:
     return out
 
 
-def _rotation(title: str, rows: list[Row]) -> list[str]:
-    ranked = [r for r in rows if r["role"] == ALL_ROLES]
+def _ranked(rows: list[Row]) -> list[Row]:
+    return [r for r in rows if r["role"] == ALL_ROLES]
+
+
+def _figures(rows: list[Row]) -> list[FigureSpec]:
+    """The figures of a ranking, to draw."""
+    ranked = _ranked(rows)
+    return [(t, ranked, f, i) for t, f, i in FIGURES]
+
+
+def _drawn(specs: list[FigureSpec], workers: int) -> list[str]:
+    """`specs` drawn, on up to `workers` processes (matplotlib draws one at a time, each a
+    tenth of a second or so: a page of many is the slow part of writing an arena)."""
+    if workers <= 1 or len(specs) <= 1:
+        return [_figure(*spec) for spec in specs]
+    from twin.processes import quiet_pool, stopping
+
+    with stopping(quiet_pool(min(workers, len(specs)))) as pool:
+        return list(pool.map(_figure, *zip(*specs, strict=True)))
+
+
+def _rotation(title: str, rows: list[Row], figures: list[str]) -> list[str]:
+    ranked = _ranked(rows)
     by_role = [r for r in rows if r["role"] != ALL_ROLES]
-    figures = [_figure(t, ranked, f, i) for t, f, i in FIGURES]
     zero = [t for (t, f, _), fig in zip(FIGURES, figures, strict=True)
             if not fig and any(r[f] is not None for r in ranked)]  # fmt: skip
     once = shared(ranked, OUTCOME)
@@ -217,21 +239,24 @@ def _kv(pairs: list[tuple[str, str]]) -> str:
 
 
 def render(board: list[Row], manifest: dict[str, Any], mirrored: list[Row] | None = None,
-           crossed: list[Row] | None = None) -> str:  # fmt: skip
-    """The page's HTML."""
+           crossed: list[Row] | None = None, *, workers: int = 1) -> str:  # fmt: skip
+    """The page's HTML (its figures drawn on up to `workers` processes)."""
     parts = []
     groups = dict.fromkeys((r["scenario_sha256"], r["mechanism"]) for r in board)
     groups.update(dict.fromkeys((r["scenario_sha256"], r["mechanism"])
                                 for r in [*(mirrored or []), *(crossed or [])]))  # fmt: skip
+    boards = {g: [r for r in board if (r["scenario_sha256"], r["mechanism"]) == g] for g in groups}
+    specs = [spec for rows in boards.values() if rows for spec in _figures(rows)]
+    drawn = iter(_drawn(specs, workers))
     for sha, mechanism in groups:
-        rows = [r for r in board if (r["scenario_sha256"], r["mechanism"]) == (sha, mechanism)]
+        rows = boards[sha, mechanism]
         key = (sha, mechanism)
         mine = [r for r in mirrored or [] if (r["scenario_sha256"], r["mechanism"]) == key]
         pairs = [r for r in crossed or [] if (r["scenario_sha256"], r["mechanism"]) == key]
         name = (rows or mine or pairs)[0]["scenario"]
         title = f"{name} ({mechanism})"
         if rows:
-            parts += _rotation(title, rows)
+            parts += _rotation(title, rows, [next(drawn) for _ in FIGURES])
         if mine:
             shown = [{**r, "shares": _shares(r["surplus_shares"])} for r in mine]
             parts.append(_section(

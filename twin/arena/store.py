@@ -102,9 +102,10 @@ def preload() -> None:
     import twin.arena.page  # noqa: F401
 
 
-def write_outputs(out: Path, manifest: dict[str, Any], found: list[Row]) -> Boards:
+def write_outputs(out: Path, manifest: dict[str, Any], found: list[Row], *,
+                  workers: int = 1) -> Boards:  # fmt: skip
     """The leaderboard, the mirror and cross-play tables, the sessions' table and the page from
-    the rows."""
+    the rows (its figures drawn on up to `workers` processes)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -121,7 +122,9 @@ def write_outputs(out: Path, manifest: dict[str, Any], found: list[Row]) -> Boar
         pq.write_table(pa.Table.from_pylist(shares), out / MIRROR_FILE, compression="zstd")
     if crossed:
         pq.write_table(pa.Table.from_pylist(crossed), out / CROSS_FILE, compression="zstd")
-    (out / PAGE_FILE).write_text(render(ranked, manifest, mirrored, crossed), encoding="utf-8")
+    (out / PAGE_FILE).write_text(
+        render(ranked, manifest, mirrored, crossed, workers=workers), encoding="utf-8"
+    )
     return Boards(ranked, mirrored, crossed)
 
 
