@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from itertools import islice
 from typing import Protocol
 
@@ -42,6 +42,13 @@ class FifoQueue:
         """The first `n` jobs in queue order."""
         return list(islice(self._q, n))
 
+    def ordered(self) -> Iterator[Job]:
+        """The jobs in queue order (read while the queue stays as it is)."""
+        return iter(self._q)
+
+
+COMPACT_AT = 1024  # dead heap entries tolerated beyond the live ones, before a rebuild
+
 
 class KeyedQueue:
     """Jobs ordered by a key (ties by arrival); removal from the middle is lazy.
@@ -62,7 +69,11 @@ class KeyedQueue:
 
     def push(self, job: Job, *, requeue: bool = False) -> None:
         job.version += 1
-        heapq.heappush(self._heap, (self._key(job), job.seq, job.version, job))
+        heap = self._heap
+        if len(heap) > 2 * self._n + COMPACT_AT:  # mostly entries of jobs gone: drop them
+            heap[:] = [e for e in heap if _live(e)]
+            heapq.heapify(heap)
+        heapq.heappush(heap, (self._key(job), job.seq, job.version, job))
         self._n += 1
 
     def _prune(self) -> None:
@@ -85,8 +96,22 @@ class KeyedQueue:
         self._n -= 1
 
     def first(self, n: int) -> list[Job]:
-        self._prune()
-        return [e[3] for e in heapq.nsmallest(n, filter(_live, self._heap))]
+        return list(islice(self.ordered(), n))
+
+    def ordered(self) -> Iterator[Job]:
+        """The jobs in queue order, read off the heap best first: the first n cost about
+        n log n, not the whole queue (read while the queue stays as it is)."""
+        heap = self._heap
+        if not heap:
+            return
+        frontier = [(heap[0], 0)]  # entries are unique, so the index never breaks a tie
+        while frontier:
+            entry, i = heapq.heappop(frontier)
+            if _live(entry):
+                yield entry[3]
+            for child in (2 * i + 1, 2 * i + 2):
+                if child < len(heap):
+                    heapq.heappush(frontier, (heap[child], child))
 
 
 def _live(entry: tuple[float, int, int, Job]) -> bool:
@@ -128,8 +153,10 @@ class ClusterQueue:
 
     def first_of(self, tenant: int, n: int) -> list[Job]:
         """The first `n` of one tenant's jobs, in the cluster's queue order."""
-        mine = (j for j in self._q.first(len(self._q)) if j.tenant == tenant)
-        return list(islice(mine, n))
+        if n <= 0 or not self.counts[tenant]:
+            return []
+        mine = (j for j in self._q.ordered() if j.tenant == tenant)
+        return list(islice(mine, min(n, self.counts[tenant])))
 
 
 class TenantLine:
