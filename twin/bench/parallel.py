@@ -5,9 +5,10 @@ and the scaling efficiency at 1, 2 and all cores.
 With T(w, n) the wall seconds of n runs on w workers: a run costs c = (T(1, n2) - T(1, n1)) /
 (n2 - n1) on one worker, the fixed start-up is F = T(1, n1) - n1 c (the interpreter, imports,
 the kernel, forking the workers, writing the results), and the efficiency at w workers is
-T(1, n2) / (w T(w, n2)) for the whole command, and (T(1, n2) - F) / (w (T(w, n2) - F)) for its
-runs alone. The same fixed start-up is measured with a warm process (`twin warm start`), whose
-workers fork the pools with the twin already imported and the kernel loaded.
+T(1, n2) / (w T(w, n2)), the whole command as a user waits for it. (F is measured on one
+worker: part of it, an arena's figures, is itself spread over the workers of a larger run.)
+The same fixed start-up is measured with a warm process (`twin warm start`), whose workers
+fork the pools with the twin already imported and the kernel loaded.
 """
 
 from __future__ import annotations
@@ -85,13 +86,10 @@ def scaling(name: str, command: Command, sizes: tuple[int, int], result: Result,
     for workers in levels():
         wall = walls[large, workers]
         whole = walls[large, 1] / (workers * wall)
-        runs = (walls[large, 1] - fixed_s) / (workers * max(wall - fixed_s, 1e-3))
         result.lines.append(f"  {workers:2d} workers: {n2} {unit} in {wall:.2f} s, "
-                            f"{n2 / wall:.1f}/s; efficiency {whole:.0%} whole, {runs:.0%} "
-                            "of the runs alone")  # fmt: skip
+                            f"{n2 / wall:.1f}/s; efficiency {whole:.0%}")  # fmt: skip
         result.figures.update({f"{name}_per_s_{workers}": round(n2 / wall, 2),
-                               f"{name}_efficiency_{workers}": round(whole, 3),
-                               f"{name}_run_efficiency_{workers}": round(runs, 3)})  # fmt: skip
+                               f"{name}_efficiency_{workers}": round(whole, 3)})  # fmt: skip
     warm_fixed_s = max(warm_small - n1 * per_run_s, 0.0)
     result.lines.append(f"  handed to a warm process (`twin warm start`): fixed start-up "
                         f"{warm_fixed_s:.2f} s; {n2} {unit} on {levels()[-1]} workers in "
