@@ -22,7 +22,7 @@ from mcp.server.streamable_http import StreamableHTTPServerTransport
 from multidict import CIMultiDict
 from pydantic import ValidationError
 
-from twin.gateway.mcp_tenant import TOOLS, ToolError, first_error
+from twin.gateway.mcp_tools import TOOLS, ToolError, first_error
 from twin.gateway.session import Session
 from twin.gateway.tenant_link import TenantLink
 from twin.schema.codes import ErrorCode

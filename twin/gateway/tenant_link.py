@@ -4,7 +4,10 @@ reads it."""
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from aiohttp import web
 
 from twin.schema.base import Frozen
 from twin.schema.wire import (
@@ -17,8 +20,14 @@ from twin.schema.wire import (
     SessionEnded,
 )
 
-if TYPE_CHECKING:
-    from twin.gateway.mcp_server import McpServing
+
+class Serving(Protocol):
+    """What answers an MCP client's requests for the link (`mcp_server.McpServing`)."""
+
+    async def answer(self, request: web.Request, body: bytes,
+                     headers: Mapping[str, str]) -> web.Response: ...  # fmt: skip
+
+    async def stop(self) -> None: ...
 
 
 class TenantLink:
@@ -44,7 +53,7 @@ class TenantLink:
         self.closed = False
         self.changed = asyncio.Event()
         self.sent = 0
-        self.serving: McpServing | None = None  # the MCP SDK's server for this tenant's client
+        self.serving: Serving | None = None  # the MCP SDK's server for this tenant's client
 
     async def send(self, message: Frozen) -> bool:
         if self.closed:
