@@ -506,7 +506,7 @@ async def test_a_call_past_the_work_limit_ends_its_episode_with_a_code(
     aiohttp_client: MakeClient,
 ) -> None:
     client = await serve(aiohttp_client, max_call_s=0.2)
-    heavy = {"overrides": ["tenants.2.workloads.0.arrivals.rate_per_h=100000"], "seed": 1}
+    heavy = {"overrides": ["tenants.2.workloads.0.arrivals.rate_per_h=5000000"], "seed": 1}
     resp = await client.post("/reset", json=heavy)
     body = await resp.json()
     assert (resp.status, body["code"]) == (503, "CAPACITY_REACHED")

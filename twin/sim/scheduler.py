@@ -22,7 +22,7 @@ from twin.sim.cycles import Cycles
 from twin.sim.decisions import Decisions
 from twin.sim.encode import DEGENERATE, Evaluated, PlanOption
 from twin.sim.jobs import Job
-from twin.sim.placement import Placement
+from twin.sim.placement import CounterPlacement, Placement
 from twin.sim.pools import Holding, Pool
 from twin.sim.queues import (
     ClusterQueue,
@@ -101,6 +101,10 @@ class Scheduler:
             own: list[JobQueue] = [queue() for _ in cfg.tenants]
             self.queues, self.lines = list(own), own
         self.queued_milli = [0] * len(cfg.tenants)
+        self.queued_gpuless = [0] * len(cfg.tenants)  # queued jobs that ask for no GPU
+        # Counters have no side effect of a failed fit (node placement meters each one), so a
+        # backfill pass that cannot start anything may be skipped with them alone.
+        self._skip_futile = isinstance(placement, CounterPlacement)
         self.efficiency = efficiency(cfg.scaling)
         self._backfill = cfg.queue.backfill
         self._manual = cfg.queue.policy in PLACED_ONLY or self.cycles is not None
@@ -178,6 +182,7 @@ class Scheduler:
         job.queued_since_s = self.env.now
         self.queues[job.tenant].push(job, requeue=requeue)
         self.queued_milli[job.tenant] += job.milli
+        self.queued_gpuless[job.tenant] += int(job.milli == 0)
         if self.cycles is not None:
             self.cycles.submit(job)
 
@@ -233,10 +238,26 @@ class Scheduler:
                 break
             q.pop()
             self.run(job, h)
-        if self._backfill and len(q) > 1:
+        if self._backfill and len(q) > 1 and not self._futile(tenant):
             backfill_behind(job, q, now_s=self.env.now, depth=self.cfg.queue.backfill_depth,
                             placement=self.placement, fit=fit, rate=self.rate,
                             run=self.run)  # fmt: skip
+
+    def _futile(self, tenant: int) -> bool:
+        """Whether backfill behind `tenant`'s blocked head can start nothing: no holding it may
+        use has a GPU idle and none of the waiting jobs is GPU-less (so every fit fails, and
+        skipping the pass changes nothing but its cost; a saturated cluster with a long queue
+        would otherwise try backfill's whole depth at every arrival)."""
+        if not self._skip_futile:
+            return False
+        holdings = self.state.holdings
+        if self.shared:
+            return not any(self.queued_gpuless) and all(
+                h.ready * 1000 <= h.busy_milli for hs in holdings for h in hs
+            )
+        return not self.queued_gpuless[tenant] and all(
+            h.ready * 1000 <= h.busy_milli for h in holdings[tenant]
+        )
 
     # -- runs -----------------------------------------------------------------------------
 
@@ -253,6 +274,7 @@ class Scheduler:
         """Start a queued job (already out of its queue) on holding `h`."""
         job.queued = False
         self.queued_milli[job.tenant] -= job.milli
+        self.queued_gpuless[job.tenant] -= int(job.milli == 0)
         now = self.env.now
         pool = h.pool
         if job.option is not None and not job.placed:
