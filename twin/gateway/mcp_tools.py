@@ -4,8 +4,9 @@ tenant's view, open offers and their reasons, its draft, the last round's outcom
 `make_offer`, `answer_offer`, and `wait` (end the turn with the draft; return when an offer
 needs an answer, the next round asks, or the session ends, with what the committed round gave,
 the final settlement included). A refusal is a `ToolError` with the gateway's code; each
-tool's input schema is in `TOOLS`. (`mcp_tenant` is the endpoint, `mcp_server` the SDK's
-server that calls these.)
+tool's input schema is in `TOOLS`: a call is checked against it before the tool runs, so a
+tool reads its arguments as the schema says they are. (`mcp_tenant` is the endpoint,
+`mcp_server` the SDK's server that calls these.)
 """
 
 from __future__ import annotations
@@ -107,13 +108,13 @@ async def _amend(session: Session, link: TenantLink, part: str, key: str,
 
 async def provision(session: Session, link: TenantLink, args: dict[str, Any]) -> dict[str, Any]:
     _round(link)
-    return await _amend(session, link, "provision", _str(args, "pool"), _int(args, "gpus"))
+    return await _amend(session, link, "provision", args["pool"], args["gpus"])
 
 
 async def place(session: Session, link: TenantLink, args: dict[str, Any]) -> dict[str, Any]:
     _round(link)
     try:
-        placement = Placement(job_id=_str(args, "job_id"), pool=_str(args, "pool"))
+        placement = Placement(job_id=args["job_id"], pool=args["pool"])
     except ValidationError as exc:
         raise ToolError(ErrorCode.VALIDATION_ERROR.value, first_error(exc)) from None
     draft = {**link.draft, "placements": [*link.draft["placements"],
@@ -124,7 +125,7 @@ async def place(session: Session, link: TenantLink, args: dict[str, Any]) -> dic
 
 async def bid(session: Session, link: TenantLink, args: dict[str, Any]) -> dict[str, Any]:
     _round(link)
-    pool, usd = _str(args, "pool"), _float(args, "usd_per_gpu")
+    pool, usd = args["pool"], float(args["usd_per_gpu"])
     return await _amend(session, link, "bids_usd_per_gpu", pool, usd)
 
 
@@ -139,15 +140,15 @@ async def buy(session: Session, link: TenantLink, args: dict[str, Any]) -> dict[
 async def _order(session: Session, link: TenantLink, side: str,
                  args: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
     _round(link)
-    order = {"gpus": _int(args, "gpus"), "usd_per_gpu": _float(args, "usd_per_gpu")}
-    return await _amend(session, link, side, _str(args, "pool"), order)
+    order = {"gpus": args["gpus"], "usd_per_gpu": float(args["usd_per_gpu"])}
+    return await _amend(session, link, side, args["pool"], order)
 
 
 async def make_offer(session: Session, link: TenantLink, args: dict[str, Any]) -> dict[str, Any]:
     try:
         message = MakeOffer(
             round=_round(link), seq=link.next_seq(), offer_id=f"{link.tenant}-mcp",
-            to_tenant=_str(args, "to_tenant"),
+            to_tenant=args["to_tenant"],
             give=Bundle(gpus=args.get("give_gpus") or {}, usd=args.get("give_usd") or 0.0),
             take=Bundle(gpus=args.get("take_gpus") or {}, usd=args.get("take_usd") or 0.0),
             reason=str(args.get("reason") or ""),
@@ -160,10 +161,7 @@ async def make_offer(session: Session, link: TenantLink, args: dict[str, Any]) -
 
 
 async def answer_offer(session: Session, link: TenantLink, args: dict[str, Any]) -> dict[str, Any]:
-    offer_id = _str(args, "offer_id")
-    accept = args.get("accept")
-    if not isinstance(accept, bool):
-        raise ToolError(ErrorCode.VALIDATION_ERROR.value, "accept: true or false")
+    offer_id, accept = args["offer_id"], args["accept"]
     kind = AcceptOffer if accept else RejectOffer
     try:
         message = kind(round=_round(link, answering=True), seq=link.next_seq(),
@@ -177,7 +175,7 @@ async def answer_offer(session: Session, link: TenantLink, args: dict[str, Any])
 
 async def wait(session: Session, link: TenantLink, args: dict[str, Any]) -> dict[str, Any]:
     """End the turn (with the draft) if one is open, then wait for what needs the tenant."""
-    timeout_s = min(_float(args, "timeout_s", 60.0), MAX_WAIT_S)
+    timeout_s = float(args.get("timeout_s", 60.0))
     if link.request is not None and not link.turn_over and link.ended is None:
         await _propose(session, link, final=True, reason=str(args.get("reason") or ""))
         link.turn_over = True
@@ -201,63 +199,43 @@ def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
             "additionalProperties": False}  # fmt: skip
 
 
+NAME = {"type": "string", "minLength": 1}
+USD = {"type": "number", "minimum": 0, "maximum": 1e9}
 GPUS = {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1},
         "description": "GPUs per pool"}  # fmt: skip
-ORDER = _schema({"pool": {"type": "string"}, "gpus": {"type": "integer", "minimum": 1},
-                 "usd_per_gpu": {"type": "number", "minimum": 0}},
-                ["pool", "gpus", "usd_per_gpu"])  # fmt: skip
+ORDER = _schema({"pool": NAME, "gpus": {"type": "integer", "minimum": 1, "maximum": 10**6},
+                 "usd_per_gpu": USD}, ["pool", "gpus", "usd_per_gpu"])  # fmt: skip
 TOOLS: dict[str, tuple[Tool, str, dict[str, Any]]] = {
     "observe": (observe, "The open round: your view (budget, queue with the kernel's plan "
                 "verdicts, pools), offers made to you with their reasons, your draft, the last "
                 "round's outcome and, at the end, your final settlement.", _schema({}, [])),
     "provision": (provision, "Add (positive) or release (negative) GPUs of a pool this round.",
-                  _schema({"pool": {"type": "string"}, "gpus": {"type": "integer"}},
+                  _schema({"pool": NAME, "gpus": {"type": "integer", "minimum": -10**6,
+                                                    "maximum": 10**6}},
                           ["pool", "gpus"])),
     "place": (place, "Start a queued job now on a pool, with its own plan as scored.",
-              _schema({"job_id": {"type": "string"}, "pool": {"type": "string"}},
+              _schema({"job_id": NAME, "pool": NAME},
                       ["job_id", "pool"])),
     "bid": (bid, "A sealed bid in dollars per GPU for a pool (counts where the traits say "
              "the mechanism takes bids).",
-            _schema({"pool": {"type": "string"}, "usd_per_gpu": {"type": "number", "minimum": 0}},
+            _schema({"pool": NAME, "usd_per_gpu": USD},
                     ["pool", "usd_per_gpu"])),
     "sell": (sell, "Offer idle GPUs of a pool to the call market, at least at usd_per_gpu each "
              "(where the traits say the mechanism clears held GPUs).", ORDER),
     "buy": (buy, "Bid for GPUs of a pool in the call market, at most at usd_per_gpu each.", ORDER),
     "make_offer": (make_offer, "Offer another tenant a trade: what you give and what you take "
                    "(GPUs per pool and/or dollars); its id comes back.",
-                   _schema({"to_tenant": {"type": "string"}, "give_gpus": GPUS,
-                            "give_usd": {"type": "number", "minimum": 0}, "take_gpus": GPUS,
-                            "take_usd": {"type": "number", "minimum": 0},
+                   _schema({"to_tenant": NAME, "give_gpus": GPUS, "give_usd": USD,
+                            "take_gpus": GPUS, "take_usd": USD,
                             "reason": {"type": "string"}}, ["to_tenant"])),
     "answer_offer": (answer_offer, "Accept or reject an offer made to you, with a reason.",
-                     _schema({"offer_id": {"type": "string"}, "accept": {"type": "boolean"},
+                     _schema({"offer_id": NAME, "accept": {"type": "boolean"},
                               "reason": {"type": "string"}}, ["offer_id", "accept"])),
     "wait": (wait, "End your turn with your draft, then wait until an offer needs your answer, "
              "the next round asks you, or the session ends (at most timeout_s).",
              _schema({"reason": {"type": "string"},
                       "timeout_s": {"type": "number", "minimum": 0, "maximum": MAX_WAIT_S}}, [])),
 }  # fmt: skip
-
-
-def _str(args: dict[str, Any], key: str) -> str:
-    value = args.get(key)
-    if not isinstance(value, str) or not value:
-        raise ToolError(ErrorCode.VALIDATION_ERROR.value, f"{key}: a non-empty string")
-    return value
-
-
-def _int(args: dict[str, Any], key: str) -> int:
-    value = args.get(key)
-    if not isinstance(value, int) or isinstance(value, bool) or abs(value) > 10**6:
-        raise ToolError(ErrorCode.VALIDATION_ERROR.value, f"{key}: an integer")
-    return value
-
-
-def _float(args: dict[str, Any], key: str, default: float | None = None) -> float:
-    value = args.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1e9:
-        raise ToolError(ErrorCode.VALIDATION_ERROR.value, f"{key}: a number from 0")
-    return float(value)
 
 
 def first_error(exc: ValidationError) -> str:

@@ -250,13 +250,11 @@ class Scheduler:
         would otherwise try backfill's whole depth at every arrival)."""
         if not self._skip_futile:
             return False
+        # A cluster with shared pools schedules every tenant's jobs from its one queue.
+        tenants = range(len(self.queues)) if self.shared else (tenant,)
         holdings = self.state.holdings
-        if self.shared:
-            return not any(self.queued_gpuless) and all(
-                h.ready * 1000 <= h.busy_milli for hs in holdings for h in hs
-            )
-        return not self.queued_gpuless[tenant] and all(
-            h.ready * 1000 <= h.busy_milli for h in holdings[tenant]
+        return not any(self.queued_gpuless[t] for t in tenants) and all(
+            h.ready * 1000 <= h.busy_milli for t in tenants for h in holdings[t]
         )
 
     # -- runs -----------------------------------------------------------------------------
