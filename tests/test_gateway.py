@@ -274,6 +274,37 @@ async def test_an_offer_to_an_agent_away_after_its_turn_reaches_it_on_its_return
         await ws.close()
 
 
+async def test_an_agent_back_after_a_restart_hears_the_commits_it_had_not(
+    aiohttp_client: MakeClient, market: dict[str, Any], tmp_path: Path
+) -> None:
+    """A commit written to the log just before the gateway stopped, and never heard, is resent
+    by the restored session to the agent that says what it heard."""
+    first = await serve(aiohttp_client, log_dir=str(tmp_path))
+    session = await new_session(first, scenario=market, agents=["t0"], round_timeout_ms=30_000)
+    t0 = await hello(first, session, "t0")
+    told = []
+    for _ in range(3):
+        rnd = (await next_of(t0, "decision_requested"))["round"]
+        await t0.send_json({"type": "end_turn", "round": rnd, "seq": 1})
+        told.append(await next_of(t0, "round_committed"))
+    await first.close()  # stopped mid-session: its log is left to restore
+    second = await serve(aiohttp_client, log_dir=str(tmp_path))
+    back = await second.ws_connect("/v1/agents")
+    await back.send_json(
+        {
+            "type": "hello",
+            "schema_version": SCHEMA_VERSION,
+            "session_id": session["session_id"],
+            "tenant": "t0",
+            "token": session["tokens"]["t0"],
+            "heard_round": told[0]["round"],
+        }
+    )
+    assert (await back.receive_json(timeout=5))["type"] == "welcomed"
+    assert [await next_of(back, "round_committed") for _ in told[1:]] == told[1:]
+    await back.close()
+
+
 async def test_an_agent_cut_off_before_the_end_hears_its_last_commits_and_the_end(
     aiohttp_client: MakeClient, market: dict[str, Any]
 ) -> None:

@@ -24,6 +24,12 @@ class Heard:
         self._missed.setdefault(tenant, deque(maxlen=self.keep))
         self._told.setdefault(tenant, deque(maxlen=self.keep))
 
+    def restore(self, tenant: str, message: RoundCommitted) -> None:
+        """A commit `tenant`'s agent may have heard before the gateway restarted (its log
+        replayed): an agent back with what it heard is owed the rest, as if never restarted."""
+        self.join(tenant)
+        self._told[tenant].append(message)
+
     def tenants(self) -> Iterator[str]:
         """The tenants whose agents have connected."""
         return iter(self._missed)

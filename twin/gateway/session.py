@@ -37,6 +37,7 @@ from twin.schema.wire import (
 )
 from twin.sim.driver import PAUSED, Driver
 from twin.sim.reproduce import RecordedRound, play_round
+from twin.sim.round import AGENT
 from twin.sim.told import round_committed
 
 if TYPE_CHECKING:
@@ -94,11 +95,28 @@ class Session:
         self.ended_at: float | None = None
         self.connected = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
-        for rnd in recorded or ():
-            self.driver.advance()
-            play_round(self.driver, rnd)
-        self.rounds = len(recorded or ())
+        self._replay(recorded or ())
         self._persist()
+
+    def _replay(self, recorded: Sequence[RecordedRound]) -> None:
+        """Play a restored session's recorded rounds again; the agents' tenants (those an agent
+        decided for, or the session awaits) are owed the commits they may not have heard,
+        the last `max_missed_commits` of them, as if the gateway had never stopped."""
+        agents = set(self.request.agents)
+        for rnd in recorded:
+            agents.update(d.tenant for d in rnd.decisions if d.policy == AGENT and d.tenant)
+        kept = len(recorded) - self.config.max_missed_commits
+        for number, rnd in enumerate(recorded):
+            self.driver.advance()
+            outcomes = play_round(self.driver, rnd)
+            commit = rnd.commit
+            if number < kept or commit is None:
+                continue
+            for tenant in sorted(agents & outcomes.keys()):
+                message = round_committed(commit.round, commit.t_s, tenant in commit.defaulted,
+                                          outcomes[tenant])  # fmt: skip
+                self.heard.restore(tenant, message)
+        self.rounds = len(recorded)
 
     def _persist(self) -> None:
         """Flush the log and keep what a restart needs beside it."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -16,6 +16,7 @@ from twin.schema.actions import Bundle, Offer
 from twin.schema.base import Event, Frozen
 from twin.schema.scenario import Scenario
 from twin.sim.driver import Driver
+from twin.sim.model import TenantOutcome
 from twin.sim.round import Answer, Turn
 
 SCENARIO: TypeAdapter[Scenario] = TypeAdapter(Scenario)
@@ -88,8 +89,9 @@ def reproduce_log(records: Iterable[dict[str, Any]]) -> bytes:
     return b"".join(encode(r, start.session) for r in log)
 
 
-def play_round(driver: Driver[Obs, Act], rnd: RecordedRound) -> None:
-    """Commit one recorded round's inputs at the driver's current decision point."""
+def play_round(driver: Driver[Obs, Act], rnd: RecordedRound) -> Mapping[str, TenantOutcome]:
+    """Commit one recorded round's inputs at the driver's current decision point; what each
+    tenant got of it."""
     commit = rnd.commit
     assert commit is not None, "a recorded round ends in its commit"
     book = driver.book(commit.mechanism, asked=())
@@ -106,7 +108,7 @@ def play_round(driver: Driver[Obs, Act], rnd: RecordedRound) -> None:
         )  # fmt: skip
     for a in rnd.answers:
         book.record_answer(Answer(a.offer_id, _tenant(a), a.accepted, a.reason))
-    driver.commit(book)
+    return driver.commit(book)
 
 
 def _tenant(event: Event) -> str:
