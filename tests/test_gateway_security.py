@@ -712,3 +712,44 @@ async def test_an_mcp_session_outlives_a_refused_first_reset(aiohttp_client: Mak
                                     "session_id": session})  # fmt: skip
     assert not good.get("isError"), good
     assert good["structuredContent"]["metadata"]["handle"] == session
+
+
+UPGRADE = (
+    b"GET %s HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+    b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+)
+
+
+def ws_frame(text: bytes, *, masked: bool) -> bytes:
+    if not masked:
+        return bytes([0x81, len(text)]) + text
+    key = b"\x01\x02\x03\x04"
+    return bytes([0x81, 0x80 | len(text)]) + key + bytes(b ^ key[i % 4] for i, b in enumerate(text))
+
+
+async def first_frame(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    """The opcode and payload of the server's first frame (unmasked, under 126 bytes)."""
+    head = await asyncio.wait_for(reader.readexactly(2), 5)
+    return head[0] & 0x0F, await reader.readexactly(head[1] & 0x7F)
+
+
+@pytest.mark.parametrize("path", ["/ws", "/v1/agents"])
+@pytest.mark.parametrize("with_upgrade", [False, True], ids=["after-upgrade", "with-upgrade"])
+async def test_an_unmasked_client_frame_closes_the_connection_as_a_protocol_error(
+    aiohttp_server: Any, path: str, with_upgrade: bool
+) -> None:
+    """RFC 6455 5.1: a server closes the connection on a client frame that is not masked. The
+    frame is not read (no answer to it), the close says 1002, and a masked client is served."""
+    server = await aiohttp_server(create_app(GatewayConfig(admin_token=ADMIN)))
+    state = b'{"type": "state"}'
+    for masked, expected in ((False, 0x8), (True, 0x1)):  # close; or a text frame: the answer
+        reader, writer = await asyncio.open_connection(server.host, server.port)
+        writer.write(UPGRADE % path.encode() + (ws_frame(state, masked=masked) * with_upgrade))
+        assert b" 101 " in await reader.readuntil(b"\r\n\r\n")
+        if not with_upgrade:
+            writer.write(ws_frame(state, masked=masked))
+        opcode, payload = await first_frame(reader)
+        assert opcode == expected, payload
+        if opcode == 0x8:
+            assert int.from_bytes(payload[:2], "big") == 1002
+        writer.close()
