@@ -303,6 +303,20 @@ def test_serve_on_a_busy_port_is_one_line_before_anything_is_printed() -> None:
     assert result.stdout == ""
 
 
+@pytest.mark.parametrize(
+    ("flags", "line"),
+    [
+        (["--reserved-envs", "64"], "--reserved-envs (64) must be below max-envs (64)"),
+        (["--max-envs-per-client", "0"], "--max-envs-per-client: Input should be greater than 0"),
+    ],
+)
+def test_serve_with_impossible_caps_is_one_line(flags: list[str], line: str) -> None:
+    result = twin("serve", "--port", "9", *flags)
+    assert result.returncode == 2
+    [said] = result.stderr.strip().splitlines()
+    assert said.startswith(f"twin: error: {line}"), said
+
+
 OPENB_TRACES = "traces/alibaba-gpu-v2023-openb"
 
 

@@ -35,6 +35,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--max-envs-per-client", type=int, default=16,
         help="OpenEnv environments one address may hold (the operator's token: any number)",
     )  # fmt: skip
+    sv.add_argument(
+        "--reserved-envs", type=int, default=None, metavar="N",
+        help="OpenEnv environments only the operator's token may take (default: an eighth "
+        "of the 64)",
+    )  # fmt: skip
     sv.add_argument("--round-timeout-ms", type=int, default=2000)
     sv.add_argument(
         "--max-tenants", type=int, default=64, help="tenants a session's scenario may have"
@@ -199,10 +204,13 @@ def open_declared(
 
 def gateway_config(args: argparse.Namespace, token: str | None) -> GatewayConfig:
     """The gateway's settings from the command line, refused before the server starts."""
+    from pydantic import ValidationError
+
     from twin.cli.analyse import require_analysis
     from twin.eventlog.formats import parse_formats
     from twin.gateway.config import GatewayConfig
     from twin.gateway.tokens import new_token
+    from twin.sim.scenarios import describe
 
     loopback = is_loopback(args.host)
     if token is None and not loopback:
@@ -219,20 +227,25 @@ def gateway_config(args: argparse.Namespace, token: str | None) -> GatewayConfig
         raise ConfigError(f"--scenario-dir {args.scenario_dir}: not a directory")
     if args.log_dir is not None:
         require_writable(Path(args.log_dir))
-    return GatewayConfig(
-        scenario=args.scenario,
-        scenario_dir=args.scenario_dir,
-        admin_token=token or new_token(),
-        open_env_plane=loopback or args.open_env_plane,
-        max_sessions=args.max_sessions,
-        max_envs_per_client=args.max_envs_per_client,
-        max_tenants=args.max_tenants,
-        max_connections_per_client=max(256, 4 * args.max_tenants),
-        round_timeout_ms=args.round_timeout_ms,
-        log_dir=args.log_dir,
-        export=formats,
-        report=args.report,
-    )
+    try:
+        return GatewayConfig(
+            scenario=args.scenario,
+            scenario_dir=args.scenario_dir,
+            admin_token=token or new_token(),
+            open_env_plane=loopback or args.open_env_plane,
+            max_sessions=args.max_sessions,
+            max_envs_per_client=args.max_envs_per_client,
+            reserved_envs=args.reserved_envs,
+            max_tenants=args.max_tenants,
+            max_connections_per_client=max(256, 4 * args.max_tenants),
+            round_timeout_ms=args.round_timeout_ms,
+            log_dir=args.log_dir,
+            export=formats,
+            report=args.report,
+        )
+    except ValidationError as exc:
+        message = describe(exc, quote=True).replace("field ", "--").replace("_", "-")
+        raise ConfigError(message.replace("--<root>: Value error, ", "--")) from None
 
 
 def require_writable(directory: Path) -> None:

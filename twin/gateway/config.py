@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, StringConstraints
+from pydantic import (
+    Field,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    StringConstraints,
+    model_validator,
+)
 
 from twin.gateway.tokens import MIN_TOKEN_CHARS
 from twin.schema.base import Frozen
@@ -33,6 +40,11 @@ class GatewayConfig(Frozen):
     max_envs_per_client: PositiveInt = Field(
         16, description="Environments one address may hold (the operator's token: any number)."
     )
+    reserved_envs: NonNegativeInt | None = Field(
+        None,
+        description="Environments only the operator's token may take: clients without it share "
+        "the rest of `max_envs` (unset: an eighth of `max_envs`, and none where it is 1).",
+    )
     max_connections_per_client: PositiveInt = 256
     max_handshakes_per_client: PositiveInt = Field(
         64,
@@ -45,7 +57,9 @@ class GatewayConfig(Frozen):
         "`max_handshakes_per_client`, only sockets silent this long are closed.",
     )
     env_workers: PositiveInt = Field(
-        2, description="Threads that run environment calls, apart from the server's own."
+        8,
+        description="Threads that run environment calls, apart from the server's own (one call "
+        "at a time per client, and one thread more for the operator's).",
     )
     max_call_s: PositiveFloat = Field(
         2.0,
@@ -80,6 +94,22 @@ class GatewayConfig(Frozen):
         default_factory=list, description="With log_dir: exports written when a session ends."
     )
     report: bool = Field(False, description="With log_dir: write each ended session's report.")
+
+    @property
+    def operator_reserve(self) -> int:
+        """Environments the operator's token keeps for itself."""
+        if self.reserved_envs is not None:
+            return self.reserved_envs
+        return max(self.max_envs // 8, 1) if self.max_envs > 1 else 0
+
+    @model_validator(mode="after")
+    def _room_for_clients(self) -> GatewayConfig:
+        if self.reserved_envs is not None and self.reserved_envs >= self.max_envs:
+            raise ValueError(
+                f"reserved_envs ({self.reserved_envs}) must be below max_envs ({self.max_envs}): "
+                "clients without the operator's token would get none"
+            )
+        return self
 
 
 SessionId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")]

@@ -1,21 +1,18 @@
 """The OpenEnv-compatible control plane's state: the default scenario, the environments.
 
 Each websocket on `/ws` gets its own ego environment (`twin.rl.ego_env`) once it sends its first
-frame. Over HTTP, an environment is addressed by its `episode_id` (returned by `/reset`) within
-the client that opened it (the operator, by its token, or an address): each client has its own
-episode ids, and never reaches another's. A request without an id uses the
-environment its client reset last, so a lone client needs no bookkeeping. HTTP environments
-idle for `env_idle_timeout_s` are dropped; all environments together are capped at `max_envs`,
-and those of one address at `max_envs_per_client`.
+frame. Over HTTP, an environment is reached by the handle its first `/reset` returned, within
+the client that opened it (the operator, by its token, or an address): no other client reaches
+it, whatever it names. HTTP environments idle for `env_idle_timeout_s` are dropped. How many
+environments each client may hold, and whose give way under pressure: `ControlPlane`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import secrets
-from collections import Counter
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -24,6 +21,7 @@ from twin import __version__
 from twin.errors import CapacityReachedError, EnvNotReadyError
 from twin.gateway.access import OPERATOR
 from twin.gateway.config import GatewayConfig
+from twin.gateway.worker_time import WorkerTime
 from twin.rl.ego_env import EgoEnv, EgoOptions, EgoState
 from twin.sim import catalog, scenarios
 from twin.sim.kinds import kind_of
@@ -42,53 +40,65 @@ ENVELOPE_FIELDS: dict[str, Any] = {
     "metadata": {"type": "object", "default": {}, "description": "What else the step reports."},
 }  # fmt: skip
 RESET_OPTIONS = ["seed", "episode_id", "scenario", "tenant", "overrides"]
+EVICTED_WHY = ("closed to make room: the server was at its environment cap, and it was the "
+               "oldest idle environment of a client holding more than others")  # fmt: skip
+EVICTED_KEPT = 4096  # evicted HTTP episodes remembered, to tell their owners why
 T = TypeVar("T")
 
 
-@dataclass
-class HttpEnv:
-    """One HTTP client's environment; calls on it take turns."""
+@dataclass(eq=False)
+class Held:
+    """One environment a client holds (over HTTP, or a websocket's); calls on it take turns.
+    `tell` is how its owner hears that it was closed to make room (a websocket is told and
+    closed; an HTTP client hears it on its next call)."""
 
     env: EgoEnv
     client: str
     last_used: float
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    handle: str | None = None  # an HTTP environment's
+    tell: Callable[[str], None] | None = None  # a websocket's
 
 
 class ControlPlane:
-    """The default scenario, the environments and their caps."""
+    """The default scenario, the environments and their caps.
+
+    Environments are budgeted per identity (the operator, by its token, else an address): each
+    holds at most `max_envs_per_client` (the operator any number), and all but the operator
+    together at most `max_envs - reserved_envs`, so no group of addresses can take every slot.
+    Under that ceiling, one more environment closes the oldest idle one held by an identity that
+    holds more than the asker (its owner is told): what a few clients took, a new one can take
+    back, up to an equal share."""
 
     def __init__(self, config: GatewayConfig) -> None:
         self.config = config
         self.default_scenario = config.scenario
         self.access = ScenarioAccess(Path(config.scenario_dir) if config.scenario_dir else None)
-        self.http_envs: dict[tuple[str, str], HttpEnv] = {}  # by (client, handle)
+        self.http_envs: dict[tuple[str, str], Held] = {}  # by (client, handle)
+        self.sockets: set[Held] = set()  # websocket environments
         self.latest: dict[str, str] = {}  # the operator -> the handle it reset last
-        self.open_envs = 0  # websocket environments
         self.held: Counter[str] = Counter()  # environments by client, both kinds
+        self.evicted: OrderedDict[tuple[str, str], str] = OrderedDict()  # why, to tell; bounded
         self.kind = kind_of(scenarios.load(config.scenario))
-        # Environment calls run on their own threads, at most half of them for one client, so
-        # a client's heavy steps neither block the server's loop nor every other client.
-        self.pool = ThreadPoolExecutor(config.env_workers, thread_name_prefix="twin-env")
-        self.per_client_calls = max(config.env_workers // 2, 1)
-        self.gates: dict[str, tuple[asyncio.Semaphore, int]] = {}  # client -> (gate, users)
+        self.workers = WorkerTime(config.env_workers, reserved_for=OPERATOR)
+        self._tasks: set[asyncio.Task[None]] = set()  # owned till done
+
+    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run `work` (telling a client something) without waiting for it."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    @property
+    def open_envs(self) -> int:
+        return len(self.sockets)
 
     async def run(self, client: str, fn: Callable[..., T], *args: Any) -> T:
-        """`fn(*args)` on an environment thread, in `client`'s share of them."""
-        gate, users = self.gates.get(client) or (asyncio.Semaphore(self.per_client_calls), 0)
-        self.gates[client] = (gate, users + 1)
-        try:
-            async with gate:
-                return await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
-        finally:
-            gate, users = self.gates[client]
-            if users <= 1:
-                del self.gates[client]
-            else:
-                self.gates[client] = (gate, users - 1)
+        """`fn(*args)` on an environment thread, in `client`'s fair share of them."""
+        return await self.workers.run(client, fn, *args)
 
     def close(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.workers.close()
 
     def new_env(self) -> EgoEnv:
         """An environment that loads scenarios the way clients may, and simulates for at most
@@ -97,58 +107,87 @@ class ControlPlane:
                       max_cpu_s=self.config.max_call_s)  # fmt: skip
 
     def environments(self) -> int:
-        return self.open_envs + len(self.http_envs)
+        return len(self.sockets) + len(self.http_envs)
 
-    def claim(self, client: str) -> None:
-        """Count one more environment for `client`; CapacityReachedError past a cap."""
-        if self.environments() >= self.config.max_envs:
-            raise CapacityReachedError(
-                f"{self.environments()} environments open; the cap is {self.config.max_envs}"
-            )
+    def _claim(self, client: str) -> None:
+        """Count one more environment for `client`, making room where the rules allow;
+        CapacityReachedError past a cap."""
         cap = self.config.max_envs_per_client
         if client != OPERATOR and self.held[client] >= cap:
-            raise CapacityReachedError(
-                f"{client} holds {self.held[client]} environments; the limit per client is {cap}"
-            )
+            own = self._idle(lambda h: h.client == client and h.tell is None)
+            if not self._evict(own, "given up for a newer one: a client at its limit that "
+                               "opens another gives up its oldest idle episode"):  # fmt: skip
+                raise CapacityReachedError(
+                    f"{client} holds {self.held[client]} environments, none idle; the limit "
+                    f"per client is {cap}"
+                )
+        if self._full(client):
+            mine = self.held[client]
+            richer = self._idle(lambda h: h.client not in (client, OPERATOR)
+                                and self.held[h.client] > mine + 1)  # fmt: skip
+            if not self._evict(richer, EVICTED_WHY):
+                shared = self.config.max_envs - self.config.operator_reserve
+                raise CapacityReachedError(
+                    f"{self.environments()} environments open (clients without the operator's "
+                    f"token share {shared} of the cap of {self.config.max_envs}), and no client "
+                    f"holding more than {client} has one idle"
+                )
         self.held[client] += 1
+
+    def _full(self, client: str) -> bool:
+        if client == OPERATOR:
+            return self.environments() >= self.config.max_envs
+        shared = self.environments() - self.held[OPERATOR]
+        return shared >= self.config.max_envs - self.config.operator_reserve
+
+    def _idle(self, which: Callable[[Held], bool]) -> Held | None:
+        """The environment idle longest (no call on it) of those `which` picks."""
+        idle = [h for h in (*self.http_envs.values(), *self.sockets)
+                if which(h) and not h.lock.locked()]  # fmt: skip
+        return min(idle, key=lambda h: h.last_used, default=None)
+
+    def _evict(self, held: Held | None, why: str) -> bool:
+        """Close `held` to make room, and tell its owner `why`; False when there is none."""
+        if held is None:
+            return False
+        if held.tell is not None:
+            self.release_socket_env(held)
+            held.tell(f"this environment was {why}")
+        elif held.handle is not None:
+            self.discard(held.client, held.handle)
+            self.evicted[held.client, held.handle] = why
+            while len(self.evicted) > EVICTED_KEPT:
+                self.evicted.popitem(last=False)
+        return True
 
     def release(self, client: str) -> None:
         self.held[client] -= 1
         if self.held[client] <= 0:
             del self.held[client]
 
-    def claim_socket_env(self, client: str) -> None:
-        """Count one more websocket environment; CapacityReachedError at a cap."""
-        self._make_room(client)
-        self.claim(client)
-        self.open_envs += 1
+    def claim_socket_env(self, client: str, now: float, tell: Callable[[str], None]) -> Held:
+        """A websocket environment for `client`; CapacityReachedError at a cap."""
+        self._claim(client)
+        held = Held(self.new_env(), client, now, tell=tell)
+        self.sockets.add(held)
+        return held
 
-    def release_socket_env(self, client: str) -> None:
-        self.release(client)
-        self.open_envs -= 1
+    def release_socket_env(self, held: Held) -> None:
+        if held in self.sockets:  # not already given up to make room
+            self.sockets.discard(held)
+            self.release(held.client)
 
     def open_http(self, client: str, now: float, handle: str | None = None) -> str:
         """A new HTTP environment for `client`, and the handle that reaches it: unguessable and
         issued here, so a client-chosen name reaches nothing another client holds, whatever
         address the two share (the operator, known by its token, may name its own)."""
         handle = handle or secrets.token_urlsafe(18)
-        self._make_room(client)
-        self.claim(client)
-        self.http_envs[client, handle] = HttpEnv(self.new_env(), client, now)
+        self._claim(client)
+        self.http_envs[client, handle] = Held(self.new_env(), client, now, handle=handle)
         return handle
 
-    def _make_room(self, client: str) -> None:
-        """A client at its limit that opens another environment gives up its own oldest idle
-        HTTP episode (never another client's)."""
-        if client == OPERATOR or self.held[client] < self.config.max_envs_per_client:
-            return
-        idle = [(held.last_used, handle) for (owner, handle), held in self.http_envs.items()
-                if owner == client and not held.lock.locked()]  # fmt: skip
-        if idle:
-            self.discard(client, min(idle)[1])
-
     def for_reset(self, client: str, options: EgoOptions, handle: str | None,
-                  now: float) -> tuple[HttpEnv, EgoOptions, str, bool]:  # fmt: skip
+                  now: float) -> tuple[Held, EgoOptions, str, bool]:  # fmt: skip
         """The HTTP environment a reset goes to (new without a handle), its options with the
         episode's id (the client's, else the handle), its handle, and whether it is new."""
         if client == OPERATOR:  # its token is its secret: it may name and default its episodes
@@ -169,12 +208,15 @@ class ControlPlane:
         if self.latest.get(client) == handle:
             del self.latest[client]
 
-    def find(self, client: str, handle: str | None, now: float) -> HttpEnv:
+    def find(self, client: str, handle: str | None, now: float) -> Held:
         """The HTTP environment of `client` a request addresses by `handle` (the operator's
         default: the one it reset last)."""
         handle = handle or (self.latest.get(client) if client == OPERATOR else None)
         held = self.http_envs.get((client, handle)) if handle else None
         if held is None:
+            why = self.evicted.get((client, handle)) if handle is not None else None
+            if why is not None:
+                raise EnvNotReadyError(f"this episode was {why}; reset to start another")
             raise EnvNotReadyError(
                 "no such episode: reset first, then address the episode by the handle the reset "
                 "returned (metadata.handle); a client at its limit that resets anew gives up its "

@@ -21,11 +21,11 @@ from twin import __version__
 from twin.errors import ControlError, FrameError, TwinError
 from twin.gateway.access import bearer, client_of, identity_of, unauthorized
 from twin.gateway.config import GatewayConfig
-from twin.gateway.control_plane import ControlPlane
+from twin.gateway.control_plane import ControlPlane, Held
 from twin.gateway.frames import decode
 from twin.gateway.http import code_of, dumps, json_of, read_body, refusal, rpc_id_ok
 from twin.gateway.keys import CONFIG, CONTROL, REGISTRY
-from twin.gateway.socket_reader import frames, socket
+from twin.gateway.socket_reader import EVICTED_CLOSE, frames, socket
 from twin.gateway.tokens import same_token
 from twin.rl.ego_env import EgoEnv, EgoOptions, EgoResult, reset_options
 from twin.schema.codes import ErrorCode
@@ -165,15 +165,20 @@ async def env_socket(request: web.Request) -> web.WebSocketResponse:
             registry.handshakes.leave(address, ws)
         if first is None:
             return ws
+        loop = asyncio.get_running_loop()
+
+        def evicted(why: str) -> None:  # made room for another client: say so, and close
+            control.spawn(_close(ws, ErrorCode.CAPACITY_REACHED, why, close_code=EVICTED_CLOSE))
+
         try:
-            control.claim_socket_env(client)
+            held = control.claim_socket_env(client, loop.time(), evicted)
         except TwinError as exc:
             await _close(ws, code_of(exc), str(exc))
             return ws
         try:
-            await _serve(ws, control, client, first, config)
+            await _serve(ws, control, held, first, config)
         finally:
-            control.release_socket_env(client)
+            control.release_socket_env(held)
     finally:
         registry.limits.release("connections", address)
     return ws
@@ -187,18 +192,20 @@ async def _first_frame(ws: web.WebSocketResponse, config: GatewayConfig) -> str 
     return None
 
 
-async def _serve(ws: web.WebSocketResponse, control: ControlPlane, client: str,
+async def _serve(ws: web.WebSocketResponse, control: ControlPlane, held: Held,
                  first: str | FrameError, config: GatewayConfig) -> None:  # fmt: skip
-    env, max_bytes = control.new_env(), config.max_frame_bytes
+    max_bytes, loop = config.max_frame_bytes, asyncio.get_running_loop()
     struck = int(isinstance(first, FrameError) and first.code == ErrorCode.FRAME_TOO_LARGE)
     reader = frames(ws, max_bytes, config.oversize_strikes, config.env_idle_timeout_s,
                     struck=struck)  # the first frame's strike counts  # fmt: skip
     data: str | FrameError | None = first
     while data is not None:
+        held.last_used = loop.time()
         if isinstance(data, FrameError):
             reply: str | None = _error(data.code, str(data))
         else:
-            reply = await control.run(client, _handle, env, data, max_bytes)
+            async with held.lock:  # in a call: not idle, so never closed to make room
+                reply = await control.run(held.client, _handle, held.env, data, max_bytes)
         if reply is None:
             break
         await ws.send_str(reply)
@@ -206,10 +213,13 @@ async def _serve(ws: web.WebSocketResponse, control: ControlPlane, client: str,
     await ws.close()
 
 
-async def _close(ws: web.WebSocketResponse, code: ErrorCode, detail: str) -> None:
+async def _close(ws: web.WebSocketResponse, code: ErrorCode, detail: str,
+                 close_code: int | None = None) -> None:  # fmt: skip
     with contextlib.suppress(ConnectionResetError):
         await ws.send_str(_error(code, detail))
-    await ws.close(code=4001 if code == ErrorCode.UNAUTHORIZED else 4003, message=code.encode())
+    if close_code is None:
+        close_code = 4001 if code == ErrorCode.UNAUTHORIZED else 4003
+    await ws.close(code=close_code, message=code.encode())
 
 
 def _handle(env: EgoEnv, raw: str, max_bytes: int) -> str | None:

@@ -20,6 +20,7 @@ from twin.schema.codes import ErrorCode
 
 HARD_LIMIT = 16
 IDLE_CLOSE = 4008
+EVICTED_CLOSE = 4010  # an environment closed to make room for another client's
 
 
 def socket(max_frame_bytes: int) -> web.WebSocketResponse:

@@ -1,0 +1,230 @@
+"""Identity before resources: what a few addresses take, others and the operator still get.
+
+Environments are budgeted per identity (the operator's token, else an address) under a ceiling
+no group of addresses reaches: the operator keeps reserved capacity, and under pressure the
+oldest idle environment of a client holding more than others is closed (its owner told). Worker
+time goes round the identities waiting: a heavy client waits behind its own calls.
+
+A real aiohttp server on loopback; the clients connect from their own loopback addresses
+(127.0.0.2-6: Linux routes the whole 127/8 to loopback).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tests.test_gateway import ADMIN, OPERATOR
+from twin.gateway.app import create_app
+from twin.gateway.config import GatewayConfig
+from twin.gateway.worker_time import WorkerTime
+
+ATTACKERS = [f"127.0.0.{i}" for i in range(2, 6)]
+ANONYMOUS = {"Authorization": "Bearer not-a-token"}  # the client is its address
+HEAVY = {"overrides": ["tenants.2.workloads.0.arrivals.rate_per_h=200000"], "seed": 1}
+
+
+# -- worker time ------------------------------------------------------------------------------
+
+
+class Calls:
+    """Blocking calls that record when they start and end, and wait to be let go."""
+
+    def __init__(self) -> None:
+        self.order: list[str] = []
+        self.gates: dict[str, threading.Event] = {}
+
+    def make(self, name: str) -> Any:
+        gate = self.gates[name] = threading.Event()
+
+        def call() -> str:
+            self.order.append(f"{name} starts")
+            assert gate.wait(10)
+            self.order.append(f"{name} ends")
+            return name
+
+        return call
+
+
+async def settle() -> None:
+    for _ in range(20):
+        await asyncio.sleep(0.005)
+
+
+async def test_a_client_s_second_call_waits_behind_its_first_and_not_in_front_of_others() -> None:
+    workers, calls = WorkerTime(2, reserved_for="operator"), Calls()
+    heavy = [asyncio.create_task(workers.run("a", calls.make(f"a{i}"))) for i in range(3)]
+    await settle()
+    light = asyncio.create_task(workers.run("b", calls.make("b0")))
+    await settle()
+    assert calls.order == ["a0 starts", "b0 starts"]  # a's others wait for a0, b does not
+    calls.gates["b0"].set()
+    assert await light == "b0"
+    calls.gates["a0"].set()
+    await settle()
+    assert calls.order[-1] == "a1 starts"
+    for name in ("a1", "a2"):
+        calls.gates[name].set()
+    assert await asyncio.gather(*heavy) == ["a0", "a1", "a2"]
+    workers.close()
+
+
+async def test_a_free_thread_goes_round_the_clients_waiting() -> None:
+    workers, calls = WorkerTime(1, reserved_for="operator"), Calls()
+    first = asyncio.create_task(workers.run("a", calls.make("a0")))
+    await settle()
+    queued = [asyncio.create_task(workers.run(who, calls.make(f"{who}{n}")))
+              for n in (1, 2) for who in ("a", "b", "c")]  # fmt: skip
+    await settle()
+    for name in ["a0", "a1", "b1", "c1", "a2", "b2", "c2"]:
+        calls.gates[name].set()
+        await settle()
+    await asyncio.gather(first, *queued)
+    starts = [line.split()[0] for line in calls.order if line.endswith("starts")]
+    assert starts == ["a0", "a1", "b1", "c1", "a2", "b2", "c2"]
+    workers.close()
+
+
+async def test_the_operator_has_a_thread_no_one_else_can_take() -> None:
+    workers, calls = WorkerTime(1, reserved_for="operator"), Calls()
+    busy = [asyncio.create_task(workers.run(who, calls.make(who))) for who in ("a", "b")]
+    await settle()
+    mine = asyncio.create_task(workers.run("operator", calls.make("operator")))
+    await settle()
+    assert calls.order == ["a starts", "operator starts"]
+    for name in ("operator", "a", "b"):
+        calls.gates[name].set()
+    assert await mine == "operator"
+    await asyncio.gather(*busy)
+    workers.close()
+
+
+async def test_a_caller_that_gives_up_waiting_frees_its_turn() -> None:
+    workers, calls = WorkerTime(1, reserved_for="operator"), Calls()
+    running = asyncio.create_task(workers.run("a", calls.make("a0")))
+    await settle()
+    gave_up = asyncio.create_task(workers.run("b", calls.make("b0")))
+    then = asyncio.create_task(workers.run("c", calls.make("c0")))
+    await settle()
+    gave_up.cancel()
+    calls.gates["a0"].set()
+    calls.gates["c0"].set()
+    assert await then == "c0"
+    assert "b0 starts" not in calls.order
+    await running
+    assert workers.busy() == 0
+    workers.close()
+
+
+# -- environments under a group of addresses --------------------------------------------------
+
+
+@pytest.fixture
+async def gateway(aiohttp_server: Any) -> str:
+    server = await aiohttp_server(create_app(GatewayConfig(admin_token=ADMIN)))
+    return f"http://{server.host}:{server.port}"
+
+
+def from_address(address: str) -> aiohttp.ClientSession:
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(local_addr=(address, 0)))
+
+
+async def reset(http: aiohttp.ClientSession, url: str, headers: dict[str, str],
+                body: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:  # fmt: skip
+    async with http.post(f"{url}/reset", json=body or {}, headers=headers) as resp:
+        return resp.status, await resp.json()
+
+
+async def timed_reset_and_step(url: str, address: str, headers: dict[str, str]) -> float:
+    """A light reset and one step from `address`, in seconds; both must succeed."""
+    async with from_address(address) as http:
+        start = time.perf_counter()
+        status, body = await reset(http, url, headers)
+        assert status == 200, body
+        step = {"handle": body["metadata"]["handle"], "action": {}}
+        async with http.post(f"{url}/step", json=step, headers=headers) as resp:
+            assert resp.status == 200, await resp.text()
+        return time.perf_counter() - start
+
+
+async def test_four_addresses_taking_every_environment_leave_others_and_the_operator_served(
+    gateway: str,
+) -> None:
+    """Four addresses reset until refused: together they hold the shared 56 of the 64 (the
+    operator's 8 stay free). A fifth client then gets an environment (the oldest idle of the
+    richest address makes room, and its owner is told why), the operator gets its own, and
+    the four cannot take the newcomer's back."""
+    url, held = gateway, {a: [] for a in ATTACKERS}  # type: dict[str, list[str]]
+    sessions = {a: from_address(a) for a in ATTACKERS}
+    try:
+        for _ in range(16):
+            for address in ATTACKERS:
+                status, body = await reset(sessions[address], url, ANONYMOUS)
+                if status == 200:
+                    held[address].append(body["metadata"]["handle"])
+                else:
+                    assert (status, body["code"]) == (503, "CAPACITY_REACHED"), body
+        assert sum(map(len, held.values())) == 56
+        waited_s = await timed_reset_and_step(url, "127.0.0.6", ANONYMOUS)
+        mine_s = await timed_reset_and_step(url, "127.0.0.6", OPERATOR)
+        print(f"\nanother client {waited_s * 1000:.0f} ms, operator {mine_s * 1000:.0f} ms "
+              "(a reset and a step, with 56 environments taken)")  # fmt: skip
+        evicted = []
+        for address, handles in held.items():
+            for handle in handles:
+                step = {"handle": handle, "action": {}}
+                async with sessions[address].post(f"{url}/step", json=step,
+                                                  headers=ANONYMOUS) as resp:  # fmt: skip
+                    if resp.status == 409:
+                        evicted.append((await resp.json())["detail"])
+        assert len(evicted) == 1, evicted
+        assert "closed to make room" in evicted[0]
+        for address in ATTACKERS:  # none holds more than the newcomer by two: none gives way
+            status, body = await reset(sessions[address], url, ANONYMOUS)
+            assert (status, body["code"]) == (503, "CAPACITY_REACHED"), body
+    finally:
+        for http in sessions.values():
+            await http.close()
+
+
+async def test_heavy_resets_from_two_addresses_do_not_hold_up_a_third(gateway: str) -> None:
+    """Two addresses keep a heavy reset each in flight; a third client's light reset and step
+    finish while the heavy ones still run: it waits behind no one's work."""
+    url = gateway
+    async with from_address("127.0.0.2") as one, from_address("127.0.0.3") as two:
+        heavy = [asyncio.create_task(reset(http, url, ANONYMOUS, HEAVY))
+                 for http in (one, two) for _ in range(2)]  # fmt: skip
+        await asyncio.sleep(0.2)
+        waited_s = await timed_reset_and_step(url, "127.0.0.4", ANONYMOUS)
+        unfinished = sum(not task.done() for task in heavy)
+        print(f"\nlight reset and step {waited_s * 1000:.0f} ms beside heavy resets")
+        assert unfinished >= 2, "the heavy resets were not heavy"
+        assert all(status == 200 for status, _ in await asyncio.gather(*heavy))
+
+
+async def test_a_websocket_closed_to_make_room_is_told_why(aiohttp_server: Any) -> None:
+    server = await aiohttp_server(create_app(GatewayConfig(admin_token=ADMIN, max_envs=4,
+                                                           reserved_envs=1)))  # fmt: skip
+    url = f"http://{server.host}:{server.port}"
+
+    async def opened(http: aiohttp.ClientSession) -> aiohttp.ClientWebSocketResponse:
+        ws = await http.ws_connect(f"{url}/ws", headers=ANONYMOUS)
+        await ws.send_json({"type": "reset", "data": {}})
+        assert (await ws.receive_json(timeout=5))["type"] == "observation"
+        return ws
+
+    async with from_address("127.0.0.2") as greedy, from_address("127.0.0.3") as late:
+        taken = [await opened(greedy) for _ in range(3)]  # the 3 shared of 4
+        mine = await opened(late)
+        told = await taken[0].receive_json(timeout=5)  # the oldest idle
+        assert (told["type"], told["data"]["code"]) == ("error", "CAPACITY_REACHED")
+        assert "closed to make room" in told["data"]["message"]
+        closed = await taken[0].receive(timeout=5)
+        assert (closed.type, closed.data) == (aiohttp.WSMsgType.CLOSE, 4010)
+        for ws in (*taken, mine):
+            await ws.close()
