@@ -12,16 +12,21 @@ A real aiohttp server on loopback; the clients connect from their own loopback a
 from __future__ import annotations
 
 import asyncio
+import select
+import socket
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 
 from tests.test_gateway import ADMIN, OPERATOR
+from twin.bench.server import free_port, start_serve
 from twin.gateway.app import create_app
 from twin.gateway.config import GatewayConfig
+from twin.gateway.connections import Connection, ConnectionGuard
 from twin.gateway.worker_time import WorkerTime
 
 ATTACKERS = [f"127.0.0.{i}" for i in range(2, 6)]
@@ -228,3 +233,88 @@ async def test_a_websocket_closed_to_make_room_is_told_why(aiohttp_server: Any) 
         assert (closed.type, closed.data) == (aiohttp.WSMsgType.CLOSE, 4010)
         for ws in (*taken, mine):
             await ws.close()
+
+
+# -- connections --------------------------------------------------------------------------------
+
+
+def test_idle_sockets_past_the_descriptor_limit_never_stop_the_server_accepting(
+    tmp_path: Path,
+) -> None:
+    """A real `twin serve` allowed 256 file descriptors: 400 sockets from one address, half of
+    them silent and half part-way through a request, would hold every descriptor (the kernel
+    then refuses to accept, and asyncio stops listening). Each connection past the server's cap
+    closes the oldest idle one instead, so another address and the operator are still served
+    at once."""
+    port, output = free_port(), tmp_path / "serve.log"
+    proc = start_serve(port, ADMIN, output, files=256)
+    idle: list[socket.socket] = []
+    try:
+        for i in range(400):
+            s = socket.socket()
+            s.bind(("127.0.0.2", 0))
+            s.connect(("127.0.0.1", port))
+            if i % 2:
+                s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")  # and never the end
+            idle.append(s)
+        for headers in ({}, OPERATOR):
+            start = time.perf_counter()
+            with socket.socket() as other:
+                other.bind(("127.0.0.3", 0))
+                other.settimeout(5)
+                other.connect(("127.0.0.1", port))
+                auth = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+                other.sendall(f"GET /health HTTP/1.1\r\nHost: x\r\n{auth}"
+                              "Connection: close\r\n\r\n".encode())  # fmt: skip
+                assert other.recv(64).startswith(b"HTTP/1.1 200"), "not served"
+            print(f"\nserved in {(time.perf_counter() - start) * 1000:.0f} ms beside 400 idle "
+                  "sockets")  # fmt: skip
+        time.sleep(0.5)
+        ended, _, _ = select.select(idle, [], [], 0)  # closed by the server: readable, at EOF
+        closed = len(ended)
+        assert closed >= 400 - (256 - 64), closed  # the oldest idle gave way
+    finally:
+        for s in idle:
+            s.close()
+        proc.terminate()
+        proc.wait(timeout=15)
+    log = output.read_text()
+    assert "Traceback" not in log, log
+    assert "accept" not in log.lower(), log  # no "socket.accept() out of system resource"
+
+
+class Wire:
+    """A transport as the guard sees one: a peer address, and whether it was cut."""
+
+    def __init__(self, address: str) -> None:
+        self.address, self.cut = address, False
+
+    def get_extra_info(self, name: str) -> Any:
+        return (self.address, 40000) if name == "peername" else None
+
+    def abort(self) -> None:
+        self.cut = True
+
+
+async def test_an_address_at_its_cap_gives_way_itself_and_busy_connections_never_do() -> None:
+    guard = ConnectionGuard(total=4, per_address=2)
+
+    def connect(address: str) -> tuple[Connection, Wire]:
+        conn, wire = guard.wrap(asyncio.Protocol)(), Wire(address)
+        assert isinstance(conn, Connection)
+        conn.connection_made(wire)  # type: ignore[arg-type]
+        return conn, wire
+
+    _, a1_wire = connect("10.0.0.1")
+    _, b1_wire = connect("10.0.0.2")
+    a2, _ = connect("10.0.0.1")
+    a2.busy = 1  # in a request
+    a3, a3_wire = connect("10.0.0.1")  # its address at 2: its own oldest idle goes
+    assert (a1_wire.cut, b1_wire.cut, a3_wire.cut) == (True, False, False)
+    a3.busy = 1
+    _, a4_wire = connect("10.0.0.1")  # its own are all busy: the new one is turned away
+    assert (a4_wire.cut, b1_wire.cut) == (True, False)
+    connect("10.0.0.3")  # 4 open: at the total, still room
+    _, d_wire = connect("10.0.0.4")  # past it: the most-holding address's are busy, so the
+    assert (b1_wire.cut, d_wire.cut) == (True, False)  # oldest idle of all gives way
+    assert len(guard.open) == 4

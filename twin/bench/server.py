@@ -43,12 +43,19 @@ def free_port() -> int:
         return port
 
 
-def start_serve(port: int, token: str, output: Path, *args: str) -> subprocess.Popen[bytes]:
-    """`twin serve` on a loopback port with this operator token, its output in `output`;
-    returns once it accepts connections (RuntimeError, with its output, if it does not)."""
+def start_serve(port: int, token: str, output: Path, *args: str,
+                files: int | None = None) -> subprocess.Popen[bytes]:  # fmt: skip
+    """`twin serve` on a loopback port with this operator token, its output in `output`, and
+    at most `files` open file descriptors if given; returns once it accepts connections
+    (RuntimeError, with its output, if it does not)."""
+    python = [sys.executable, "-m", "twin"]
+    if files is not None:  # the limit set in the child before the twin starts
+        limit = f"resource.setrlimit(resource.RLIMIT_NOFILE, ({files}, {files}))"
+        run = "sys.argv[0] = 'twin'; runpy.run_module('twin', run_name='__main__')"
+        python = [sys.executable, "-c", f"import resource, runpy, sys; {limit}; {run}"]
     with output.open("wb") as sink:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "twin", "serve", "--port", str(port), *args],
+            [*python, "serve", "--port", str(port), *args],
             stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, ADMIN_TOKEN_ENV: token},
         )  # fmt: skip
     deadline = time.monotonic() + 30

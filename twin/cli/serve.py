@@ -40,6 +40,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="OpenEnv environments only the operator's token may take (default: an eighth "
         "of the 64)",
     )  # fmt: skip
+    sv.add_argument(
+        "--max-connections", type=int, default=4096, metavar="N",
+        help="open connections in all, kept below the file-descriptor limit: past it, the "
+        "oldest idle one closes",
+    )  # fmt: skip
     sv.add_argument("--round-timeout-ms", type=int, default=2000)
     sv.add_argument(
         "--max-tenants", type=int, default=64, help="tenants a session's scenario may have"
@@ -93,8 +98,8 @@ def serve_command(args: argparse.Namespace) -> int:
     import asyncio
 
     import structlog
-    from aiohttp import web
 
+    from twin.gateway import serving
     from twin.gateway.app import create_app
     from twin.gateway.config import SessionRequest
     from twin.gateway.keys import REGISTRY
@@ -141,7 +146,7 @@ def serve_command(args: argparse.Namespace) -> int:
     gc.freeze()
     log = structlog.get_logger()
     log.info("gateway_starting", host=args.host, port=args.port, scenario=args.scenario)
-    web.run_app(app, sock=listening, print=None, handle_signals=True, loop=_event_loop())
+    serving.run(app, listening, _event_loop())
     log.info("gateway_stopped")
     return 0
 
@@ -237,6 +242,7 @@ def gateway_config(args: argparse.Namespace, token: str | None) -> GatewayConfig
             max_envs_per_client=args.max_envs_per_client,
             reserved_envs=args.reserved_envs,
             max_tenants=args.max_tenants,
+            max_connections=args.max_connections,
             max_connections_per_client=max(256, 4 * args.max_tenants),
             round_timeout_ms=args.round_timeout_ms,
             log_dir=args.log_dir,

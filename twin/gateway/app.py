@@ -11,8 +11,9 @@ from aiohttp import web
 from twin.gateway import dashboard, mcp_tenant, openenv_api, sessions_api
 from twin.gateway.agent_channel import agent_socket
 from twin.gateway.config import GatewayConfig
+from twin.gateway.connections import ConnectionGuard
 from twin.gateway.control_plane import ControlPlane
-from twin.gateway.keys import CONFIG, CONTROL, REGISTRY, REPORTS
+from twin.gateway.keys import CONFIG, CONNECTIONS, CONTROL, REGISTRY, REPORTS
 from twin.gateway.malformed import client_gone, quiet_parser_errors
 from twin.gateway.openapi import document
 from twin.gateway.registry import SessionRegistry, reaper
@@ -26,8 +27,11 @@ def create_app(config: GatewayConfig | None = None) -> web.Application:
     if config.admin_token is None:
         config = config.model_copy(update={"admin_token": new_token()})
     quiet_parser_errors()
-    app = web.Application(client_max_size=config.max_frame_bytes * 16, middlewares=[client_gone])
+    guard = ConnectionGuard(config.max_connections, config.max_connections_per_client)
+    app = web.Application(client_max_size=config.max_frame_bytes * 16,
+                          middlewares=[guard.middleware, client_gone])  # fmt: skip
     app[CONFIG] = config
+    app[CONNECTIONS] = guard
     app[REGISTRY] = SessionRegistry(config)
     app[CONTROL] = ControlPlane(config)
     app[REPORTS] = asyncio.Semaphore(1)

@@ -45,7 +45,17 @@ class GatewayConfig(Frozen):
         description="Environments only the operator's token may take: clients without it share "
         "the rest of `max_envs` (unset: an eighth of `max_envs`, and none where it is 1).",
     )
-    max_connections_per_client: PositiveInt = 256
+    max_connections: PositiveInt = Field(
+        4096,
+        description="Open connections in all (and never past the file-descriptor limit less "
+        "64): past it, the oldest idle one is closed, or the new one.",
+    )
+    max_connections_per_client: PositiveInt = Field(
+        256, description="Open connections one address may hold, websockets included."
+    )
+    http_idle_timeout_s: PositiveFloat = Field(
+        15.0, description="How long an HTTP connection may stay open with no request."
+    )
     max_handshakes_per_client: PositiveInt = Field(
         64,
         description="Sockets one address may hold open before saying who it is; one more "

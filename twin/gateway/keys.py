@@ -7,6 +7,7 @@ import asyncio
 from aiohttp import web
 
 from twin.gateway.config import GatewayConfig
+from twin.gateway.connections import ConnectionGuard
 from twin.gateway.control_plane import ControlPlane
 from twin.gateway.registry import SessionRegistry
 
@@ -14,3 +15,4 @@ CONFIG = web.AppKey("config", GatewayConfig)
 REGISTRY = web.AppKey("sessions", SessionRegistry)
 CONTROL = web.AppKey("control", ControlPlane)
 REPORTS = web.AppKey("reports", asyncio.Semaphore)  # reports drawn at once
+CONNECTIONS = web.AppKey("connections", ConnectionGuard)

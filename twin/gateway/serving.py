@@ -1,0 +1,66 @@
+"""Serving the gateway on a listening socket until SIGINT or SIGTERM.
+
+As aiohttp's `run_app` does (its runner, its graceful shutdown on a signal), with two things it
+has no hook for: every accepted connection is watched by the app's ConnectionGuard, whose cap
+is held below the file-descriptor limit, and idle HTTP connections close after
+`http_idle_timeout_s` rather than aiohttp's hour.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+
+from aiohttp import web
+
+from twin.gateway.connections import connection_ceiling
+from twin.gateway.keys import CONFIG, CONNECTIONS
+
+SHUTDOWN_S = 10.0  # requests in flight get this long to finish
+
+
+async def _serve(app: web.Application, listening: socket.socket) -> None:
+    config, guard = app[CONFIG], app[CONNECTIONS]
+    guard.total = connection_ceiling(config.max_connections)
+    runner = web.AppRunner(app, handle_signals=True, shutdown_timeout=SHUTDOWN_S,
+                           keepalive_timeout=config.http_idle_timeout_s)  # fmt: skip
+    await runner.setup()
+    server = runner.server
+    assert server is not None
+    loop = asyncio.get_running_loop()
+    accepting = await loop.create_server(guard.wrap(server), sock=listening, backlog=128)
+    try:
+        await asyncio.Event().wait()  # until a signal ends the loop's run
+    finally:
+        accepting.close()
+        await runner.cleanup()
+
+
+def run(app: web.Application, listening: socket.socket, loop: asyncio.AbstractEventLoop) -> None:
+    """Serve `app` on `listening` with `loop` until SIGINT or SIGTERM; then shut down cleanly
+    (sessions closed, logs flushed) and close the loop."""
+    main = loop.create_task(_serve(app, listening))
+    try:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(main)
+    except (web.GracefulExit, KeyboardInterrupt):
+        pass
+    finally:
+        try:
+            if not main.done():
+                main.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    loop.run_until_complete(main)
+        finally:
+            _cancel_the_rest(loop)
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+
+def _cancel_the_rest(loop: asyncio.AbstractEventLoop) -> None:
+    rest = asyncio.all_tasks(loop)
+    for task in rest:
+        task.cancel()
+    if rest:
+        loop.run_until_complete(asyncio.gather(*rest, return_exceptions=True))
