@@ -6,7 +6,10 @@ messages, huge numbers, deep nesting, binary garbage, and every field of every m
 by a hostile value (`hostile_values`). HTTP clients post the same hostile values to `/reset`,
 `/step`, `/mcp`, `/v1/sessions` and a tenant's MCP endpoint. Every frame must get a coded error
 (or a normal answer: some hostile values are valid), every request an answer below 500; the
-server's log must hold no traceback; its memory before and after is reported.
+server's log must hold no traceback. Then, on the wire, what no client library sends: hostile
+paths and header values, bodies cut short, unmasked frames, a crowd of idle sockets. The soak
+runs once as a warm-up (caps filled, caches made), and the server's memory must grow by under
+10% over the second run.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import aiohttp
 import orjson
 
 from twin.bench.harness import Result
-from twin.bench.hostile_values import Template, cases, templates
+from twin.bench.hostile_values import Template, cases, send_raw, templates, wire_requests
 from twin.bench.server import Served, twin_serve
 from twin.schema.codes import ErrorCode
 from twin.schema.wire import SCHEMA_VERSION
@@ -32,6 +35,13 @@ AGENTS = 16
 ENVS = 16
 POSTERS = 8  # HTTP clients
 BATCH = 50  # frames in flight per connection before their answers are awaited
+UNMASKED = 100  # websocket upgrades whose first frame is not masked
+IDLE_SOCKETS = 300  # silent connections held open at once
+RSS_GROWTH_TARGET = 0.10  # after the warm-up
+UPGRADE = (
+    b"GET %s HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+    b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+)
 CODES = {c.value for c in ErrorCode}
 
 
@@ -116,14 +126,14 @@ async def _poster(http: aiohttp.ClientSession, served: Served, work: list[tuple[
                 tally.uncoded += code not in CODES
 
 
-async def _soak(served: Served, frames: int) -> Tally:
-    tally = Tally()
+async def _soak(served: Served, frames: int, tally: Tally) -> None:
     rng = random.Random(7)
     tenants = [f"t{i:02d}" for i in range(AGENTS)]
     per = frames // (AGENTS + ENVS + POSTERS)
+    operator = {"Authorization": f"Bearer {served.token}"}
     async with aiohttp.ClientSession() as http:
         resp = await http.post(
-            f"{served.url}/v1/sessions", headers={"Authorization": f"Bearer {served.token}"},
+            f"{served.url}/v1/sessions", headers=operator,
             json={"scenario": _scenario(tenants), "agents": tenants, "round_timeout_ms": 60_000},
         )  # fmt: skip
         created = await resp.json()
@@ -136,15 +146,37 @@ async def _soak(served: Served, frames: int) -> Tally:
         hellos += [None] * ENVS
         posts = [(t, c) for t in templates(sid, "t00", created["tokens"]["t00"], "soak")
                  if t.via == "http" and "/mcp" not in t.endpoint[1:] for c in cases(t)]  # fmt: skip
-        headers = {"Authorization": f"Bearer {served.token}",
-                   "Content-Type": "application/json"}  # fmt: skip
+        headers = {**operator, "Content-Type": "application/json"}
         await asyncio.gather(
             *(_connection(http, served, h, corpus(rng, per, "/v1/agents" if h else "/ws"), tally)
               for h in hellos),
             *(_poster(http, served, [rng.choice(posts) for _ in range(per)], headers, tally)
               for _ in range(POSTERS)),
         )  # fmt: skip
-    return tally
+        await _on_the_wire(served, sid, created["tokens"]["t00"], tally)
+        await http.delete(f"{served.url}/v1/sessions/{sid}", headers=operator)
+
+
+async def _on_the_wire(served: Served, session_id: str, token: str, tally: Tally) -> None:
+    """What no client library sends: hostile paths and header values, bodies cut short,
+    unmasked frames, and a crowd of idle sockets (after which the server must still answer)."""
+    host, port = served.url.removeprefix("http://").split(":")
+    for raw in wire_requests(session_id, token):
+        status = await send_raw(host, int(port), raw)
+        tally.sent += 1
+        tally.server_errors += status is not None and status >= 500 and status != 503
+    for path in ("/ws", "/v1/agents") * (UNMASKED // 2):
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(UPGRADE % path.encode() + b"\x81\x02{}")  # the frame not masked
+        await reader.read()  # the server closes the connection
+        writer.close()
+        tally.sent += 1
+    idle = [await asyncio.open_connection(host, int(port)) for _ in range(IDLE_SOCKETS)]
+    async with aiohttp.ClientSession() as http, http.get(f"{served.url}/health") as resp:
+        tally.server_errors += resp.status != 200  # beside the idle crowd, still served
+    for _, writer in idle:
+        writer.close()
+    tally.sent += IDLE_SOCKETS
 
 
 def _scenario(tenants: list[str]) -> dict[str, Any]:
@@ -160,24 +192,33 @@ def _scenario(tenants: list[str]) -> dict[str, Any]:
 
 def bench_hostile(quick: bool) -> Result:
     frames = 10_000 if quick else 100_000
+    warm_up = frames  # the same soak once: caps filled, caches made, before memory is read
     with twin_serve("--max-sessions", "4") as served:
         time.sleep(0.5)
+        rss_start = served.rss_kib()
+        asyncio.run(_soak(served, warm_up, Tally()))  # caches, pools, first allocations
         rss_before, cpu_before = served.rss_kib(), served.cpu_s()
         start = time.perf_counter()
-        tally = asyncio.run(_soak(served, frames))
+        tally = Tally()
+        asyncio.run(_soak(served, frames, tally))
         wall_s = time.perf_counter() - start
         rss_after, cpu_s = served.rss_kib(), served.cpu_s() - cpu_before
-        tracebacks = served.output.read_text(errors="replace").count("Traceback")
+        text = served.output.read_text(errors="replace")
+    tracebacks = text.count("Traceback")
+    growth = rss_after / rss_before - 1
     r = Result()
     by_code = ", ".join(f"{c} {n:,}" for c, n in tally.codes.most_common())
     r.lines += [
         f"hostile: {tally.sent:,} malformed frames and requests from {AGENTS} agents, {ENVS} "
-        f"OpenEnv sockets and {POSTERS} HTTP clients",
+        f"OpenEnv sockets and {POSTERS} HTTP clients, then on the wire: hostile paths and header "
+        f"values, bodies cut short, {UNMASKED} unmasked frames, {IDLE_SOCKETS} idle sockets",
         f"  {sum(tally.codes.values()):,} coded errors ({by_code}); uncoded {tally.uncoded}",
         f"  tracebacks {tracebacks}, dropped connections {tally.dropped}, "
         f"HTTP server errors {tally.server_errors}",
-        f"  server RSS {rss_before / 1024:.1f} -> {rss_after / 1024:.1f} MiB; "
-        f"{tally.sent / cpu_s:,.0f} frames per server CPU-second; {wall_s:.1f} s wall",
+        f"  server RSS {rss_start / 1024:.1f} MiB at start, {rss_before / 1024:.1f} after a "
+        f"warm-up of {warm_up:,}, {rss_after / 1024:.1f} after the soak: growth {growth:+.1%} "
+        f"(target under {RSS_GROWTH_TARGET:.0%})",
+        f"  {tally.sent / cpu_s:,.0f} frames per server CPU-second; {wall_s:.1f} s wall",
     ]
     r.figures = {
         "frames": tally.sent,
@@ -186,8 +227,10 @@ def bench_hostile(quick: bool) -> Result:
         "tracebacks": tracebacks,
         "dropped_connections": tally.dropped,
         "http_server_errors": tally.server_errors,
+        "rss_start_mib": round(rss_start / 1024, 1),
         "rss_before_mib": round(rss_before / 1024, 1),
         "rss_after_mib": round(rss_after / 1024, 1),
+        "rss_growth": round(growth, 3),
         "frames_per_server_cpu_s": round(tally.sent / cpu_s),
         "wall_s": round(wall_s, 2),
     }

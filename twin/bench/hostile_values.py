@@ -8,6 +8,7 @@ would write (nesting a thousand deep) reach the server as a client could send th
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -115,3 +116,76 @@ def cases(template: Template) -> Iterator[str]:
             continue
         for hostile in HOSTILE:
             yield replaced(template.body, path, hostile)
+
+
+# -- on the wire: hostile paths and header values -----------------------------------------------
+
+PATH_COMPONENTS: tuple[str, ...] = (
+    "a" * 300,  # past a file name's 255 bytes
+    "%C3%A9t%C3%A9",  # non-ASCII, percent-encoded UTF-8
+    "%FF%FE",  # not UTF-8 at all
+    "..%2F..%2Fetc%2Fpasswd",
+    "%00",
+    "x" * 9000,  # a request line past aiohttp's 8,190 bytes
+)
+HEADER_VALUES: tuple[bytes, ...] = (
+    "\u00e9t\u00e9".encode("latin-1"),  # non-ASCII as Latin-1
+    "\u00e9t\u00e9 \u2603".encode(),  # non-ASCII as UTF-8
+    b"\xff\xfe\x80",
+    b"v" * 8000,  # long, within aiohttp's limit
+    b"w" * 9000,  # past it
+    b"a\x00b",
+)
+CUT_SHORT = b'{"a":'  # a body's first bytes, of the 100 its Content-Length says
+HEADERS = ("Authorization", "Mcp-Session-Id", "Mcp-Protocol-Version", "Content-Type", "Accept",
+           "Origin")  # fmt: skip
+
+
+def wire_requests(session_id: str, tenant_token: str) -> Iterator[bytes]:
+    """Raw HTTP requests no client library would send: each route with a hostile path
+    component, each header the gateway reads with a hostile value (on the session's tenant MCP
+    endpoint, with the tenant's token otherwise right), and bodies shorter than their
+    Content-Length."""
+    routes = [("GET", "/v1/sessions/{}"), ("DELETE", "/v1/sessions/{}"),
+              ("GET", "/v1/sessions/{}/events"), ("GET", "/v1/sessions/{}/report"),
+              ("POST", "/v1/sessions/{}/mcp"), ("GET", "/sessions/{}"), ("GET", "/static/{}"),
+              ("GET", "/state?handle={}"), ("GET", "/{}")]  # fmt: skip
+    for method, route in routes:
+        for component in PATH_COMPONENTS:
+            target = route.format(component).encode()
+            yield b"%s %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % (
+                method.encode(), target)  # fmt: skip
+    ping = b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}'
+    mcp = f"/v1/sessions/{session_id}/mcp".encode()
+    for name in HEADERS:
+        for value in HEADER_VALUES:
+            headers = {"Authorization": b"Bearer " + tenant_token.encode(),
+                       "Content-Type": b"application/json",
+                       "Accept": b"application/json, text/event-stream"}  # fmt: skip
+            headers[name] = b"Bearer " + value if name == "Authorization" else value
+            lines = b"".join(b"%s: %s\r\n" % (k.encode(), v) for k, v in headers.items())
+            head = b"HTTP/1.1\r\nHost: x\r\nConnection: close\r\n%s" % lines
+            for target in (mcp, b"/reset", b"/v1/sessions"):
+                yield b"POST %s %sContent-Length: %d\r\n\r\n%s" % (target, head, len(ping), ping)
+    for target in (b"/reset", b"/step", b"/v1/sessions", mcp, b"/mcp"):
+        yield (
+            b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b'Content-Length: 100\r\n\r\n{"a":'
+        ) % target  # then the client is gone
+
+
+async def send_raw(host: str, port: int, raw: bytes) -> int | None:
+    """Send one raw request (one whose body is cut short, then end the sending side: the client
+    is gone); the answer's status, or None when the server closed without one (as it does for a
+    client gone)."""
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        writer.write(raw)
+        if raw.endswith(CUT_SHORT):
+            writer.write_eof()
+        line = await asyncio.wait_for(reader.readline(), 30)
+        return int(line.split()[1]) if line.startswith(b"HTTP/") else None
+    except ConnectionResetError:
+        return None
+    finally:
+        writer.close()

@@ -24,6 +24,7 @@ import importlib.util
 import os
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -253,6 +254,7 @@ class Compiled:
 
 _MODULES: dict[str, Compiled] = {}
 _READY: dict[int, tuple[Tables, Compiled, Packed]] = {}  # id(tables) -> ...; kept alive
+_MAKING = threading.RLock()
 
 
 def for_tables(tables: Tables) -> tuple[Compiled, Packed]:
@@ -260,10 +262,13 @@ def for_tables(tables: Tables) -> tuple[Compiled, Packed]:
     per tables object)."""
     known = _READY.get(id(tables))
     if known is None or known[0] is not tables:
-        shape = layout(tables)
-        packed = pack(tables, shape)
-        known = (tables, compiled(shape, packed), packed)
-        _READY[id(tables)] = known
+        with _MAKING:  # threads (a gateway's environment calls) make it once, one at a time
+            known = _READY.get(id(tables))
+            if known is None or known[0] is not tables:
+                shape = layout(tables)
+                packed = pack(tables, shape)
+                known = (tables, compiled(shape, packed), packed)
+                _READY[id(tables)] = known
     return known[1], known[2]
 
 
@@ -274,13 +279,15 @@ def compiled(shape: Layout, packed: Packed) -> Compiled:
     import numba
 
     digest = hashlib.sha256(f"{text}\n{numba.__version__}\n{sys.version}".encode()).hexdigest()
-    known = _MODULES.get(digest)
-    if known is not None:
-        return known
+    with _MAKING:
+        return _MODULES.get(digest) or _made(digest, text, packed)
+
+
+def _made(digest: str, text: str, packed: Packed) -> Compiled:
     path = cache_dir() / f"kernel-{digest[:16]}" / f"{MODULE}.py"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
         partial.write_text(text)
         partial.replace(path)  # atomic: concurrent processes see a whole file or none
     module = _import(path, digest)
