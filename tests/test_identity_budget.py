@@ -12,8 +12,10 @@ A real aiohttp server on loopback; the clients connect from their own loopback a
 from __future__ import annotations
 
 import asyncio
+import json
 import select
 import socket
+import sys
 import threading
 import time
 from pathlib import Path
@@ -318,3 +320,55 @@ async def test_an_address_at_its_cap_gives_way_itself_and_busy_connections_never
     _, d_wire = connect("10.0.0.4")  # past it: the most-holding address's are busy, so the
     assert (b1_wire.cut, d_wire.cut) == (True, False)  # oldest idle of all gives way
     assert len(guard.open) == 4
+
+
+# -- episodes are their owner's -----------------------------------------------------------------
+
+SECOND_PROCESS = """
+import json, sys, urllib.error, urllib.request
+url = sys.argv[1]
+def call(method, path, body=None):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url + path, data=data, method=method,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req) as resp:
+            return resp.status, json.load(resp)
+    except urllib.error.HTTPError as err:
+        return err.code, json.load(err)
+tried = {
+    "step by its episode id": call("POST", "/step", {"episode_id": "mine", "action": {}}),
+    "step without a handle": call("POST", "/step", {"action": {}}),
+    "state by its episode id": call("GET", "/state?episode_id=mine"),
+    "state without a handle": call("GET", "/state"),
+    "state by a guessed handle": call("GET", "/state?handle=mine"),
+}
+own = call("POST", "/reset", {"episode_id": "mine"})
+tried["state of its own reset"] = call("GET", "/state?handle=" + own[1]["metadata"]["handle"])
+print(json.dumps({k: [s, b.get("step_count")] for k, (s, b) in tried.items()}))
+"""
+
+
+async def test_a_second_process_cannot_read_or_step_another_s_http_episode(
+    gateway: str,
+) -> None:
+    """Two processes on one host share an address: the second, naming the first's episode id
+    (or nothing), reaches nothing; a reset of its own under the same id is a new episode."""
+    async with aiohttp.ClientSession() as http:
+        async with http.post(f"{gateway}/reset", json={"episode_id": "mine", "seed": 3},
+                             headers=ANONYMOUS) as resp:  # fmt: skip
+            handle = (await resp.json())["metadata"]["handle"]
+        step = {"handle": handle, "action": {}}
+        async with http.post(f"{gateway}/step", json=step, headers=ANONYMOUS) as resp:
+            assert resp.status == 200
+        second = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", SECOND_PROCESS, gateway, stdout=asyncio.subprocess.PIPE
+        )
+        out, _ = await second.communicate()
+        tried = json.loads(out)
+        own = tried.pop("state of its own reset")
+        assert own == [200, 0], "its own reset is a new episode"
+        assert all(status == 409 for status, _ in tried.values()), tried
+        async with http.get(f"{gateway}/state?handle={handle}", headers=ANONYMOUS) as resp:
+            state = await resp.json()
+        assert (state["episode_id"], state["step_count"]) == ("mine", 1), "untouched"
