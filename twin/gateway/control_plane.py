@@ -89,10 +89,6 @@ class ControlPlane:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    @property
-    def open_envs(self) -> int:
-        return len(self.sockets)
-
     async def run(self, client: str, fn: Callable[..., T], *args: Any) -> T:
         """`fn(*args)` on an environment thread, in `client`'s fair share of them."""
         return await self.workers.run(client, fn, *args)
