@@ -60,9 +60,11 @@ def tenant_scenario(workload: TraceWorkload, options: ReplayOptions, top: int,
 
 
 def both(workload: TraceWorkload, options: ReplayOptions, top: int, seed: int,
-         tmp: Path) -> tuple[Times, Times, ClusterScenario]:  # fmt: skip
-    """Job times of the replay and of the passive tenant scenario, and the scenario."""
-    scenario = tenant_scenario(workload, options, top)
+         tmp: Path, *, pools: list[dict[str, Any]] | None = None,
+         ) -> tuple[Times, Times, ClusterScenario]:  # fmt: skip
+    """Job times of the replay and of the passive tenant scenario (beside `pools`), and the
+    scenario."""
+    scenario = tenant_scenario(workload, options, top, pools=pools or [])
     read = reading(workload)
     options = replace(options, fmt=read.fmt, trace=read.trace, window=read.window, seed=seed)
     replay(Path(workload.path), options, out_dir=tmp / "replay")
@@ -85,6 +87,16 @@ class TestPassiveIdentity:
         assert played == replayed
         assert {t.name for t in scenario.tenants} == {"ls", "be", "burstable", "other"}
         assert tenants_seen(tmp_path / "tenants/events.jsonl") >= {"ls", "be", "burstable"}
+
+    def test_a_cloud_pool_no_tenant_provisions_keeps_the_identity(self, tmp_path: Path) -> None:
+        workload = TraceWorkload(path=str(OPENB_PODS), start_h=3552, end_h=3576, tenant_by="qos")
+        options = ReplayOptions(cluster=OPENB_NODES,
+                                params=read_params(OPENB / "calibrated-params.json"))  # fmt: skip
+        cloud = {"name": "cloud", "gpu_type": "a100-80gb", "max_gpus": 32,
+                 "price_usd_per_gpu_h": 2.75}  # fmt: skip
+        replayed, played, scenario = both(workload, options, 3, 3, tmp_path, pools=[cloud])
+        assert [p.name for p in scenario.pools if not p.shared] == ["cloud"]
+        assert played == replayed
 
     def test_a_dlrm_window_on_its_sized_pool_is_the_replay(self, tmp_path: Path) -> None:
         workload = TraceWorkload(path=str(DLRM_TRACE), start_h=480, end_h=528)

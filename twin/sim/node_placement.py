@@ -11,7 +11,7 @@ from twin.schema.vocabulary import Placement as PolicyName
 from twin.sim.jobs import Job
 from twin.sim.nodes import WHOLE, Claim, FragmentationMeter, PoolNodes, Workload
 from twin.sim.placement import CounterPlacement
-from twin.sim.placement_policies import POLICIES, GrowthTables
+from twin.sim.placement_policies import POLICIES, GrowthTables, whole_only_rank
 from twin.sim.pools import Holding
 
 
@@ -62,34 +62,61 @@ class NodePlacement:
         self.workload.add(job.milli)
 
     def fit(self, job: Job, *, shared: bool = True) -> Holding | None:
+        """Holdings in preference order; the cluster's node pools as one: the node the policy
+        picks among all of theirs that fit (a pod is never split across nodes, unless it is
+        wider than every node it may use: then a gang, on one pool's nodes)."""
         whole, share = shape(job)
-        cpu, gpu_type, option = job.cpu_milli, job.gpu_type, job.option
-        for h, pn in self._by_tenant[job.tenant]:
-            if h.ready * 1000 - h.busy_milli < job.milli:
-                continue
-            if not shared and h.pool.cfg.shared:
-                continue
-            if gpu_type is not None and h.pool.cfg.gpu_type != gpu_type:
-                continue
-            if option is not None and option.rates[h.pool.index] <= 0:
-                continue
+        cpu = job.cpu_milli
+        usable = [(h, pn) for h, pn in self._by_tenant[job.tenant] if _may_use(job, h, shared)]
+        widest = max((pn.width for _, pn in usable if pn is not None), default=0)
+        nodes_tried = False
+        for h, pn in usable:
             if pn is None:
                 job.claim = None
                 return h
-            claim = (
-                self._gang(h.pool.index, pn, whole, cpu)
-                if whole > pn.width
-                else self._single(h.pool.index, pn, whole, share, cpu)
+            if nodes_tried:
+                continue
+            nodes_tried = True  # every node pool, at once, where the first comes in order
+            picked = (
+                self._gang_anywhere(usable, whole)
+                if whole > widest
+                else self._best_node(usable, whole, share, cpu)
             )
-            if claim is not None:
-                job.claim = claim
-                return h
+            if picked is not None:
+                job.claim, held = picked
+                return held
         self.meter.blocked += 1
         self.meter.blocked_by_fragmentation += any(
             int(nodes.free_sum.sum()) >= job.milli
             for h, nodes in self._by_tenant[job.tenant]
-            if nodes is not None and (gpu_type is None or h.pool.cfg.gpu_type == gpu_type)
+            if nodes is not None and (job.gpu_type is None or h.pool.cfg.gpu_type == job.gpu_type)
         )
+        return None
+
+    def _best_node(self, usable: list[tuple[Holding, PoolNodes | None]], whole: int, share: int,
+                   cpu: int) -> tuple[Claim, Holding] | None:  # fmt: skip
+        """The node the policy ranks first among every node pool's nodes that fit (ties: the
+        pool listed first)."""
+        best: tuple[float, int, Claim, Holding] | None = None
+        for h, pn in usable:
+            if pn is None or whole > pn.width:
+                continue
+            ranked = self._single(h.pool.index, pn, whole, share, cpu)
+            if ranked is None:
+                continue
+            claim, rank = ranked
+            if best is None or (rank, claim.pool) < (best[0], best[1]):
+                best = (rank, claim.pool, claim, h)
+        return None if best is None else (best[2], best[3])
+
+    def _gang_anywhere(self, usable: list[tuple[Holding, PoolNodes | None]],
+                       whole: int) -> tuple[Claim, Holding] | None:  # fmt: skip
+        """A job wider than every node: whole GPUs over one pool's nodes, in preference order."""
+        for h, pn in usable:
+            if pn is not None:
+                claim = self._gang(h.pool.index, pn, whole, 0)
+                if claim is not None:
+                    return claim, h
         return None
 
     def candidates(self, job: Job) -> list[Holding]:
@@ -151,16 +178,17 @@ class NodePlacement:
 
     def ever_fits(self, job: Job) -> bool:
         whole, share = shape(job)
-        for h, pn in self._by_tenant[job.tenant]:
-            if job.gpu_type is not None and h.pool.cfg.gpu_type != job.gpu_type:
-                continue
+        usable = [(h, pn) for h, pn in self._by_tenant[job.tenant]
+                  if job.gpu_type is None or h.pool.cfg.gpu_type == job.gpu_type]  # fmt: skip
+        widest = max((pn.width for _, pn in usable if pn is not None), default=0)
+        for h, pn in usable:
             if pn is None:
                 if h.pool.cfg.max_gpus * 1000 >= job.milli:
                     return True
-            elif whole > pn.width:
+            elif whole > widest:
                 if pn.capacity_gpus >= whole:
                     return True
-            elif pn.cpu_room[max(whole, 1 if share else 0)] >= job.cpu_milli:
+            elif whole <= pn.width and pn.cpu_room[max(whole, 1 if share else 0)] >= job.cpu_milli:
                 return True
         return False
 
@@ -174,20 +202,24 @@ class NodePlacement:
 
     # -- policies ------------------------------------------------------------------------------
 
-    def _single(self, p: int, pn: PoolNodes, whole: int, share: int, cpu: int) -> Claim | None:
+    def _single(self, p: int, pn: PoolNodes, whole: int, share: int,
+                cpu: int) -> tuple[Claim, float] | None:  # fmt: skip
+        """The policy's node in pool `p` for a single-node job, and its rank."""
         rule = self._rule
         if whole and not (share or cpu or pn.shares) and rule.by_free_gpus is not None:
-            chosen = pn.whole_only_choice(whole, most_free=rule.by_free_gpus == "most")
+            most_free = rule.by_free_gpus == "most"
+            chosen = pn.whole_only_choice(whole, most_free=most_free)
             if chosen is None:
                 return None
-            node = chosen
+            node, rank = chosen, whole_only_rank(pn, chosen, most_free)
         else:
             ok = pn.feasible(whole, share, cpu)
-            node = rule.choose(pn, ok, whole, share, self._tables)
+            picked = rule.choose(pn, ok, whole, share, self._tables)
+            node, rank = picked if isinstance(picked, tuple) else (picked, 0.0)
             if not ok[node]:
                 return None
         slots = pn.slots_for(node, whole, share, tight=rule.tight_shares)
-        return Claim(p, (node,), (slots,), share or WHOLE, cpu)
+        return Claim(p, (node,), (slots,), share or WHOLE, cpu), rank
 
     def _gang(self, p: int, pn: PoolNodes, whole: int, cpu: int) -> Claim | None:
         """Whole GPUs over several nodes: most free whole GPUs first (the fewest nodes), or in
@@ -218,6 +250,17 @@ class NodePlacement:
         now = self._env.now
         self._sample_at_s = now + self.meter.SAMPLE_S
         self.meter.sample(now, [pn for pn in self.pools if pn is not None], self.workload)
+
+
+def _may_use(job: Job, h: Holding, shared: bool) -> bool:
+    """Whether `job` may start on holding `h` as far as the tenant's counts, the pool's GPU
+    model and the job's plan say (which node, if any, is asked apart)."""
+    if h.ready * 1000 - h.busy_milli < job.milli or (not shared and h.pool.cfg.shared):
+        return False
+    if job.gpu_type is not None and h.pool.cfg.gpu_type != job.gpu_type:
+        return False
+    option = job.option
+    return option is None or option.rates[h.pool.index] > 0
 
 
 def _evict_until_fit(

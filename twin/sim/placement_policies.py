@@ -41,8 +41,11 @@ class GrowthTables:
         return table
 
 
-Choose = Callable[[PoolNodes, np.ndarray, int, int, GrowthTables], int]
-"""(a pool's nodes, which of them fit, whole GPUs, share milli, growth tables) -> the node."""
+Choose = Callable[[PoolNodes, np.ndarray, int, int, GrowthTables], "int | tuple[int, float]"]
+"""(a pool's nodes, which of them fit, whole GPUs, share milli, growth tables) -> the node, and
+its rank (lower is better; comparable between pools, which is how a job on a cluster of several
+GPU models gets the one node the policy would pick among all of them). A policy may return the
+node alone: its rank is then 0, and between pools the one listed first wins."""
 
 
 @dataclass(frozen=True)
@@ -64,23 +67,36 @@ def _key(pn: PoolNodes, whole: int, share: int) -> np.ndarray:
     return pn.free_sum if whole or share else pn.cpu
 
 
-def first_fit(pn: PoolNodes, ok: np.ndarray, whole: int, share: int, _: GrowthTables) -> int:
-    return int(ok.argmax())
+def first_fit(pn: PoolNodes, ok: np.ndarray, whole: int, share: int,
+              _: GrowthTables) -> tuple[int, float]:  # fmt: skip
+    return int(ok.argmax()), 0.0  # ties between pools go to the inventory's first
 
 
-def best_fit(pn: PoolNodes, ok: np.ndarray, whole: int, share: int, _: GrowthTables) -> int:
-    return int(np.where(ok, _key(pn, whole, share), _FAR).argmin())
+def best_fit(pn: PoolNodes, ok: np.ndarray, whole: int, share: int,
+             _: GrowthTables) -> tuple[int, float]:  # fmt: skip
+    node = int(np.where(ok, _key(pn, whole, share), _FAR).argmin())
+    return node, float(_key(pn, whole, share)[node])
 
 
-def spread(pn: PoolNodes, ok: np.ndarray, whole: int, share: int, _: GrowthTables) -> int:
-    return int(np.where(ok, _key(pn, whole, share), -1).argmax())
+def spread(pn: PoolNodes, ok: np.ndarray, whole: int, share: int,
+           _: GrowthTables) -> tuple[int, float]:  # fmt: skip
+    node = int(np.where(ok, _key(pn, whole, share), -1).argmax())
+    return node, -float(_key(pn, whole, share)[node])
 
 
-def fgd(pn: PoolNodes, ok: np.ndarray, whole: int, share: int, tables: GrowthTables) -> int:
+def fgd(pn: PoolNodes, ok: np.ndarray, whole: int, share: int,
+        tables: GrowthTables) -> tuple[int, float]:  # fmt: skip
     if not (whole or share):
-        return int(ok.argmax())
+        return int(ok.argmax()), 0.0
     growth = growth_at(pn, share, tables.get(pn.width, whole, share))
-    return int(np.where(ok, growth, np.inf).argmin())
+    node = int(np.where(ok, growth, np.inf).argmin())
+    return node, float(growth[node])
+
+
+def whole_only_rank(pn: PoolNodes, node: int, most_free: bool) -> float:
+    """The rank of a node `PoolNodes.whole_only_choice` picked (best_fit's, or spread's)."""
+    free = float(pn.free_sum[node])
+    return -free if most_free else free
 
 
 POLICIES: dict[str, PlacementPolicy] = {
