@@ -78,17 +78,16 @@ async def new_session(client: Client, **body: Any) -> dict[str, Any]:
     return result
 
 
-async def hello(client: Client, session: dict[str, Any], tenant: str) -> ClientWebSocketResponse:
+async def hello(client: Client, session: dict[str, Any], tenant: str,
+                heard_round: int | None = None) -> ClientWebSocketResponse:  # fmt: skip
+    """A tenant's agent, welcomed (saying what it heard, where given)."""
     ws = await client.ws_connect("/v1/agents")
-    await ws.send_json(
-        {
-            "type": "hello",
-            "schema_version": SCHEMA_VERSION,
-            "session_id": session["session_id"],
-            "tenant": tenant,
-            "token": session["tokens"][tenant],
-        }
-    )
+    frame = {"type": "hello", "schema_version": SCHEMA_VERSION,
+             "session_id": session["session_id"], "tenant": tenant,
+             "token": session["tokens"][tenant]}  # fmt: skip
+    if heard_round is not None:
+        frame["heard_round"] = heard_round
+    await ws.send_json(frame)
     welcome = await ws.receive_json(timeout=5)
     assert welcome["type"] == "welcomed", welcome
     return ws
@@ -289,18 +288,7 @@ async def test_an_agent_back_after_a_restart_hears_the_commits_it_had_not(
         told.append(await next_of(t0, "round_committed"))
     await first.close()  # stopped mid-session: its log is left to restore
     second = await serve(aiohttp_client, log_dir=str(tmp_path))
-    back = await second.ws_connect("/v1/agents")
-    await back.send_json(
-        {
-            "type": "hello",
-            "schema_version": SCHEMA_VERSION,
-            "session_id": session["session_id"],
-            "tenant": "t0",
-            "token": session["tokens"]["t0"],
-            "heard_round": told[0]["round"],
-        }
-    )
-    assert (await back.receive_json(timeout=5))["type"] == "welcomed"
+    back = await hello(second, session, "t0", heard_round=told[0]["round"])
     assert [await next_of(back, "round_committed") for _ in told[1:]] == told[1:]
     await back.close()
 
