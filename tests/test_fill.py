@@ -175,3 +175,28 @@ def test_bad_input_is_named() -> None:
     assert f"allowed: {allowed}" in " ".join(refused.stderr.split())
     with pytest.raises(TraceError, match="no column 'sn'"):
         read_nodes(PODS)
+
+
+def test_pods_that_name_a_gpu_model_are_refused_unless_the_constraint_is_dropped(
+    tmp_path: Path,
+) -> None:
+    """The artefact filters, scores and measures fragmentation by GPU model; the experiment here
+    places a pod on any GPU, so a pod list naming models is refused rather than answered with
+    the unconstrained workload's figures; --ignore-gpu-spec fills it anyway."""
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\n" + "".join(
+        f"n{i},64000,262144,4,{('V100M16', 'T4')[i % 2]}\n" for i in range(4)))  # fmt: skip
+    pods = tmp_path / "pods.csv"
+    pods.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n" + "".join(
+        f"p{i},1000,1024,1,1000,{'V100M16|V100M32' if i == 3 else ''}\n"
+        for i in range(8)))  # fmt: skip
+    args = ["fill", "--trace", str(pods), "--cluster", str(nodes), "--seeds", "1",
+            "--out", str(tmp_path / "out")]  # fmt: skip
+    refused = twin_command(*args)
+    assert refused.returncode == 2
+    said = " ".join(refused.stderr.split())
+    assert "1 of 8 pods name a GPU model (gpu_spec, the first p3: 'V100M16|V100M32')" in said
+    assert "--ignore-gpu-spec" in said
+    assert not (tmp_path / "out").exists()
+    filled = twin_command(*args, "--ignore-gpu-spec")
+    assert filled.returncode == 0, filled.stderr

@@ -36,6 +36,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     fp.add_argument(
         "--node-priority", help="break ties by this node order (node,...,tiebreak_rank)"
     )
+    fp.add_argument(
+        "--ignore-gpu-spec", action="store_true",
+        help="fill a pod list whose pods name GPU models, placing them on any GPU (else it is "
+        "refused: the GPU-model constraint is not modelled)",
+    )  # fmt: skip
     fp.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                     help="runs at once, in processes (default: the cores)")  # fmt: skip
     fp.add_argument("--out", required=True, help="directory for fill.csv and fill.svg")
@@ -73,7 +78,7 @@ def fill_command(args: argparse.Namespace) -> int:
     spec = FillSpec(
         Path(args.trace), Path(args.cluster), args.inflate,
         Path(args.sequence) if args.sequence else None,
-        Path(args.node_priority) if args.node_priority else None,
+        Path(args.node_priority) if args.node_priority else None, args.ignore_gpu_spec,
     )  # fmt: skip
     chosen = seeds(args.seeds) if args.sequence is None else seeds(args.seeds)[:1]
     rows = run(spec, policies, chosen, args.workers)
@@ -91,6 +96,9 @@ def fill_command(args: argparse.Namespace) -> int:
     console.print(table)
     if "fgd" in curves and "best_fit" in curves and 100 in curves["fgd"]:
         fgd, bf = curves["fgd"][100][0], curves["best_fit"][100][0]
+    else:
+        fgd = bf = 0.0
+    if bf > 0:  # best fit left some unallocated (a small cluster may be filled exactly)
         console.print(f"FGD leaves {100 * (bf - fgd) / bf:.1f}% fewer GPUs unallocated than "
                       "best-fit at 100% arrived")  # fmt: skip
     console.print(f"wrote {out / FILL_CSV} and {out / FILL_SVG}")

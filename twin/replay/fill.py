@@ -40,6 +40,7 @@ class Pod:
     memory_mib: int
     num_gpu: int
     gpu_milli: int  # per GPU
+    gpu_spec: str = ""  # the GPU models it may run on ('A|B'), where the pod list names any
 
     @property
     def gpu_request_milli(self) -> int:
@@ -175,9 +176,24 @@ def read_pods(path: Path) -> list[Pod]:
     out = []
     for line, row in _rows(path, ("cpu_milli", "memory_mib", "num_gpu", "gpu_milli")):
         name = row.get("pod") or row.get("name") or f"line-{line}"
-        out.append(Pod(name, *_ints(path, line, row, "cpu_milli", "memory_mib", "num_gpu",
-                                    "gpu_milli")))  # fmt: skip
+        cpu, mem, count, milli = _ints(path, line, row, "cpu_milli", "memory_mib", "num_gpu",
+                                       "gpu_milli")  # fmt: skip
+        out.append(Pod(name, cpu, mem, count, milli, (row.get("gpu_spec") or "").strip()))
     return out
+
+
+def unconstrained(path: Path, pods: list[Pod]) -> None:
+    """Refuse a pod list whose pods name GPU models: the experiment places a pod on any GPU,
+    where the artefact's simulator filters, scores and measures fragmentation by model, so its
+    figures would be the unconstrained workload's (TraceError, naming the first such pod)."""
+    named = [p for p in pods if p.gpu_spec]
+    if named:
+        raise TraceError(
+            f"{path}: {len(named):,} of {len(pods):,} pods name a GPU model (gpu_spec, the first "
+            f"{named[0].name}: {named[0].gpu_spec!r}); twin fill does not model GPU-model "
+            "constraints, so its figures would be those of the pods placed on any GPU. "
+            "--ignore-gpu-spec fills anyway, the constraint dropped"
+        )
 
 
 def read_nodes(path: Path) -> Cluster:

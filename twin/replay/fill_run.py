@@ -23,6 +23,7 @@ from twin.replay.fill import (
     read_pods,
     read_priority,
     typical_pods,
+    unconstrained,
 )
 
 FILL_CSV, FILL_SVG = "fill.csv", "fill.svg"
@@ -40,6 +41,7 @@ class FillSpec:
     inflate: float = 1.3
     sequence: Path | None = None
     node_priority: Path | None = None
+    ignore_gpu_spec: bool = False  # else pods naming a GPU model are refused
 
 
 Row = tuple[str, int, int, float, float]
@@ -67,7 +69,12 @@ def run_one(spec: FillSpec, policy: str, seed: int) -> list[Row]:
 
 
 def run(spec: FillSpec, policies: Sequence[str], seeds: Sequence[int], workers: int) -> list[Row]:
-    """Every (policy, seed), in `workers` processes; rows in policy, seed, bin order."""
+    """Every (policy, seed), in `workers` processes; rows in policy, seed, bin order. TraceError
+    first if the pods name GPU models, unless the spec says to drop the constraint."""
+    if not spec.ignore_gpu_spec:
+        for path in (spec.trace, spec.sequence):
+            if path is not None:
+                unconstrained(path, read_pods(path))
     jobs = [(policy, seed) for policy in policies for seed in seeds]
     if workers <= 1 or len(jobs) == 1:
         results = [run_one(spec, p, s) for p, s in jobs]
