@@ -159,3 +159,14 @@ def test_ctrl_c_in_a_command_that_writes_at_its_end_is_one_line_too(
     assert stderr.strip().splitlines()[-1] == (
         f"twin: interrupted; nothing written (twin {command} writes its results when it ends)"
     )
+
+
+def test_ray_takes_the_runs_in_consecutive_chunks_a_few_per_worker() -> None:
+    from twin.sweep.execute import CHUNKS_PER_WORKER, chunked
+
+    items = list(range(100))
+    chunks = chunked(items, 2)
+    assert [i for chunk in chunks for i in chunk] == items
+    assert len(chunks) == 2 * CHUNKS_PER_WORKER  # of 13 runs, the last of 9
+    assert chunked(items[:3], 16) == [[0], [1], [2]]
+    assert chunked([], 4) == []

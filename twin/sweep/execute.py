@@ -122,26 +122,37 @@ def preload_results() -> None:
     import pyarrow.parquet  # noqa: F401
 
 
-def _call(task: Callable[[T], Row], item: T) -> Row:
-    return task(item)
+def _each(task: Callable[[T], Row], chunk: Sequence[T]) -> list[Row]:
+    return [task(item) for item in chunk]
+
+
+CHUNKS_PER_WORKER = 4  # enough to even out the workers' loads, few enough to pay Ray little
+
+
+def chunked(items: Sequence[T], workers: int) -> list[Sequence[T]]:
+    """`items` in consecutive chunks, about CHUNKS_PER_WORKER per worker."""
+    size = max(1, -(-len(items) // (max(workers, 1) * CHUNKS_PER_WORKER)))
+    return [items[i : i + size] for i in range(0, len(items), size)]
 
 
 def on_ray(task: Callable[[T], Row], items: Sequence[T], workers: int,
            address: str | None) -> Iterator[Row]:  # fmt: skip
-    """`task(item)` for every item as they finish, as Ray tasks (a local Ray of `workers`
-    CPUs, or a cluster)."""
+    """`task(item)` for every item, a chunk of items to a Ray task (a local Ray of `workers`
+    CPUs, or a cluster), rows as each chunk finishes. (A Ray worker pays its imports in its
+    first chunk: a start-up hook made local Ray start a second set of workers, slower.)"""
     import ray
 
     started_here = not ray.is_initialized()
     if started_here:
         start_ray(workers, address)
     try:
-        remote: Any = ray.remote(_call)
-        pending = [remote.remote(task, item) for item in items]
+        cpus = int(ray.cluster_resources().get("CPU", workers)) if address else workers  # type: ignore[no-untyped-call]
+        remote: Any = ray.remote(_each)
+        pending = [remote.remote(task, chunk) for chunk in chunked(items, cpus)]
         while pending:
             finished, pending = ray.wait(pending, num_returns=1)
             for ref in finished:
-                yield ray.get(ref)
+                yield from ray.get(ref)
     finally:
         if started_here:
             ray.shutdown()
