@@ -469,11 +469,13 @@ class TestTraceTenants:
         assert groups.finished.tolist() == [0, 2, 2, 0]
         codes = array("H", groups.finished)  # each started job's delay, by the same tenants
         rows = groups.report(np.array([1.0, 2.0, 3.0, 4.0]), codes, np.array([]))
-        assert [(t.name, t.jobs_finished, t.simulated_delay_s.mean) for t in rows] == [
-            ("(other)", 2, 2.5),
-            ("a", 2, 2.5),
-            ("b", 0, None),
+        assert [(t.name, t.jobs, t.jobs_finished, t.simulated_delay_s.mean) for t in rows] == [
+            ("(other)", 2, 2, 2.5),
+            ("a", 2, 2, 2.5),
+            ("b", 1, 0, None),  # its one job failed: counted among its jobs, not finished
         ]
+        other = next(t for t in rows if t.name == tracegroups.OTHER)
+        assert other.jobs == groups.merged_jobs  # the header's count and the row's agree
 
 
 # -- gaps found replaying an unseen trace through the flat adapter ------------------------------

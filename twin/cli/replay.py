@@ -185,7 +185,7 @@ def print_tenants(r: ReplayReport, console: Console) -> None:
     rest = len(r.tenants) - SHOWN_TENANTS
     more = f" (top {SHOWN_TENANTS}; {rest:,} more in {REPLAY_FILE})" if rest > 0 else ""
     table = Table(title=f"queueing delay by the trace's tenants{more}")
-    for name in ("tenant", "jobs", "simulated p50 · p99", "observed p50 · p99"):
+    for name in ("tenant", "jobs", "finished", "simulated p50 · p99", "observed p50 · p99"):
         table.add_column(name, justify="left" if name == "tenant" else "right")
 
     def p50_p99(q: Quantiles | None) -> str:
@@ -196,6 +196,7 @@ def print_tenants(r: ReplayReport, console: Console) -> None:
     for t in r.tenants[:SHOWN_TENANTS]:
         table.add_row(
             t.name,
+            f"{t.jobs:,}",
             f"{t.jobs_finished:,}",
             p50_p99(t.simulated_delay_s),
             p50_p99(t.observed_delay_s),

@@ -33,6 +33,7 @@ class Groups:
     merged_jobs: int = 0  # jobs of tenants past the limit
     _code: dict[str, int] = field(default_factory=dict)
     _in_flight: dict[str, int] = field(default_factory=dict)
+    jobs: list[int] = field(default_factory=list)  # by code: jobs submitted, finished or not
     finished: array[int] = field(default_factory=lambda: array("H"))
     observed: array[int] = field(default_factory=lambda: array("H"))
 
@@ -47,10 +48,12 @@ class Groups:
             if code is None:
                 code = self._code[tenant] = len(self.names)
                 self.names.append(tenant)
+                self.jobs.append(0)
         return code
 
     def submitted(self, job_id: str, tenant: str) -> int:
         code = self._in_flight[job_id] = self.code(tenant)
+        self.jobs[code] += 1
         return code
 
     def in_flight(self, job_id: str) -> int:
@@ -65,8 +68,8 @@ class Groups:
     def report(
         self, simulated_s: np.ndarray, simulated_codes: array[int], observed_s: np.ndarray
     ) -> tuple[TraceTenant, ...]:
-        """Per tenant: finished jobs, and the simulated (and, where recorded, observed) delay
-        to each job's first start."""
+        """Per tenant: its jobs, those finished, and the simulated (and, where recorded,
+        observed) delay to each job's first start; most jobs first."""
         groups = len(self.names)
         sims = _split(simulated_s, simulated_codes, groups)
         done = np.bincount(np.frombuffer(self.finished, dtype=np.uint16), minlength=groups)
@@ -74,13 +77,14 @@ class Groups:
         out = [
             TraceTenant(
                 name=name,
+                jobs=self.jobs[code],
                 jobs_finished=int(done[code]),
                 simulated_delay_s=quantiles(sim),
                 observed_delay_s=quantiles(seen) if len(seen) else None,
             )
             for code, (name, sim, seen) in enumerate(zip(self.names, sims, seens, strict=True))
         ]
-        return tuple(sorted(out, key=lambda t: (-t.jobs_finished, t.name)))
+        return tuple(sorted(out, key=lambda t: (-t.jobs, -t.jobs_finished, t.name)))
 
 
 def _split(values: np.ndarray, codes: array[int], groups: int) -> list[np.ndarray]:

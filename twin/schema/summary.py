@@ -124,6 +124,7 @@ class TraceTenant(Frozen):
     jobs_finished: int
     simulated_delay_s: Quantiles
     observed_delay_s: Quantiles | None  # where the trace recorded when its jobs started
+    jobs: int = 0  # replayed, finished or not (what the replay's (other) header counts too)
 
 
 class ReplayReport(Frozen):
@@ -140,7 +141,7 @@ class ReplayReport(Frozen):
     cluster_source: str
     window: str | None = None  # the part of the trace replayed, when not all of it
     queueing_delay: DelayComparison | None
-    tenants: tuple[TraceTenant, ...] = ()  # by jobs finished, most first
+    tenants: tuple[TraceTenant, ...] = ()  # by jobs, most first
     statuses: dict[str, int] = Field(
         default_factory=dict, description="Jobs read by their status in the trace."
     )
