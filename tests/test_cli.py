@@ -306,8 +306,15 @@ def test_serve_on_a_busy_port_is_one_line_before_anything_is_printed() -> None:
 @pytest.mark.parametrize(
     ("flags", "line"),
     [
-        (["--reserved-envs", "64"], "--reserved-envs (64) must be below max-envs (64)"),
-        (["--max-envs-per-client", "0"], "--max-envs-per-client: Input should be greater than 0"),
+        (
+            ["--reserved-envs", "64"],
+            "--reserved-envs: 64 of the cap of 64 environments would "
+            "leave none to clients without the operator's token (got 64)",
+        ),
+        (
+            ["--max-envs-per-client", "0"],
+            "--max-envs-per-client: Input should be greater than 0 (got 0)",
+        ),
     ],
 )
 def test_serve_with_impossible_caps_is_one_line(flags: list[str], line: str) -> None:

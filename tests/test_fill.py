@@ -7,7 +7,7 @@ artefact's exact seed-42 arrival order and node priority the curves are its own 
 from __future__ import annotations
 
 import csv
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +41,11 @@ def play(cluster: Cluster, pods: list[Pod], policy: str, priority: Sequence[int]
     typical = typical or typical_pods(pods)
     return fill(cluster, pods, make(policy, cluster, typical), typical,
                 priority=np.asarray(priority))  # fmt: skip
+
+
+def csv_file(path: Path, header: str, rows: Iterable[str]) -> Path:
+    path.write_text("\n".join([header, *rows]) + "\n")
+    return path
 
 
 ARTEFACT_SEED_42 = {"best_fit": (7.13, 7.06, 6.87), "fgd": (5.08, 4.86, 4.71)}  # at 95/100/130%
@@ -138,13 +143,11 @@ def test_inflation_draws_copies_until_the_next_would_pass_the_target() -> None:
 
 
 def test_twin_fill_writes_the_table_the_csv_and_the_figure(tmp_path: Path) -> None:
-    nodes = tmp_path / "nodes.csv"
-    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\n" + "".join(
-        f"n{i},64000,262144,{2 + 2 * (i % 3)},G2\n" for i in range(12)))  # fmt: skip
-    pods = tmp_path / "pods.csv"
-    pods.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli\n" + "".join(
-        f"p{i:03},{2000 + 100 * (i % 7)},4096,{1 + (i % 5 == 0)},{(250, 500, 1000)[i % 3]}\n"
-        for i in range(60)))  # fmt: skip
+    nodes = csv_file(tmp_path / "nodes.csv", "sn,cpu_milli,memory_mib,gpu,model",
+                     (f"n{i},64000,262144,{2 + 2 * (i % 3)},G2" for i in range(12)))  # fmt: skip
+    pods = csv_file(tmp_path / "pods.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli",
+                    (f"p{i:03},{2000 + 100 * (i % 7)},4096,{1 + (i % 5 == 0)},"
+                     f"{(250, 500, 1000)[i % 3]}" for i in range(60)))  # fmt: skip
     out = tmp_path / "fill"
     done = twin_command("fill", "--trace", str(pods), "--cluster", str(nodes), "--placement",
                         "best_fit,fgd,random,gpu-packing,dot-product,gpu_clustering", "--seeds",
@@ -183,13 +186,12 @@ def test_pods_that_name_a_gpu_model_are_refused_unless_the_constraint_is_dropped
     """The artefact filters, scores and measures fragmentation by GPU model; the experiment here
     places a pod on any GPU, so a pod list naming models is refused rather than answered with
     the unconstrained workload's figures; --ignore-gpu-spec fills it anyway."""
-    nodes = tmp_path / "nodes.csv"
-    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\n" + "".join(
-        f"n{i},64000,262144,4,{('V100M16', 'T4')[i % 2]}\n" for i in range(4)))  # fmt: skip
-    pods = tmp_path / "pods.csv"
-    pods.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n" + "".join(
-        f"p{i},1000,1024,1,1000,{'V100M16|V100M32' if i == 3 else ''}\n"
-        for i in range(8)))  # fmt: skip
+    models = ("V100M16", "T4")
+    nodes = csv_file(tmp_path / "nodes.csv", "sn,cpu_milli,memory_mib,gpu,model",
+                     (f"n{i},64000,262144,4,{models[i % 2]}" for i in range(4)))  # fmt: skip
+    pods = csv_file(tmp_path / "pods.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec",
+                    (f"p{i},1000,1024,1,1000,{'V100M16|V100M32' if i == 3 else ''}"
+                     for i in range(8)))  # fmt: skip
     args = ["fill", "--trace", str(pods), "--cluster", str(nodes), "--seeds", "1",
             "--out", str(tmp_path / "out")]  # fmt: skip
     refused = twin_command(*args)

@@ -111,7 +111,10 @@ async def test_the_operator_has_a_thread_no_one_else_can_take() -> None:
     workers.close()
 
 
-async def test_a_caller_that_gives_up_waiting_frees_its_turn() -> None:
+@pytest.mark.parametrize("at_once", [False, True], ids=["later", "in-the-same-loop-turn"])
+async def test_a_caller_that_gives_up_waiting_frees_its_turn(at_once: bool) -> None:
+    """A waiting caller cancelled: the thread goes to the next in line, also when a thread
+    comes free before the cancelled task has heard of it (its turn is cancelled at once)."""
     workers, calls = WorkerTime(1, reserved_for="operator"), Calls()
     running = asyncio.create_task(workers.run("a", calls.make("a0")))
     await settle()
@@ -119,6 +122,8 @@ async def test_a_caller_that_gives_up_waiting_frees_its_turn() -> None:
     then = asyncio.create_task(workers.run("c", calls.make("c0")))
     await settle()
     gave_up.cancel()
+    if at_once:
+        workers._free("a", "shared")  # as a call ending in that same turn of the loop would
     calls.gates["a0"].set()
     calls.gates["c0"].set()
     assert await then == "c0"

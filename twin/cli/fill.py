@@ -94,11 +94,8 @@ def fill_command(args: argparse.Namespace) -> int:
         table.add_row(policy, *(f"{bins[p][0]:.2f}" if p in bins else "-" for p in SHOWN_PCT))
     console = Console()
     console.print(table)
-    if "fgd" in curves and "best_fit" in curves and 100 in curves["fgd"]:
-        fgd, bf = curves["fgd"][100][0], curves["best_fit"][100][0]
-    else:
-        fgd = bf = 0.0
-    if bf > 0:  # best fit left some unallocated (a small cluster may be filled exactly)
+    fgd, bf = (curves.get(p, {}).get(100, (0.0, 0.0))[0] for p in ("fgd", "best_fit"))
+    if 100 in curves.get("fgd", {}) and bf > 0:  # (best fit may fill a small cluster exactly)
         console.print(f"FGD leaves {100 * (bf - fgd) / bf:.1f}% fewer GPUs unallocated than "
                       "best-fit at 100% arrived")  # fmt: skip
     console.print(f"wrote {out / FILL_CSV} and {out / FILL_SVG}")

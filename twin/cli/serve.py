@@ -215,7 +215,6 @@ def gateway_config(args: argparse.Namespace, token: str | None) -> GatewayConfig
     from twin.eventlog.formats import parse_formats
     from twin.gateway.config import GatewayConfig
     from twin.gateway.tokens import new_token
-    from twin.sim.scenarios import describe
 
     loopback = is_loopback(args.host)
     if token is None and not loopback:
@@ -250,8 +249,11 @@ def gateway_config(args: argparse.Namespace, token: str | None) -> GatewayConfig
             report=args.report,
         )
     except ValidationError as exc:
-        message = describe(exc, quote=True).replace("field ", "--").replace("_", "-")
-        raise ConfigError(message.replace("--<root>: Value error, ", "--")) from None
+        raise ConfigError("; ".join(
+            f"--{'-'.join(str(p) for p in e['loc']).replace('_', '-')}: "
+            f"{e['msg'].removeprefix('Value error, ')} (got {e['input']!r})"
+            for e in exc.errors()
+        )) from None  # fmt: skip
 
 
 def require_writable(directory: Path) -> None:

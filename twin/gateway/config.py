@@ -10,7 +10,8 @@ from pydantic import (
     PositiveFloat,
     PositiveInt,
     StringConstraints,
-    model_validator,
+    ValidationInfo,
+    field_validator,
 )
 
 from twin.gateway.tokens import MIN_TOKEN_CHARS
@@ -112,14 +113,16 @@ class GatewayConfig(Frozen):
             return self.reserved_envs
         return max(self.max_envs // 8, 1) if self.max_envs > 1 else 0
 
-    @model_validator(mode="after")
-    def _room_for_clients(self) -> GatewayConfig:
-        if self.reserved_envs is not None and self.reserved_envs >= self.max_envs:
+    @field_validator("reserved_envs")
+    @classmethod
+    def _room_for_clients(cls, reserved: int | None, info: ValidationInfo) -> int | None:
+        cap = info.data.get("max_envs")
+        if reserved is not None and cap is not None and reserved >= cap:
             raise ValueError(
-                f"reserved_envs ({self.reserved_envs}) must be below max_envs ({self.max_envs}): "
-                "clients without the operator's token would get none"
+                f"{reserved} of the cap of {cap} environments would leave none to clients "
+                "without the operator's token"
             )
-        return self
+        return reserved
 
 
 SessionId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")]

@@ -112,7 +112,7 @@ class Session:
             commit = rnd.commit
             if number < kept or commit is None:
                 continue
-            for tenant in sorted(agents & outcomes.keys()):
+            for tenant in agents & outcomes.keys():
                 message = round_committed(commit.round, commit.t_s, tenant in commit.defaulted,
                                           outcomes[tenant])  # fmt: skip
                 self.heard.restore(tenant, message)

@@ -9,7 +9,7 @@ read no further: the connection closes with 1002, protocol error.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from aiohttp import WSCloseCode, WSMsgType, web
@@ -33,7 +33,7 @@ class MaskCheck:
     while every frame is masked it passes the bytes on; the first unmasked frame ends the
     reading with a protocol error (aiohttp itself reads an unmasked client frame as any other)."""
 
-    def __init__(self, reader: Any, refuse: Any) -> None:
+    def __init__(self, reader: Any, refuse: Callable[[BaseException], None]) -> None:
         self.reader, self.refuse = reader, refuse
         self.head = bytearray()  # the current frame's header, while it is incomplete
         self.skip = 0  # the current frame's mask key and payload still to come

@@ -78,10 +78,16 @@ class WorkerTime:
         """Give free threads to waiting identities, the longest waiting first; one served goes
         to the back of the line."""
         for who in list(self.waiting):
+            queue = self.waiting[who]
+            while queue and queue[0].done():  # given up, its task not yet told: skip it
+                queue.popleft()
+            if not queue:
+                del self.waiting[who]
+                continue
             lane = self._lane(who)
             if lane is None:
                 continue
-            queue = self.waiting.pop(who)
+            del self.waiting[who]
             turn = queue.popleft()
             if queue:
                 self.waiting[who] = queue  # to the back

@@ -96,7 +96,7 @@ class NodePlacement:
     def _best_node(self, usable: list[tuple[Holding, PoolNodes | None]], whole: int, share: int,
                    cpu: int) -> tuple[Claim, Holding] | None:  # fmt: skip
         """The node the policy ranks first among every node pool's nodes that fit (ties: the
-        pool listed first)."""
+        pool first in the scenario's order, as a policy that returns no rank has it)."""
         best: tuple[float, int, Claim, Holding] | None = None
         for h, pn in usable:
             if pn is None or whole > pn.width:

@@ -45,7 +45,7 @@ Choose = Callable[[PoolNodes, np.ndarray, int, int, GrowthTables], "int | tuple[
 """(a pool's nodes, which of them fit, whole GPUs, share milli, growth tables) -> the node, and
 its rank (lower is better; comparable between pools, which is how a job on a cluster of several
 GPU models gets the one node the policy would pick among all of them). A policy may return the
-node alone: its rank is then 0, and between pools the one listed first wins."""
+node alone: its rank is then 0, and between pools the one first in the scenario wins."""
 
 
 @dataclass(frozen=True)
