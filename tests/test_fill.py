@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -65,8 +66,9 @@ def test_the_artefacts_seed_42_order_gives_its_own_curve(policy: str) -> None:
 def test_typical_pods_cover_95_percent_with_frequencies_summing_to_one() -> None:
     pods = read_pods(PODS)
     typical = typical_pods(pods)
-    specs = {(int(c), int(m), int(k)) for c, m, k in
-             zip(typical.cpu_milli, typical.gpu_milli, typical.num_gpu, strict=True)}  # fmt: skip
+    specs = {(int(c), int(m), int(k), models) for c, m, k, models in
+             zip(typical.cpu_milli, typical.gpu_milli, typical.num_gpu, typical.models,
+                 strict=True)}  # fmt: skip
     covered = sum(1 for p in pods if p.spec in specs)
     assert covered >= 0.95 * len(pods)
     assert typical.freq.sum() == pytest.approx(1.0)
@@ -180,25 +182,73 @@ def test_bad_input_is_named() -> None:
         read_nodes(PODS)
 
 
-def test_pods_that_name_a_gpu_model_are_refused_unless_the_constraint_is_dropped(
+def test_a_pod_naming_gpu_models_goes_only_to_nodes_of_one_of_them() -> None:
+    cluster = Cluster(["t4", "v100", "none"], [64_000] * 3, [64_000] * 3, [2, 4, 2],
+                      ["T4", "V100M16", ""])  # fmt: skip
+    assert cluster.feasible(Pod("v", 0, 0, 1, 500, "V100M16|V100M32")).tolist() == [
+        False, True, False]  # fmt: skip
+    assert cluster.feasible(Pod("t", 0, 0, 2, 1000, "|T4|")).tolist() == [True, False, False]
+    assert cluster.feasible(Pod("any", 0, 0, 1, 500)).tolist() == [True, True, True]
+    # A pod without GPUs is held to no model (the artefact reads the model only on GPU pods).
+    assert cluster.feasible(Pod("cpu", 1000, 0, 0, 0, "T4")).tolist() == [True, True, True]
+
+
+def test_fragmentation_counts_all_free_gpus_of_a_model_a_typical_pod_cannot_use() -> None:
+    """Worked by hand. Typical pods, half each: one whole V100M16 GPU, and half of any GPU.
+    A T4 node with 2 free GPUs cannot take the first: its 2,000 milli are a fragment to it,
+    0.5 x 2,000 = 1,000. A V100M16 node with 4 free GPUs hosts both: 0. With 300 milli left on
+    one of its GPUs, that GPU is too small for either: 0.5 x 300 + 0.5 x 300 = 300."""
+    cluster = Cluster(["t4", "v100"], [64_000] * 2, [64_000] * 2, [2, 4], ["T4", "V100M16"])
+    typical = typical_pods([Pod("w", 1000, 0, 1, 1000, "V100M16"), Pod("h", 1000, 0, 1, 500)])
+    assert set(typical.models) == {"V100M16", ""}
+    reach = cluster.typical_reach(typical)
+    assert fragmentation(cluster.cpu, cluster.gpu, typical, reach).tolist() == [1000.0, 0.0]
+    cluster.place(1, Pod("x", 0, 0, 1, 700), gpu=0)
+    assert fragmentation(cluster.cpu, cluster.gpu, typical, reach).tolist() == [1000.0, 300.0]
+
+
+def test_fgd_keeps_the_constrained_model_for_the_pods_that_need_it() -> None:
+    """Worked by hand, the typical pods as above; an unconstrained half-GPU pod arrives, the
+    V100M16 node first in priority. On the T4 node F falls from 1,000 to 0.5 x 1,500 = 750
+    (score int(100 sigmoid(0.25)) = 56); on the V100M16 node it grows from 0 to 0.5 x 500 = 250
+    (43): FGD puts it on the T4. Without the constraint both moves cost 250 and the tie goes to
+    the V100M16 node."""
+    pods = [Pod("w", 1000, 0, 1, 1000, "V100M16"), Pod("h", 1000, 0, 1, 500)]
+    for models, node in ((["T4", "V100M16"], 0), (None, 1)):
+        cluster = Cluster(["t4", "v100"], [64_000] * 2, [64_000] * 2, [2, 4], models)
+        typical = typical_pods(pods if models else [replace(p, gpu_spec="") for p in pods])
+        play(cluster, [Pod("new", 1000, 0, 1, 500)], "fgd", [1, 0], typical)
+        assert int(cluster.gpu[node].sum()) == cluster.gpu_count[node] * 1000 - 500
+
+
+def test_twin_fill_honours_gpu_models_and_refuses_them_without_a_model_column(
     tmp_path: Path,
 ) -> None:
-    """The artefact filters, scores and measures fragmentation by GPU model; the experiment here
-    places a pod on any GPU, so a pod list naming models is refused rather than answered with
-    the unconstrained workload's figures; --ignore-gpu-spec fills it anyway."""
+    """Every pod asks for a V100M16; half the nodes are. Honoured, half the GPUs stay
+    unallocated; with the constraint dropped (--ignore-gpu-spec) every GPU is used. A node list
+    without models cannot honour it, so that is refused, naming the first such pod."""
     models = ("V100M16", "T4")
     nodes = csv_file(tmp_path / "nodes.csv", "sn,cpu_milli,memory_mib,gpu,model",
                      (f"n{i},64000,262144,4,{models[i % 2]}" for i in range(4)))  # fmt: skip
     pods = csv_file(tmp_path / "pods.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec",
-                    (f"p{i},1000,1024,1,1000,{'V100M16|V100M32' if i == 3 else ''}"
-                     for i in range(8)))  # fmt: skip
-    args = ["fill", "--trace", str(pods), "--cluster", str(nodes), "--seeds", "1",
+                    (f"p{i},1000,1024,1,1000,V100M16|V100M32" for i in range(16)))  # fmt: skip
+    unallocated = {}
+    for extra in ((), ("--ignore-gpu-spec",)):
+        out = tmp_path / f"out{len(extra)}"
+        done = twin_command("fill", "--trace", str(pods), "--cluster", str(nodes), "--seeds",
+                            "1", "--placement", "fgd", "--out", str(out), *extra)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        with (out / "fill.csv").open() as f:
+            unallocated[extra] = float(list(csv.DictReader(f))[-1]["unallocated_gpu_pct"])
+    assert unallocated == {(): 50.0, ("--ignore-gpu-spec",): 0.0}
+    bare = csv_file(tmp_path / "bare.csv", "sn,cpu_milli,memory_mib,gpu",
+                    (f"n{i},64000,262144,4" for i in range(4)))  # fmt: skip
+    args = ["fill", "--trace", str(pods), "--cluster", str(bare), "--seeds", "1",
             "--out", str(tmp_path / "out")]  # fmt: skip
     refused = twin_command(*args)
     assert refused.returncode == 2
     said = " ".join(refused.stderr.split())
-    assert "1 of 8 pods name a GPU model (gpu_spec, the first p3: 'V100M16|V100M32')" in said
-    assert "--ignore-gpu-spec" in said
+    assert "16 of 16 pods name a GPU model (gpu_spec, the first p0: 'V100M16|V100M32')" in said
+    assert "has no 'model' column to honour it with. --ignore-gpu-spec fills anyway" in said
     assert not (tmp_path / "out").exists()
-    filled = twin_command(*args, "--ignore-gpu-spec")
-    assert filled.returncode == 0, filled.stderr
+    assert twin_command(*args, "--ignore-gpu-spec").returncode == 0

@@ -38,8 +38,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     fp.add_argument(
         "--ignore-gpu-spec", action="store_true",
-        help="fill a pod list whose pods name GPU models, placing them on any GPU (else it is "
-        "refused: the GPU-model constraint is not modelled)",
+        help="drop the pods' GPU-model constraints (gpu_spec), placing them on any GPU (else "
+        "each runs only on nodes of a model it names; refused where the node list has no "
+        "'model' column)",
     )  # fmt: skip
     fp.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                     help="runs at once, in processes (default: the cores)")  # fmt: skip

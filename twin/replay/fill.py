@@ -13,6 +13,11 @@ Fragmentation is FGD's: a node's expected fragmentation against the typical-pod 
 (`typical_pods`) is, for each typical pod weighted by its frequency, the GPU milli it could not
 use there: all that is free, unless the node could host it, then the free milli of the GPUs too
 small for it.
+
+GPU models, as the artefact honours them: a pod may name the models it runs on (`gpu_spec`,
+`A|B`); a GPU pod that names any runs only on a node of one of them (a node with no model takes
+none of it). It is filtered so, scored only there, and a typical pod is a (CPU, GPU milli, GPU
+count, models) spec: on a node it cannot use, all the node's free GPU milli is a fragment to it.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from __future__ import annotations
 import csv
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +48,14 @@ class Pod:
     gpu_spec: str = ""  # the GPU models it may run on ('A|B'), where the pod list names any
 
     @property
+    def models(self) -> str:
+        """The GPU models it is held to, as the artefact reads them: a GPU pod's `gpu_spec`
+        without empty names; '' for any model (and for a pod without GPUs)."""
+        if not (self.num_gpu and self.gpu_milli > 0):
+            return ""
+        return "|".join(m for m in self.gpu_spec.split("|") if m)
+
+    @property
     def gpu_request_milli(self) -> int:
         return self.num_gpu * self.gpu_milli
 
@@ -57,18 +70,20 @@ class Pod:
         return 0 if self.share else min(self.num_gpu, MAX_GPUS)
 
     @property
-    def spec(self) -> tuple[int, int, int]:
-        return self.cpu_milli, self.gpu_milli, self.num_gpu
+    def spec(self) -> tuple[int, int, int, str]:
+        return self.cpu_milli, self.gpu_milli, self.num_gpu, self.models
 
 
 @dataclass(frozen=True)
 class Typical:
-    """The typical pods: CPU milli, GPU milli and GPU count of each, and its frequency."""
+    """The typical pods: CPU milli, GPU milli, GPU count and GPU models ('' for any) of each, and
+    its frequency."""
 
     cpu_milli: np.ndarray
     gpu_milli: np.ndarray
     num_gpu: np.ndarray
     freq: np.ndarray
+    models: tuple[str, ...] = ()  # empty: every typical pod takes any model
 
 
 Choose = Callable[[Pod, np.ndarray], tuple[np.ndarray, np.ndarray]]
@@ -76,13 +91,22 @@ Choose = Callable[[Pod, np.ndarray], tuple[np.ndarray, np.ndarray]]
 node and the GPU a share of one GPU would go on there."""
 
 
+def accessible(node_model: str, models: str) -> bool:
+    """Whether a node of GPU model `node_model` ('' for none) may take a pod held to `models`
+    ('A|B', '' for any), as the artefact's filter decides."""
+    named = [m for m in models.split("|") if m]
+    return not named or (bool(node_model) and node_model in named)
+
+
 class Cluster:
     """What is left on each node, as arrays over nodes (GPUs past a node's own count are 0)."""
 
     def __init__(self, names: list[str], cpu_milli: list[int], memory_mib: list[int],
-                 gpus: list[int]) -> None:  # fmt: skip
+                 gpus: list[int], models: list[str] | None = None) -> None:  # fmt: skip
         n = len(names)
         self.names = names
+        self.models = models  # each node's GPU model, where the node list names them
+        self._reach: dict[str, np.ndarray] = {}
         self.cpu = np.array(cpu_milli, dtype=np.int64)
         self.mem = np.array(memory_mib, dtype=np.int64)
         self.gpu = np.zeros((n, MAX_GPUS), dtype=np.int64)
@@ -105,7 +129,25 @@ class Cluster:
             ok &= (self.gpu >= pod.gpu_milli).any(axis=1)
         elif pod.num_gpu:
             ok &= (self.gpu == WHOLE).sum(axis=1) >= pod.num_gpu
+        if pod.models:
+            ok &= self.reach(pod.models)
         return ok
+
+    def reach(self, models: str) -> np.ndarray:
+        """Per node, whether a pod held to `models` ('' for any) may run there."""
+        if models not in self._reach:
+            if models and self.models is None:
+                raise TraceError(f"pods name GPU models ({models!r}) but the node list does "
+                                 "not (no column 'model')")  # fmt: skip
+            nodes = self.models or [""] * len(self.names)
+            self._reach[models] = np.array([accessible(m, models) for m in nodes], dtype=bool)
+        return self._reach[models]
+
+    def typical_reach(self, typical: Typical) -> np.ndarray | None:
+        """Per node and typical pod, whether the pod may run there (None: everywhere)."""
+        if not any(typical.models):
+            return None
+        return np.stack([self.reach(m) for m in typical.models], axis=-1)
 
     def place(self, node: int, pod: Pod, gpu: int) -> None:
         """`pod` on `node`: a share on GPU `gpu`, whole GPUs on its first wholly free ones."""
@@ -121,19 +163,21 @@ class Cluster:
             self.gpu[node, free] = 0
 
 
-def fragmentation(cpu: np.ndarray, gpu: np.ndarray, typical: Typical) -> np.ndarray:
+def fragmentation(cpu: np.ndarray, gpu: np.ndarray, typical: Typical,
+                  reach: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
     """Expected fragmentation (milli-GPU) of nodes whose CPU left is `cpu` (any shape S) and
-    GPUs left `gpu` (shape S + (GPUs,)), against the typical pods. Summed as the artefact sums
-    it (per kind of shortfall, in the typical pods' order, then the kinds in order), so that the
-    integer scores taken from it agree to the last unit."""
+    GPUs left `gpu` (shape S + (GPUs,)), against the typical pods; `reach` (S + (typical pods,),
+    broadcast) says which typical pods may run on each node (None: all of them). Summed as the
+    artefact sums it (per kind of shortfall, in the typical pods' order, then the kinds in
+    order), so that the integer scores taken from it agree to the last unit."""
     total = gpu.sum(axis=-1).astype(np.float64)
-    lack_both, lack_gpu, lack_cpu, xl, xr = (np.zeros(total.shape) for _ in range(5))
+    lack_both, lack_gpu, lack_cpu, xl, xr, barred = (np.zeros(total.shape) for _ in range(6))
     by_milli = {}  # per GPU milli asked: how many GPUs hold it, and the free milli of the rest
     for m in set(typical.gpu_milli.tolist()) - {0}:
         fits = gpu >= m
         by_milli[m] = (fits.sum(axis=-1), np.where(fits, 0, gpu).sum(axis=-1))
-    for c, m, k, f in zip(typical.cpu_milli, typical.gpu_milli, typical.num_gpu, typical.freq,
-                          strict=True):  # fmt: skip
+    for i, (c, m, k, f) in enumerate(zip(typical.cpu_milli, typical.gpu_milli, typical.num_gpu,
+                                         typical.freq, strict=True)):  # fmt: skip
         cpu_ok = cpu >= c
         if m == 0:  # a CPU-only pod uses no GPU: every free GPU milli is a fragment to it
             xl += np.where(cpu_ok, f * total, 0.0)
@@ -141,17 +185,24 @@ def fragmentation(cpu: np.ndarray, gpu: np.ndarray, typical: Typical) -> np.ndar
             continue
         holding, small = by_milli[m]
         hosted = holding >= k
-        lack_gpu += np.where(hosted, np.where(cpu_ok, f * small, 0.0),
+        gpu_short = np.where(hosted, np.where(cpu_ok, f * small, 0.0),
                              np.where(cpu_ok, f * total, 0.0))  # fmt: skip
-        lack_both += np.where(~hosted & ~cpu_ok, f * total, 0.0)
-        lack_cpu += np.where(hosted & ~cpu_ok, f * total, 0.0)
-    out: np.ndarray = lack_both + lack_gpu + lack_cpu + xl + xr
+        both_short, cpu_short = ~hosted & ~cpu_ok, hosted & ~cpu_ok
+        if reach is not None and typical.models[i]:  # a node of another model: all of it
+            ok = reach[..., i]
+            barred += np.where(ok, 0.0, f * total)
+            gpu_short = np.where(ok, gpu_short, 0.0)
+            both_short, cpu_short = both_short & ok, cpu_short & ok
+        lack_gpu += gpu_short
+        lack_both += np.where(both_short, f * total, 0.0)
+        lack_cpu += np.where(cpu_short, f * total, 0.0)
+    out: np.ndarray = lack_both + lack_gpu + lack_cpu + xl + xr + barred
     return out
 
 
 def typical_pods(pods: list[Pod], share: float = TYPICAL_SHARE) -> Typical:
-    """The most common (CPU, GPU milli, GPU count) specs, most common first, until they cover
-    `share` of the pods, their frequencies renormalised to sum to 1."""
+    """The most common (CPU, GPU milli, GPU count, GPU models) specs, most common first, until
+    they cover `share` of the pods, their frequencies renormalised to sum to 1."""
     counts = Counter(p.spec for p in pods)
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     kept, covered = [], 0
@@ -164,7 +215,7 @@ def typical_pods(pods: list[Pod], share: float = TYPICAL_SHARE) -> Typical:
     freq = np.array([(n / total) / (covered / total) for _, n in kept])  # as the artefact does
     return Typical(
         np.array([s[0] for s, _ in kept]), np.array([s[1] for s, _ in kept]),
-        np.array([s[2] for s, _ in kept]), freq,
+        np.array([s[2] for s, _ in kept]), freq, tuple(s[3] for s, _ in kept),
     )  # fmt: skip
 
 
@@ -182,30 +233,39 @@ def read_pods(path: Path) -> list[Pod]:
     return out
 
 
-def unconstrained(path: Path, pods: list[Pod]) -> None:
-    """Refuse a pod list whose pods name GPU models: the experiment places a pod on any GPU,
-    where the artefact's simulator filters, scores and measures fragmentation by model, so its
-    figures would be the unconstrained workload's (TraceError, naming the first such pod)."""
-    named = [p for p in pods if p.gpu_spec]
-    if named:
+def unconstrained(pods: list[Pod]) -> list[Pod]:
+    """The pods with their GPU-model constraints dropped."""
+    return [replace(p, gpu_spec="") if p.gpu_spec else p for p in pods]
+
+
+def constrainable(path: Path, pods: list[Pod], cluster: Path, nodes: Cluster) -> None:
+    """Refuse pods that name GPU models on a node list that names none: the constraint could
+    not be honoured, and the figures would be those of pods placed on any GPU (TraceError,
+    naming the first such pod)."""
+    named = [p for p in pods if p.models]
+    if named and nodes.models is None:
         raise TraceError(
             f"{path}: {len(named):,} of {len(pods):,} pods name a GPU model (gpu_spec, the first "
-            f"{named[0].name}: {named[0].gpu_spec!r}); twin fill does not model GPU-model "
-            "constraints, so its figures would be those of the pods placed on any GPU. "
-            "--ignore-gpu-spec fills anyway, the constraint dropped"
+            f"{named[0].name}: {named[0].gpu_spec!r}), but the node list {cluster} has no "
+            "'model' column to honour it with. --ignore-gpu-spec fills anyway, the constraint "
+            "dropped"
         )
 
 
 def read_nodes(path: Path) -> Cluster:
-    """An openb node list: `sn`, `cpu_milli`, `memory_mib`, `gpu`."""
-    names, cpu, mem, gpus = [], [], [], []
+    """An openb node list: `sn`, `cpu_milli`, `memory_mib`, `gpu`, and the GPU `model` where it
+    has that column."""
+    names, cpu, mem, gpus, models = [], [], [], [], []
+    named = False
     for line, row in _rows(path, ("sn", "cpu_milli", "memory_mib", "gpu")):
         c, m, g = _ints(path, line, row, "cpu_milli", "memory_mib", "gpu")
         names.append(row["sn"])
         cpu.append(c)
         mem.append(m)
         gpus.append(g)
-    return Cluster(names, cpu, mem, gpus)
+        named = named or "model" in row
+        models.append((row.get("model") or "").strip())
+    return Cluster(names, cpu, mem, gpus, models if named else None)
 
 
 def read_priority(path: Path, names: list[str]) -> np.ndarray:
@@ -292,7 +352,8 @@ def fill(cluster: Cluster, sequence: list[Pod], choose: Choose, typical: Typical
     n = len(sequence)
     requested, allocated, frags = (np.zeros(n) for _ in range(3))
     node_frag = cluster.frag
-    node_frag[:] = fragmentation(cluster.cpu, cluster.gpu, typical)
+    reach = cluster.typical_reach(typical)
+    node_frag[:] = fragmentation(cluster.cpu, cluster.gpu, typical, reach)
     asked = placed = 0
     order = np.argsort(priority, kind="stable")  # nodes by priority: the first max wins a tie
     for i, pod in enumerate(sequence):
@@ -305,7 +366,8 @@ def fill(cluster: Cluster, sequence: list[Pod], choose: Choose, typical: Typical
             node = int(candidates[best])
             cluster.place(node, pod, int(gpus[best]))
             placed += pod.gpu_request_milli
-            node_frag[node] = fragmentation(cluster.cpu[node], cluster.gpu[node], typical)
+            node_frag[node] = fragmentation(cluster.cpu[node], cluster.gpu[node], typical,
+                                            None if reach is None else reach[node])  # fmt: skip
         requested[i], allocated[i], frags[i] = asked, placed, node_frag.sum()
     return Curve(requested, allocated, frags, cluster.capacity_milli)
 

@@ -48,15 +48,19 @@ def best_fit(cluster: Cluster, typical: Typical, rng: np.random.Generator) -> Ch
 def fgd(cluster: Cluster, typical: Typical, rng: np.random.Generator) -> Choose:
     """Fragmentation gradient descent: the node (and, for a share, the GPU) whose expected
     fragmentation grows least, as int(100 sigmoid((before - after) / 1000))."""
+    reach_all = cluster.typical_reach(typical)
 
     def choose(pod: Pod, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         cpu, gpu = cluster.cpu[nodes], cluster.gpu[nodes]
+        reach = None if reach_all is None else reach_all[nodes]
         before = cluster.frag[nodes]  # kept up to date by the engine
         cpu_after = cpu - pod.cpu_milli
         if pod.share:
             fits = gpu >= pod.gpu_milli  # (nodes, GPUs)
             tried = gpu[:, None, :] - np.eye(gpu.shape[1], dtype=np.int64)[None] * pod.gpu_milli
-            after = fragmentation(cpu_after[:, None], tried, typical)  # (nodes, GPUs)
+            after = fragmentation(
+                cpu_after[:, None], tried, typical, None if reach is None else reach[:, None, :]
+            )  # (nodes, GPUs)
             scores = np.trunc(sigmoid((before[:, None] - after) / 1000) * 100).astype(np.int64)
             scores = np.where(fits, scores, -1)
             gpus = scores.argmax(axis=1)
@@ -66,7 +70,7 @@ def fgd(cluster: Cluster, typical: Typical, rng: np.random.Generator) -> Choose:
             free = gpu == WHOLE
             first = np.cumsum(free, axis=1) <= pod.num_gpu
             taken[free & first] = 0
-        after = fragmentation(cpu_after, taken, typical)
+        after = fragmentation(cpu_after, taken, typical, reach)
         scores = np.trunc(sigmoid((before - after) / 1000) * 100).astype(np.int64)
         return scores, np.full(len(nodes), NO_GPU)
 

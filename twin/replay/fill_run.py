@@ -18,6 +18,7 @@ from twin.replay.fill import (
     Pod,
     Typical,
     arrivals,
+    constrainable,
     fill,
     read_nodes,
     read_pods,
@@ -41,7 +42,7 @@ class FillSpec:
     inflate: float = 1.3
     sequence: Path | None = None
     node_priority: Path | None = None
-    ignore_gpu_spec: bool = False  # else pods naming a GPU model are refused
+    ignore_gpu_spec: bool = False  # drop the pods' GPU-model constraints (else honoured)
 
 
 Row = tuple[str, int, int, float, float]
@@ -49,11 +50,11 @@ Row = tuple[str, int, int, float, float]
 
 def run_one(spec: FillSpec, policy: str, seed: int) -> list[Row]:
     """One policy on one seed: its binned curve as rows."""
-    pods = read_pods(spec.trace)
+    pods = _pods(spec, spec.trace)
     typical: Typical = typical_pods(pods)
     cluster = read_nodes(spec.cluster)
     sequence: list[Pod] = (
-        read_pods(spec.sequence)
+        _pods(spec, spec.sequence)
         if spec.sequence is not None
         else arrivals(pods, seed, spec.inflate, cluster.capacity_milli)
     )
@@ -68,13 +69,20 @@ def run_one(spec: FillSpec, policy: str, seed: int) -> list[Row]:
             curve.binned().items()]  # fmt: skip
 
 
+def _pods(spec: FillSpec, path: Path) -> list[Pod]:
+    pods = read_pods(path)
+    return unconstrained(pods) if spec.ignore_gpu_spec else pods
+
+
 def run(spec: FillSpec, policies: Sequence[str], seeds: Sequence[int], workers: int) -> list[Row]:
     """Every (policy, seed), in `workers` processes; rows in policy, seed, bin order. TraceError
-    first if the pods name GPU models, unless the spec says to drop the constraint."""
+    first if the pods name GPU models the node list cannot honour, unless the spec says to drop
+    the constraint."""
     if not spec.ignore_gpu_spec:
+        nodes = read_nodes(spec.cluster)
         for path in (spec.trace, spec.sequence):
             if path is not None:
-                unconstrained(path, read_pods(path))
+                constrainable(path, read_pods(path), spec.cluster, nodes)
     jobs = [(policy, seed) for policy in policies for seed in seeds]
     if workers <= 1 or len(jobs) == 1:
         results = [run_one(spec, p, s) for p, s in jobs]
