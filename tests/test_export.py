@@ -183,7 +183,7 @@ def test_every_job_slice_matches_a_run_in_the_log(runs: dict[str, Path], kind: s
         if e["kind"] == "job_started":
             started[e["job_id"]] = e["t_s"]
         elif (
-            e["kind"] in {"job_finished", "job_interrupted", "job_failed"}
+            e["kind"] in {"job_finished", "job_censored", "job_interrupted", "job_failed"}
             and e["job_id"] in started
         ):
             runs_in_log.append((e["job_id"], started.pop(e["job_id"]), e["t_s"]))

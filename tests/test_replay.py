@@ -594,6 +594,32 @@ def test_failed_jobs_replay_as_failed_and_never_started_ones_are_left_out(tmp_pa
     assert summary.jobs.arrived == 3
 
 
+def test_rows_the_trace_records_as_running_are_unfinished_at_its_end(tmp_path: Path) -> None:
+    """A row still running when the trace ends runs as long as the trace saw it, then stops
+    there unfinished: neither finished nor failed in the summary, its tenant's row or the jobs
+    table, though its GPU time is counted."""
+    path = tmp_path / "running.csv"
+    path.write_text("id,t,secs,state,team\na,0,10,ok,x\nb,0,20,RUNNING,x\nc,5,10,FAILED,y\n"
+                    "d,6,30,running,y\n")  # fmt: skip
+    cm = parse_map("submit=t,duration=secs,gpus=const:1,job_id=id,status=state,tenant=team")
+    options = ReplayOptions(trace=TraceOptions(columns=cm), gpus=4)
+    summary, report = replay(path, options, out_dir=tmp_path / "out")
+    jobs = summary.jobs
+    assert (jobs.arrived, jobs.finished, jobs.failed, jobs.unfinished) == (4, 1, 1, 2)
+    tenants = {(t.name, t.jobs, t.jobs_finished) for t in report.tenants}
+    assert tenants == {("x", 2, 1), ("y", 2, 0)}
+    with (tmp_path / "out" / "events.jsonl").open("rb") as log:
+        kinds = [e["kind"] for e in read_jsonl(log)]
+    assert (kinds.count("job_finished"), kinds.count("job_censored")) == (1, 2)
+    busy_gpu_s = sum(p.busy_gpu_h for p in summary.pools) * 3600
+    assert busy_gpu_s == pytest.approx(10 + 20 + 10 + 30)  # b's and d's runs count as GPU time
+    shown = twin_command("replay", "--trace", str(path), "--columns",
+                         "submit=t,duration=secs,gpus=const:1,job_id=id,status=state,tenant=team",
+                         "--gpus", "4")  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert "4 arrived · 1 finished · 1 failed · 2 unfinished" in " ".join(shown.stdout.split())
+
+
 def test_a_negative_gpu_count_is_reported_under_the_gpu_column(tmp_path: Path) -> None:
     path = tmp_path / "neg.csv"
     path.write_text("t,secs,n\n0,10,-2\n")

@@ -47,6 +47,16 @@ class JobTally:
         self.completion_s.append(t - self._submit_s.pop(job, t))
         self.queueing_s.append(self._wait_s.pop(job, 0.0))
 
+    def _on_job_censored(self, rec: records.JobCensored) -> None:
+        """The trace saw it run this long: its work is earned, but it counts as unfinished."""
+        job, name = rec.job_id, rec.tenant
+        self._end_run(job, rec.t_s)
+        self.tenants[name].value_usd += self._work.pop(job, 0.0) * self.value_usd_per_gpu_s.get(
+            name or "", 0.0
+        )
+        for per_job in (self._submit_s, self._wait_s):
+            per_job.pop(job, None)
+
     def _on_job_interrupted(self, rec: records.JobInterrupted) -> None:
         self._end_run(rec.job_id, rec.t_s)
         self.interrupted += 1

@@ -1,7 +1,9 @@
 """The jobs table: one row per job, folded from its events as the log streams past.
 
-A row is written when the job leaves (finished or failed) and, at the end of the log, for every
-job still in the system (`unfinished`), so memory holds only the jobs in flight. Queueing delay
+A row is written when the job leaves (finished, failed, or censored: a replayed job the trace
+recorded as still running, `unfinished` where the trace's record of it ends) and, at the end of
+the log, for every job still in the system (`unfinished`), so memory holds only the jobs in
+flight. Queueing delay
 and completion time are the summary's own definitions (waits summed over restarts; finish minus
 arrival); cost is the GPU-seconds the job ran, at its pools' prices.
 """
@@ -59,6 +61,7 @@ class JobTable:
             "job_arrived": self._arrived,
             "job_started": self._started,
             "job_finished": self._finished,
+            "job_censored": self._censored,
             "job_interrupted": self._interrupted,
             "job_failed": self._failed,
             "episode_ended": self._ended,
@@ -136,6 +139,12 @@ class JobTable:
         row["outcome"], row["finish_s"] = "finished", e["t_s"]
         row["completion_s"] = e["t_s"] - row["arrival_s"]
         self._emit(row)
+
+    def _censored(self, e: Row) -> None:
+        job = self._jobs.pop(e["job_id"])
+        self._stop(job, e["t_s"])
+        job.row["outcome"] = "unfinished"
+        self._emit(job.row)
 
     def _interrupted(self, e: Row) -> None:
         job = self._jobs[e["job_id"]]

@@ -37,6 +37,7 @@ class Occupancy:
             "job_arrived": lambda e: self._queue(e["tenant"], 1),
             "job_started": self._started,
             "job_finished": lambda e: self._stop(e, "finished"),
+            "job_censored": lambda e: self._stop(e, "unfinished"),
             "job_interrupted": self._interrupted,
             "job_failed": self._failed,
             "budget_charged": lambda e: self._spend(e["tenant"], e["amount_usd"]),
@@ -60,7 +61,8 @@ class Occupancy:
         """A job started a run on `lane` of its tenant."""
 
     def on_job_stop(self, t_s: float, tenant: str, job_id: str, lane: int, how: str) -> None:
-        """A run ended: `finished`, `failed`, `interrupted` or `unfinished` (at the end)."""
+        """A run ended: `finished`, `failed`, `interrupted` or `unfinished` (at the end, or
+        where the trace's record of a replayed job ends)."""
 
     def on_instant(self, e: Row) -> None:
         """A moment worth marking: a failure, a trade, a budget alarm."""

@@ -128,6 +128,9 @@ class ReplayMetrics(Metrics):
     def _on_job_failed(self, rec: records.JobFailed) -> None:
         self._ended(rec.job_id, finished=False)
 
+    def _on_job_censored(self, rec: records.JobCensored) -> None:
+        self._ended(rec.job_id, finished=False)  # still running where the trace's record ends
+
     def _ended(self, job: str, *, finished: bool) -> None:
         self.groups.ended(job, finished)
         self._started.discard(job)

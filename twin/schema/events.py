@@ -75,6 +75,17 @@ class JobFinished(Event):
     run_s: float
 
 
+class JobCensored(Event):
+    """A replayed job the trace recorded as still running when its record ends (right
+    censored): it ran as long as the trace saw it and stopped there, unfinished."""
+
+    kind: Literal["job_censored"] = "job_censored"
+    job_id: str
+    pool: str
+    gpus: float
+    run_s: float
+
+
 class JobInterrupted(Event):
     kind: Literal["job_interrupted"] = "job_interrupted"
     job_id: str
@@ -339,6 +350,7 @@ EVENT_MODELS: tuple[type[Event], ...] = (
     TrajectoryFinished,
     RlStepFinished,
     ResourcesUsed,
+    JobCensored,
 )
 
 AnyEvent = Annotated[
@@ -382,7 +394,8 @@ AnyEvent = Annotated[
     | ServiceEvicted
     | TrajectoryFinished
     | RlStepFinished
-    | ResourcesUsed,
+    | ResourcesUsed
+    | JobCensored,
     Field(discriminator="kind"),
 ]
 

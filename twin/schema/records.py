@@ -422,6 +422,18 @@ class ResourcesUsed(NamedTuple):
     capacity: float
 
 
+class JobCensored(NamedTuple):
+    """A replayed job the trace recorded as still running when its record ends (right ..."""
+
+    kind: Literal["job_censored"]
+    t_s: float
+    tenant: str | None
+    job_id: str
+    pool: str
+    gpus: float
+    run_s: float
+
+
 AnyRecord = (
     EpisodeStarted
     | EpisodeEnded
@@ -464,6 +476,7 @@ AnyRecord = (
     | TrajectoryFinished
     | RlStepFinished
     | ResourcesUsed
+    | JobCensored
 )
 
 RECORDS: dict[str, type[AnyRecord]] = {
@@ -508,5 +521,6 @@ RECORDS: dict[str, type[AnyRecord]] = {
     "trajectory_finished": TrajectoryFinished,
     "rl_step_finished": RlStepFinished,
     "resources_used": ResourcesUsed,
+    "job_censored": JobCensored,
 }
 """The record type of each event kind."""

@@ -47,6 +47,7 @@ class Admits(Protocol):
         option: PlanOption | None = None,
         workload: int = -1,
         fails: str | None = None,
+        censored: bool = False,
         cpu_milli: int = 0,
         group: str = "",
     ) -> Job: ...
@@ -160,6 +161,6 @@ def record_arrivals(
         work = rec.service_s * rec.gpus * eff(rec.gpus) if rec.gpus > 0 else rec.service_s
         fails = rec.status if rec.status in ENDS_FAILED else None
         admit(tenant, rec.job_id, gpus=rec.gpus, work=work, priority=rec.priority,
-              gpu_type=rec.gpu_type, fails=fails, cpu_milli=rec.cpu_milli,
-              group=rec.tenant)  # fmt: skip
+              gpu_type=rec.gpu_type, fails=fails, censored=rec.censored and fails is None,
+              cpu_milli=rec.cpu_milli, group=rec.tenant)  # fmt: skip
     closed()

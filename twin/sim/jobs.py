@@ -39,6 +39,7 @@ class Job:
     queued: bool = False
     placed: bool = False  # started by a placement with its own plan (not the workload's)
     fails: str | None = None  # a replayed job the trace recorded as failed or killed
+    censored: bool = False  # a replayed job the trace recorded as still running at its end
     quality: float = 1.0  # its current run's plan score (or its pool's relative speed)
     flags: tuple[str, ...] = ()  # degenerate-plan reasons of its current run
     version: int = 0  # bumped on every enqueue (lazy heap deletion)

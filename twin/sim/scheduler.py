@@ -129,6 +129,7 @@ class Scheduler:
         option: PlanOption | None = None,
         workload: int = -1,
         fails: str | None = None,
+        censored: bool = False,
         cpu_milli: int = 0,
         group: str = "",
     ) -> Job:
@@ -146,7 +147,7 @@ class Scheduler:
             work_gpu_s = gpus * work / nominal if nominal > 0 else 0.0
         job = Job(job_id or f"j{seq}", tenant, gpus, round(gpus * 1000), work_gpu_s, priority,
                   gpu_type, now, seq, work, work, nominal, now, option, workload)  # fmt: skip
-        job.fails, job.cpu_milli, job.group = fails, cpu_milli, group
+        job.fails, job.censored, job.cpu_milli, job.group = fails, censored, cpu_milli, group
         self.placement.arrived(job)
         name = self.state.tenant_names[tenant]
         self._emit(
@@ -350,17 +351,12 @@ class Scheduler:
             )
             self._left(tenant)
             return
-        self._emit(
-            records.JobFinished(
-                "job_finished",
-                now,
-                state.tenant_names[tenant],
-                job.job_id,
-                h.pool.cfg.name,
-                job.gpus,
-                now - job.start_s,
-            )
-        )
+        ended = (records.JobCensored("job_censored", now, state.tenant_names[tenant], job.job_id,
+                                     h.pool.cfg.name, job.gpus, now - job.start_s)
+                 if job.censored else  # the trace saw it run this long and no further
+                 records.JobFinished("job_finished", now, state.tenant_names[tenant], job.job_id,
+                                     h.pool.cfg.name, job.gpus, now - job.start_s))  # fmt: skip
+        self._emit(ended)
         self.billing.earn(tenant, job.work_gpu_s)
         self._left(tenant)
 

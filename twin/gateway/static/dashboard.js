@@ -139,6 +139,7 @@
           this.pool(e.pool).busy += e.gpus;
           break;
         case "job_finished": this.stop(e); this.tenant(e.tenant).finished += 1; break;
+        case "job_censored": this.stop(e); break;
         case "job_interrupted": this.stop(e); this.tenant(e.tenant).queued += 1; break;
         case "job_failed": if (!this.stop(e)) this.tenant(e.tenant).queued -= 1; break;
         case "budget_charged": this.tenant(e.tenant).spent += e.amount_usd; break;

@@ -159,6 +159,7 @@ def read(path: Path, log: ReadLog, columns: ColumnMap = ITP) -> Iterator[JobReco
             status=status,
             observed_start_s=rebase.shift(start),
             observed_end_s=rebase.shift(end),
+            censored=status == "running",  # its duration is as far as the trace saw it
         )
 
 
