@@ -42,6 +42,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "each runs only on nodes of a model it names; refused where the node list has no "
         "'model' column)",
     )  # fmt: skip
+    fp.add_argument(
+        "--draws", choices=("twin", "artefact"), default="twin",
+        help="the seeded arrival order and node priority: the twin's own (any seed), or the "
+        "FGD artefact's, drawn from Go's math/rand as its simulator draws them (seeds 42-51), "
+        "so each seed plays the artefact's own run",
+    )  # fmt: skip
     fp.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                     help="runs at once, in processes (default: the cores)")  # fmt: skip
     fp.add_argument("--out", required=True, help="directory for fill.csv and fill.svg")
@@ -80,8 +86,20 @@ def fill_command(args: argparse.Namespace) -> int:
         Path(args.trace), Path(args.cluster), args.inflate,
         Path(args.sequence) if args.sequence else None,
         Path(args.node_priority) if args.node_priority else None, args.ignore_gpu_spec,
+        args.draws,
     )  # fmt: skip
+    if args.draws == "artefact" and (args.sequence or args.node_priority):
+        raise ConfigError("--draws artefact draws the order and priority; drop --sequence and "
+                          "--node-priority")  # fmt: skip
     chosen = seeds(args.seeds) if args.sequence is None else seeds(args.seeds)[:1]
+    if args.draws == "artefact":
+        from twin.replay.go_rand import seeds as shipped
+
+        have = shipped()
+        missing = sorted(set(chosen) - set(have))
+        if missing:
+            raise ConfigError(f"--draws artefact: no draws for seed {missing[0]}; the "
+                              f"artefact's seeds are {min(have)}-{max(have)}")  # fmt: skip
     rows = run(spec, policies, chosen, args.workers)
     out = Path(args.out)
     write(rows, out)

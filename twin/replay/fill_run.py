@@ -26,6 +26,7 @@ from twin.replay.fill import (
     typical_pods,
     unconstrained,
 )
+from twin.replay.go_rand import artefact_draws
 
 FILL_CSV, FILL_SVG = "fill.csv", "fill.svg"
 COLUMNS = ("policy", "seed", "arrived_pct", "unallocated_gpu_pct", "frag_pct")
@@ -43,6 +44,7 @@ class FillSpec:
     sequence: Path | None = None
     node_priority: Path | None = None
     ignore_gpu_spec: bool = False  # drop the pods' GPU-model constraints (else honoured)
+    draws: str = "twin"  # the seeded shuffle, copies and node priority: "twin" or "artefact"
 
 
 Row = tuple[str, int, int, float, float]
@@ -53,20 +55,34 @@ def run_one(spec: FillSpec, policy: str, seed: int) -> list[Row]:
     pods = _pods(spec, spec.trace)
     typical: Typical = typical_pods(pods)
     cluster = read_nodes(spec.cluster)
-    sequence: list[Pod] = (
-        _pods(spec, spec.sequence)
-        if spec.sequence is not None
-        else arrivals(pods, seed, spec.inflate, cluster.capacity_milli)
-    )
-    priority = (
-        read_priority(spec.node_priority, cluster.names)
-        if spec.node_priority is not None
-        else np.random.default_rng([seed, 1]).permutation(len(cluster.names))
-    )
+    if spec.draws == "artefact":
+        sequence, priority = _artefact_draws(pods, cluster.names, seed, spec.inflate,
+                                             cluster.capacity_milli)  # fmt: skip
+    else:
+        sequence = (
+            _pods(spec, spec.sequence)
+            if spec.sequence is not None
+            else arrivals(pods, seed, spec.inflate, cluster.capacity_milli)
+        )
+        priority = (
+            read_priority(spec.node_priority, cluster.names)
+            if spec.node_priority is not None
+            else np.random.default_rng([seed, 1]).permutation(len(cluster.names))
+        )
     choose = fill_policies.policy(policy, cluster, typical, seed)
     curve = fill(cluster, sequence, choose, typical, priority=priority)
     return [(policy, seed, pct, round(u, 4), round(f, 4)) for pct, (u, f) in
             curve.binned().items()]  # fmt: skip
+
+
+def _artefact_draws(pods: list[Pod], nodes: list[str], seed: int, inflate: float,
+                    capacity_milli: int) -> tuple[list[Pod], np.ndarray]:  # fmt: skip
+    """The arrival order and node priority the artefact's Go simulator draws for `seed`."""
+    ordered = sorted(pods, key=lambda p: p.name)
+    requests = [(p.num_gpu, p.gpu_milli if p.num_gpu else 0) for p in ordered]
+    order, ranks = artefact_draws(requests, len(nodes), seed, inflate, capacity_milli)
+    rank_of = dict(zip(sorted(nodes), ranks, strict=True))
+    return [ordered[i] for i in order], np.array([rank_of[n] for n in nodes], dtype=np.int64)
 
 
 def _pods(spec: FillSpec, path: Path) -> list[Pod]:
