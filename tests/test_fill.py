@@ -142,6 +142,10 @@ def test_inflation_draws_copies_until_the_next_would_pass_the_target() -> None:
     sequence = arrivals(pods, seed=3, inflate=1.5, capacity_milli=4000)
     assert sorted(p.name for p in sequence[:4]) == ["p0", "p1", "p2", "p3"]
     assert sum(p.gpu_request_milli for p in sequence) == 6000
+    # As the artefact checks a copy: by one GPU's milli (4,000 + 1,000 is under 6,000), then
+    # all four of its GPUs are asked for (8,000); the next draw would pass, so it stops there.
+    wide = arrivals([Pod("w", 0, 0, 4, 1000)], seed=3, inflate=1.5, capacity_milli=4000)
+    assert sum(p.gpu_request_milli for p in wide) == 8000
 
 
 def test_twin_fill_writes_the_table_the_csv_and_the_figure(tmp_path: Path) -> None:

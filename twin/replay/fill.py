@@ -310,7 +310,8 @@ def _rows(path: Path, needed: tuple[str, ...]) -> Iterator[tuple[int, dict[str, 
 def arrivals(pods: list[Pod], seed: int, inflate: float, capacity_milli: int) -> list[Pod]:
     """The seeded arrival order: the pods sorted by name and shuffled, then copies drawn
     uniformly with replacement (from the name-sorted pods) until the GPU milli requested would
-    pass `inflate` times the capacity (the draw that would pass is dropped)."""
+    pass `inflate` times the capacity (the draw that would pass is dropped; as the artefact
+    does, a copy is checked by one GPU's milli and adds all of its GPUs')."""
     ordered = sorted(pods, key=lambda p: p.name)
     rng = np.random.default_rng(seed)
     out = [ordered[i] for i in rng.permutation(len(ordered))]
@@ -318,7 +319,7 @@ def arrivals(pods: list[Pod], seed: int, inflate: float, capacity_milli: int) ->
     limit = inflate * capacity_milli
     while True:
         pod = ordered[int(rng.integers(len(ordered)))]
-        if asked + pod.gpu_request_milli > limit:
+        if asked + (pod.gpu_milli if pod.num_gpu else 0) > limit:
             return out
         out.append(pod)
         asked += pod.gpu_request_milli
