@@ -23,7 +23,7 @@ def test_the_generator_gives_what_go_gives_for_seed_42() -> None:
     assert (rng.int63(), rng.int63()) == (3440579354231278675, 608747136543856411)
     assert rng.intn(1000) == 668
     assert rng.perm(5) == [0, 4, 1, 2, 3]
-    items: list[object] = list(range(10))
+    items = list(range(10))
     rng.shuffle(items)
     assert items == [4, 9, 6, 7, 0, 2, 1, 8, 5, 3]
 

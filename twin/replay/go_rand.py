@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -28,7 +29,10 @@ MASK_64 = (1 << 64) - 1
 MASK_63 = (1 << 63) - 1
 INT32_MAX = (1 << 31) - 1
 STATES = Path(__file__).with_name("data") / "go_rand_states.npy"
-STARTUP_DRAWS = 10  # between the inflation draws and the node renaming (matched on its logs)
+STARTUP_DRAWS = 10  # between the inflation draws and the node renaming: where the shipped
+# seed-42 node priority is drawn again (and every seed's curves then match the artefact's)
+
+T = TypeVar("T")
 
 
 @cache
@@ -94,7 +98,7 @@ class GoRand:
                 low = product & 0xFFFFFFFF
         return product >> 32
 
-    def shuffle(self, items: list[object]) -> None:
+    def shuffle(self, items: list[T]) -> None:
         """`Shuffle` in place (Fisher-Yates from the end)."""
         for i in range(len(items) - 1, 0, -1):
             j = self._lemire(i + 1)
@@ -118,11 +122,10 @@ def artefact_draws(
     `requests_milli`: each name-sorted pod's (GPU count, GPU milli per GPU)."""
     rng = GoRand(seed)
     rng.int63()  # the debug line's Int
-    order: list[object] = list(range(len(requests_milli)))
-    rng.shuffle(order)
+    arrivals = list(range(len(requests_milli)))
+    rng.shuffle(arrivals)
     asked = sum(count * milli for count, milli in requests_milli)
     target = inflate * capacity_milli
-    arrivals = [int(i) for i in order]  # type: ignore[call-overload]
     while True:  # it checks a copy's per-GPU milli against the target, then adds all of it
         i = rng.intn(len(requests_milli))
         count, milli = requests_milli[i]
