@@ -43,17 +43,15 @@ class JobTally:
         tenant = self.tenants[name]
         self._end_run(job, t)
         tenant.finished += 1
-        tenant.value_usd += self._work.pop(job, 0.0) * self.value_usd_per_gpu_s.get(name or "", 0.0)
+        self._earn(job, name)
         self.completion_s.append(t - self._submit_s.pop(job, t))
         self.queueing_s.append(self._wait_s.pop(job, 0.0))
 
     def _on_job_censored(self, rec: records.JobCensored) -> None:
         """The trace saw it run this long: its work is earned, but it counts as unfinished."""
-        job, name = rec.job_id, rec.tenant
+        job = rec.job_id
         self._end_run(job, rec.t_s)
-        self.tenants[name].value_usd += self._work.pop(job, 0.0) * self.value_usd_per_gpu_s.get(
-            name or "", 0.0
-        )
+        self._earn(job, rec.tenant)
         for per_job in (self._submit_s, self._wait_s):
             per_job.pop(job, None)
 
@@ -70,6 +68,11 @@ class JobTally:
             self.failed_queueing_s.append(self._wait_s[job])
         for per_job in (self._submit_s, self._work, self._wait_s):
             per_job.pop(job, None)
+
+    def _earn(self, job: str, tenant: str | None) -> None:
+        """The value of `job`'s work, to its tenant."""
+        rate = self.value_usd_per_gpu_s.get(tenant or "", 0.0)
+        self.tenants[tenant].value_usd += self._work.pop(job, 0.0) * rate
 
     def _end_run(self, job: str, t: float) -> None:
         start, gpus, pool = self._running.pop(job)

@@ -9,9 +9,11 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
+from twin.errors import ConfigError
 from twin.processes import quiet_pool, stopping
 from twin.replay import fill_policies
 from twin.replay.fill import (
@@ -27,6 +29,7 @@ from twin.replay.fill import (
     unconstrained,
 )
 from twin.replay.go_rand import artefact_draws
+from twin.replay.go_rand import seeds as shipped_seeds
 
 FILL_CSV, FILL_SVG = "fill.csv", "fill.svg"
 COLUMNS = ("policy", "seed", "arrived_pct", "unallocated_gpu_pct", "frag_pct")
@@ -44,7 +47,7 @@ class FillSpec:
     sequence: Path | None = None
     node_priority: Path | None = None
     ignore_gpu_spec: bool = False  # drop the pods' GPU-model constraints (else honoured)
-    draws: str = "twin"  # the seeded shuffle, copies and node priority: "twin" or "artefact"
+    draws: Literal["twin", "artefact"] = "twin"  # who draws the seeded order and priority
 
 
 Row = tuple[str, int, int, float, float]
@@ -93,7 +96,13 @@ def _pods(spec: FillSpec, path: Path) -> list[Pod]:
 def run(spec: FillSpec, policies: Sequence[str], seeds: Sequence[int], workers: int) -> list[Row]:
     """Every (policy, seed), in `workers` processes; rows in policy, seed, bin order. TraceError
     first if the pods name GPU models the node list cannot honour, unless the spec says to drop
-    the constraint."""
+    the constraint; ConfigError first for a seed the artefact's draws are not shipped for."""
+    if spec.draws == "artefact":
+        have = shipped_seeds()
+        missing = sorted(set(seeds) - set(have))
+        if missing:
+            raise ConfigError(f"--draws artefact: no draws for seed {missing[0]}; the "
+                              f"artefact's seeds are {min(have)}-{max(have)}")  # fmt: skip
     if not spec.ignore_gpu_spec:
         nodes = read_nodes(spec.cluster)
         for path in (spec.trace, spec.sequence):

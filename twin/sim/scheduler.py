@@ -351,12 +351,10 @@ class Scheduler:
             )
             self._left(tenant)
             return
-        ended = (records.JobCensored("job_censored", now, state.tenant_names[tenant], job.job_id,
-                                     h.pool.cfg.name, job.gpus, now - job.start_s)
-                 if job.censored else  # the trace saw it run this long and no further
-                 records.JobFinished("job_finished", now, state.tenant_names[tenant], job.job_id,
-                                     h.pool.cfg.name, job.gpus, now - job.start_s))  # fmt: skip
-        self._emit(ended)
+        ran = (now, state.tenant_names[tenant], job.job_id, h.pool.cfg.name, job.gpus,
+               now - job.start_s)  # fmt: skip
+        self._emit(records.JobCensored("job_censored", *ran) if job.censored  # seen no further
+                   else records.JobFinished("job_finished", *ran))  # fmt: skip
         self.billing.earn(tenant, job.work_gpu_s)
         self._left(tenant)
 
