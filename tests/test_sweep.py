@@ -109,6 +109,18 @@ def test_bad_sweeps_are_refused_before_anything_runs(
     assert not (tmp_path / "out" / "runs").exists()
 
 
+def interrupted_output(proc: subprocess.Popen[str]) -> str:
+    """The stderr of a command sent SIGINT, once it exits; a command still running a minute
+    later is killed, and the test fails with what it had printed (rather than leaving it and
+    its pipes behind for the next test)."""
+    try:
+        return proc.communicate(timeout=60)[1]
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        _, stderr = proc.communicate()
+        pytest.fail(f"still running 60 s after SIGINT; it had printed:\n{stderr}")
+
+
 @pytest.mark.parametrize("command", ["sweep", "arena"])
 def test_ctrl_c_is_one_line_saying_what_is_saved_and_how_to_go_on(
     tmp_path: Path, command: str
@@ -128,7 +140,7 @@ def test_ctrl_c_is_one_line_saying_what_is_saved_and_how_to_go_on(
     while len(list((out / "runs").glob("*.json"))) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGINT)
-    _, stderr = proc.communicate(timeout=60)
+    stderr = interrupted_output(proc)
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
     last = stderr.strip().splitlines()[-1]
@@ -153,7 +165,7 @@ def test_ctrl_c_in_a_command_that_writes_at_its_end_is_one_line_too(
                             stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
     time.sleep(4)  # the workers are busy by now
     os.killpg(proc.pid, signal.SIGINT)
-    _, stderr = proc.communicate(timeout=60)
+    stderr = interrupted_output(proc)
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
     assert stderr.strip().splitlines()[-1] == (
