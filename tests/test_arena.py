@@ -480,8 +480,7 @@ def test_a_session_wide_measure_alike_on_every_row_is_shown_once() -> None:
     assert shared(rows, columns) == {"Pareto": "0.50"}  # welfare differs; a gain is the agent's
 
 
-def test_the_page_drawn_on_several_processes_is_the_page_drawn_on_one(arena: Path) -> None:
-    """The arena draws its page's figures on its workers: the same bytes as drawn in turn."""
+def test_the_page_is_the_same_bytes_drawn_twice(arena: Path) -> None:
     from twin.arena import board as boards
     from twin.arena import store
     from twin.arena.page import render
@@ -491,5 +490,28 @@ def test_the_page_drawn_on_several_processes_is_the_page_drawn_on_one(arena: Pat
     assert manifest is not None
     ranked, mirrored, crossed = boards.leaderboard(rows), boards.mirror(rows), boards.cross(rows)
     alone = render(ranked, manifest, mirrored, crossed)
-    assert render(ranked, manifest, mirrored, crossed, workers=2) == alone
+    assert render(ranked, manifest, mirrored, crossed) == alone
     assert alone.count("<svg") >= 2
+
+
+def test_a_ranking_chart_puts_each_dot_at_its_value_between_its_whiskers() -> None:
+    import xml.etree.ElementTree as ET
+
+    from twin.arena.chart import nice_ticks, ranking_svg
+
+    svg = ranking_svg("gain <$>", ["a&b", "c"], [10.0, -4.0], [(2.0, 30.0), (-9.0, 1.0)])
+    root = ET.fromstring(svg)  # well-formed: the names and the title are escaped
+    ns = "{http://www.w3.org/2000/svg}"
+    dots = [float(c.get("cx", "nan")) for c in root.iter(f"{ns}circle")]
+    assert dots[0] > dots[1], "the larger value sits further right"
+    whiskers = [line for line in root.iter(f"{ns}line") if line.get("y1") == line.get("y2")
+                and line.get("stroke") != "#333"]  # fmt: skip
+    for dot, line in zip(dots, whiskers, strict=True):
+        assert float(line.get("x1", "nan")) < dot < float(line.get("x2", "nan"))
+    texts = [t.text for t in root.iter(f"{ns}text")]
+    assert texts[0] == "gain <$>"
+    assert "a&b" in texts
+    assert nice_ticks(-9.0, 30.0) == [-10.0, 0.0, 10.0, 20.0, 30.0]
+    bars = ET.fromstring(ranking_svg("trades", ["a", "b"], [3.0, 1.0]))
+    widths = [float(r.get("width", "nan")) for r in bars.iter(f"{ns}rect")]
+    assert widths[0] == pytest.approx(3 * widths[1], rel=0.02), "bars from zero, to scale"

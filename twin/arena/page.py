@@ -9,7 +9,8 @@ import html
 from typing import Any
 
 from twin.arena.board import ALL_ROLES
-from twin.eventlog import report
+from twin.arena.chart import ranking_svg
+from twin.eventlog.html_page import page
 
 Row = dict[str, Any]
 
@@ -128,26 +129,23 @@ def _grid(columns: Columns, rows: list[Row]) -> str:
 
 
 def _figure(title: str, rows: list[Row], field: str, interval: tuple[str, str] | None) -> str:
-    from matplotlib.figure import Figure
-
-    from twin.eventlog.figures import WIDTH_IN, svg_of
-
+    """The ranking chart of `field` (with its interval's whisker), or "" when there is nothing
+    to draw (no value, or zero for every agent)."""
     shown = [r for r in rows if r[field] is not None]
     if not shown or all(r[field] == 0 for r in shown):  # no axes for nothing to draw
         return ""
-    fig = Figure(figsize=(WIDTH_IN * 0.5, 0.6 + 0.3 * len(shown)))
-    ax = fig.subplots()
-    ys = list(range(len(shown)))[::-1]
-    values = [r[field] for r in shown]
+    values = [float(r[field]) for r in shown]
+    whiskers = None
     if interval is not None:
-        low = [v - r[interval[0]] for v, r in zip(values, shown, strict=True)]
-        high = [r[interval[1]] - v for v, r in zip(values, shown, strict=True)]
-        ax.errorbar(values, ys, xerr=[low, high], fmt="o", color="C0", capsize=3)
-    else:
-        ax.barh(ys, values, color="C0", height=0.5)
-    ax.set_yticks(ys, [r["agent"] for r in shown])
-    ax.set_title(title, loc="left", fontsize=9)
-    return f"<figure>{svg_of(fig)}</figure>"
+        whiskers = [(_or(r[interval[0]], v), _or(r[interval[1]], v))
+                    for r, v in zip(shown, values, strict=True)]  # fmt: skip
+    labels = [str(r["agent"]) for r in shown]
+    return f"<figure>{ranking_svg(title, labels, values, whiskers)}</figure>"
+
+
+def _or(bound: float | None, value: float) -> float:
+    """An interval's end, or the value itself where the interval is missing."""
+    return value if bound is None else float(bound)
 
 
 def shared(rows: list[Row], columns: Columns) -> dict[str, str]:
@@ -169,17 +167,6 @@ def _figures(rows: list[Row]) -> list[FigureSpec]:
     """The figures of a ranking, to draw."""
     ranked = _ranked(rows)
     return [(t, ranked, f, i) for t, f, i in FIGURES]
-
-
-def _drawn(specs: list[FigureSpec], workers: int) -> list[str]:
-    """`specs` drawn, on up to `workers` processes (matplotlib draws one at a time, each a
-    tenth of a second or so: a page of many is the slow part of writing an arena)."""
-    if workers <= 1 or len(specs) <= 1:
-        return [_figure(*spec) for spec in specs]
-    from twin.processes import quiet_pool, stopping
-
-    with stopping(quiet_pool(min(workers, len(specs)))) as pool:
-        return list(pool.map(_figure, *zip(*specs, strict=True)))
 
 
 def _rotation(title: str, rows: list[Row], figures: list[str]) -> list[str]:
@@ -239,15 +226,13 @@ def _kv(pairs: list[tuple[str, str]]) -> str:
 
 
 def render(board: list[Row], manifest: dict[str, Any], mirrored: list[Row] | None = None,
-           crossed: list[Row] | None = None, *, workers: int = 1) -> str:  # fmt: skip
-    """The page's HTML (its figures drawn on up to `workers` processes)."""
+           crossed: list[Row] | None = None) -> str:  # fmt: skip
+    """The page's HTML."""
     parts = []
     groups = dict.fromkeys((r["scenario_sha256"], r["mechanism"]) for r in board)
     groups.update(dict.fromkeys((r["scenario_sha256"], r["mechanism"])
                                 for r in [*(mirrored or []), *(crossed or [])]))  # fmt: skip
     boards = {g: [r for r in board if (r["scenario_sha256"], r["mechanism"]) == g] for g in groups}
-    specs = [spec for rows in boards.values() if rows for spec in _figures(rows)]
-    drawn = iter(_drawn(specs, workers))
     for sha, mechanism in groups:
         rows = boards[sha, mechanism]
         key = (sha, mechanism)
@@ -256,7 +241,7 @@ def render(board: list[Row], manifest: dict[str, Any], mirrored: list[Row] | Non
         name = (rows or mine or pairs)[0]["scenario"]
         title = f"{name} ({mechanism})"
         if rows:
-            parts += _rotation(title, rows, [next(drawn) for _ in FIGURES])
+            parts += _rotation(title, rows, [_figure(*spec) for spec in _figures(rows)])
         if mine:
             shown = [{**r, "shares": _shares(r["surplus_shares"])} for r in mine]
             parts.append(_section(
@@ -288,7 +273,7 @@ def render(board: list[Row], manifest: dict[str, Any], mirrored: list[Row] | Non
     parts.append(_section("What ran", _kv(run), "<h3>scenarios</h3>", _kv(scenarios),
                           "<h3>agents</h3>", _kv(agents)))  # fmt: skip
     names = ", ".join(s["name"] for s in manifest["scenarios"])
-    return report.page(
+    return page(
         "cluster twin arena",
         html.escape(f"{names} · {len(manifest['seeds'])} seeds"),
         "\n".join(parts),

@@ -83,15 +83,14 @@ def execute(tasks: list[SessionTask], out: Path, *, engine: str, workers: int,
     return len(todo)
 
 
-def finish(out: Path, tasks: list[SessionTask], workers: int = 1) -> store.Boards:
-    """The boards of this arena's sessions (the ones its tasks name), written out (the page's
-    figures drawn on up to `workers` processes)."""
+def finish(out: Path, tasks: list[SessionTask]) -> store.Boards:
+    """The boards of this arena's sessions (the ones its tasks name), written out."""
     keys = {t.key for t in tasks}
     found = [r for r in store.rows(out) if r["key"] in keys]
     manifest = store.read_manifest(out)
     assert manifest is not None
     manifest = {**manifest, "seeds": sorted({t.seed for t in tasks})}
-    return store.write_outputs(out, manifest, found, workers=workers)
+    return store.write_outputs(out, manifest, found)
 
 
 class Ticker:

@@ -96,16 +96,16 @@ class Boards(NamedTuple):
 
 
 def preload() -> None:
-    """What writing the boards imports (pyarrow, and matplotlib for the page's figures)."""
-    import pyarrow.parquet  # noqa: F401
-
+    """What writing the boards imports (pyarrow, pandas and the page)."""
     import twin.arena.page  # noqa: F401
+    from twin.sweep.execute import preload_results
+
+    preload_results()
 
 
-def write_outputs(out: Path, manifest: dict[str, Any], found: list[Row], *,
-                  workers: int = 1) -> Boards:  # fmt: skip
+def write_outputs(out: Path, manifest: dict[str, Any], found: list[Row]) -> Boards:
     """The leaderboard, the mirror and cross-play tables, the sessions' table and the page from
-    the rows (its figures drawn on up to `workers` processes)."""
+    the rows."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -122,9 +122,7 @@ def write_outputs(out: Path, manifest: dict[str, Any], found: list[Row], *,
         pq.write_table(pa.Table.from_pylist(shares), out / MIRROR_FILE, compression="zstd")
     if crossed:
         pq.write_table(pa.Table.from_pylist(crossed), out / CROSS_FILE, compression="zstd")
-    (out / PAGE_FILE).write_text(
-        render(ranked, manifest, mirrored, crossed, workers=workers), encoding="utf-8"
-    )
+    (out / PAGE_FILE).write_text(render(ranked, manifest, mirrored, crossed), encoding="utf-8")
     return Boards(ranked, mirrored, crossed)
 
 

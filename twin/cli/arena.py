@@ -163,7 +163,7 @@ def arena_command(args: argparse.Namespace) -> int:
                           round_timeout_ms=timeout_ms))  # fmt: skip
     console = console_for(args)
     played = _play_all(console, tasks, out, args)
-    boards = finish(out, tasks, args.workers if args.engine == "local" else 1)
+    boards = finish(out, tasks)
     show(console, boards)
     console.print(f"{len(tasks)} sessions ({played} now, {len(tasks) - played} done before)")
     console.print(f"wrote {out / 'leaderboard.html'}, leaderboard.parquet and sessions.parquet")

@@ -10,11 +10,9 @@ nothing: styles and SVG figures are inline.
 from __future__ import annotations
 
 import html
-import string
 from array import array
 from collections import defaultdict
 from collections.abc import Iterable
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +21,7 @@ import orjson
 
 from twin.eventlog import figures
 from twin.eventlog.export import read_events
+from twin.eventlog.html_page import page
 from twin.eventlog.jobs import JobTable
 from twin.eventlog.log import from_dict
 from twin.eventlog.metrics import Metrics
@@ -265,16 +264,6 @@ def render(events: Iterable[dict[str, Any]], beside: Path | None = None) -> str:
         "\n".join(p for p in parts if p),
         "Written by <code>twin report</code> from the run's event log; virtual time throughout.",
     )
-
-
-def page(heading: str, title: str, body: str, footer: str, width: str = "980px") -> str:
-    """A self-contained page (inline styles, no script, nothing loaded) around `body`; `title`,
-    `body` and `footer` are HTML already escaped."""
-    template = string.Template(
-        resources.files("twin.eventlog").joinpath("report.html").read_text(encoding="utf-8")
-    )
-    return template.substitute(heading=html.escape(heading), title=title, body=body,
-                               footer=footer, width=width)  # fmt: skip
 
 
 def write_report(run_dir: Path, target: Path) -> Path:

@@ -118,8 +118,13 @@ def in_background(work: Callable[[], None]) -> threading.Thread:
 
 
 def preload_results() -> None:
-    """What writing a sweep's results imports (pyarrow)."""
-    import pyarrow.parquet  # noqa: F401
+    """What writing a sweep's results imports: pyarrow, and pandas, which pyarrow imports when
+    it first builds an array from Python objects (a quarter of a second, here spent while the
+    workers run)."""
+    import pyarrow as pa
+    import pyarrow.parquet
+
+    pa.array([0])
 
 
 def _each(task: Callable[[T], Row], chunk: Sequence[T]) -> list[Row]:
