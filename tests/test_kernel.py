@@ -361,6 +361,41 @@ def test_compiled_single_and_batch_and_numpy_agree_bit_for_bit_on_100k_plans() -
         assert same.all(), f"{name}: row {int(np.flatnonzero(~same)[0])} differs"
 
 
+def test_a_few_plans_give_the_same_numbers_before_and_after_the_compiled_code_loads() -> None:
+    # A process evaluates small batches on numpy until loading the compiled code would pay
+    # (start-up a short run never earns back): which one ran must not show in any number.
+    jit.warm()
+    contexts = (ClusterContext(), ClusterContext(capacity_gpus=64, demand_gpus=(8.0, 40.0, 0.0)))
+    for size in (1, 2, 3, 5, 14, 32, 33, 64):
+        batch = random_plans(size, seed=size)
+        for ctx in contexts:
+            compiled, reference = evaluate(batch, ctx), evaluate(batch, ctx, engine="numpy")
+            for name in (*Verdict._fields[:-2], "credit"):
+                assert np.array_equal(
+                    bits(getattr(compiled, name)), bits(getattr(reference, name))
+                ), (size, name)
+            assert np.array_equal(compiled.reasons, reference.reasons)
+            for name in ("tenant_gpus", "tenant_utility", "others_starving"):
+                assert np.array_equal(
+                    np.asarray(getattr(compiled.shares, name)),
+                    np.asarray(getattr(reference.shares, name)),
+                ), (size, name)
+
+
+def test_a_short_run_does_not_load_the_compiled_kernel() -> None:
+    script = (
+        "import sys\n"
+        "from twin.sim import scenarios\n"
+        "from twin.sim.runner import run_episode\n"
+        "summary, _ = run_episode(scenarios.load('default'), seed=1, policy=None, out_dir=None)\n"
+        "assert summary.jobs.finished > 0\n"
+        "print('numba' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True)  # fmt: skip
+    assert out.stdout.strip() == "False", "a short run evaluates its few plans on numpy"
+
+
 def test_a_million_random_plans_match_the_numpy_formula_bit_for_bit() -> None:
     # The vectorised batch (every lane the same IEEE operations), its fused range check and the
     # compiled round sums, against the numpy reference, with and without a round's capacity.

@@ -200,9 +200,8 @@ def bound_row(task: SessionTask) -> Row:
 
 
 def warm() -> None:
-    """Import what a session needs and compile the kernel before worker processes fork."""
+    """Import what a session needs before worker processes fork (see `twin.sweep.execute.warm`:
+    not the compiled kernel)."""
     from twin.gateway import app  # noqa: F401
-    from twin.sim.encode import warm_kernel
+    from twin.sim import runner  # noqa: F401
     from twin_agents import client, factory  # noqa: F401 (imported for the workers to inherit)
-
-    warm_kernel()

@@ -37,6 +37,15 @@ from twin.kernel.verdicts import (
 )
 
 SMALL = 32  # at most this many rows settle their round in Python numbers instead of numpy
+FEW_ON_NUMPY = 64
+"""Up to this many plans are evaluated on numpy while the compiled code is not loaded in this
+process; the first larger batch (or the `CALLS_ON_NUMPY`-th small one) loads it."""
+CALLS_ON_NUMPY = 2_000
+"""Loading the compiled code (importing numba, reading its cache) takes 0.6-0.9 s; a small
+batch costs ~170 us on numpy against ~8 us compiled. A process loads it once it has spent
+about as long on numpy as loading would take (rent, then buy), so a short run, a sweep's worker
+or an arena's session never pays the second, and a long one pays it once."""
+_on_numpy = [0]  # small batches evaluated on numpy in this process
 _N_FLOATS = len(FLOATS)
 
 __all__ = [
@@ -61,8 +70,12 @@ def evaluate(
     *,
     engine: Literal["compiled", "numpy"] = "compiled",
 ) -> Verdicts:
-    """Evaluate B plans: the compiled formula over the rows (or numpy's vectorised pass)."""
+    """Evaluate B plans: the compiled formula over the rows (or numpy's vectorised pass, with
+    the same numbers: also for a few plans while the compiled code is not loaded here)."""
     t = tables or default_tables()
+    if engine == "compiled" and len(batch) <= FEW_ON_NUMPY and not jit.loaded(t):
+        _on_numpy[0] += 1
+        engine = "numpy" if _on_numpy[0] <= CALLS_ON_NUMPY else engine
     if engine == "numpy":
         check_shapes(batch)
         refuse(batch, t)

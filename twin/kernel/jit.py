@@ -272,6 +272,12 @@ def for_tables(tables: Tables) -> tuple[Compiled, Packed]:
     return known[1], known[2]
 
 
+def loaded(tables: Tables) -> bool:
+    """Whether the compiled formula for `tables` is loaded in this process already."""
+    known = _READY.get(id(tables))
+    return known is not None and known[0] is tables
+
+
 def compiled(shape: Layout, packed: Packed) -> Compiled:
     """Import (generating on first use) the module for `shape`; compile or load its code (a
     first call on `packed`, tables laid out by `shape`)."""

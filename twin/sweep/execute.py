@@ -60,12 +60,10 @@ def run_one(run: Run, logs: str | None) -> Row:
 
 
 def warm() -> None:
-    """Import what a run needs and compile the kernel here, before the pool starts its workers:
-    where workers are forked (Linux), each starts with it all, not with a second of start-up."""
+    """Import what a run needs here, before the pool starts its workers: where workers are
+    forked (Linux), each starts with it all. (Not the compiled kernel: a run's few plans are
+    evaluated on numpy until a process has evaluated enough to earn loading it.)"""
     from twin.sim import runner, scenarios  # noqa: F401 (imported for the workers to inherit)
-    from twin.sim.encode import warm_kernel
-
-    warm_kernel()
 
 
 def done_keys(out: Path) -> set[str]:
