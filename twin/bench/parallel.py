@@ -7,8 +7,9 @@ With T(w, n) the wall seconds of n runs on w workers: a run costs c = (T(1, n2) 
 the kernel, forking the workers, writing the results), and the efficiency at w workers is
 T(1, n2) / (w T(w, n2)), the whole command as a user waits for it. (F is measured on one
 worker: part of it, an arena's figures, is itself spread over the workers of a larger run.)
-The same fixed start-up is measured with a warm process (`twin warm start`), whose workers
-fork the pools with the twin already imported and the kernel loaded.
+All of it is measured again with the commands handed to a warm process (`twin warm start`),
+whose workers fork the pools with the twin already imported: the start-up a user who keeps one
+running pays.
 """
 
 from __future__ import annotations
@@ -60,47 +61,47 @@ def levels() -> list[int]:
 def scaling(name: str, command: Command, sizes: tuple[int, int], result: Result, *,
             runs_per_size: int = 1, unit: str = "runs", repeats: int = 3) -> None:  # fmt: skip
     """Time `command` at `sizes` (small, large; `runs_per_size` runs each) on 1 worker, and at
-    the large size on every level (medians of `repeats`); lines and figures into `result`."""
+    the large size on every level (medians of `repeats`), in fresh processes and handed to a
+    warm one; lines and figures into `result`."""
     small, large = sizes
-    n1, n2 = small * runs_per_size, large * runs_per_size
-    most = levels()[-1]
+    points = [(small, 1), *((large, w) for w in levels())]
     with tempfile.TemporaryDirectory() as tmp:
-        walls: dict[tuple[int, int], float] = {}
-        for size, workers in [(small, 1), *((large, w) for w in levels())]:
-            walls[size, workers] = _median_wall_s(
-                command, size, workers, Path(tmp), repeats=repeats
-            )
+        cold = {p: _median_wall_s(command, *p, Path(tmp), repeats=repeats) for p in points}
         with warm_process(Path(tmp)) as sock:
-            warm_small = _median_wall_s(command, small, 1, Path(tmp), repeats=repeats, warm=sock)
-            warm_large = _median_wall_s(command, large, most, Path(tmp), repeats=repeats, warm=sock)
+            warm = {p: _median_wall_s(command, *p, Path(tmp), repeats=repeats, warm=sock)
+                    for p in points}  # fmt: skip
+    for tag, walls in (("", cold), ("warm_", warm)):
+        how = (f"fresh `twin {name}` processes" if not tag else
+               "handed to a warm process (`twin warm start`), whose workers fork with the twin "
+               "imported")  # fmt: skip
+        _report(result, name, tag, how, walls, counts=(small * runs_per_size,
+                large * runs_per_size), unit=unit, repeats=repeats)  # fmt: skip
+
+
+def _report(result: Result, name: str, tag: str, how: str, walls: dict[tuple[int, int], float],
+            *, counts: tuple[int, int], unit: str, repeats: int) -> None:  # fmt: skip
+    """The per-run cost, the fixed start-up and the efficiency at each level, from `walls`
+    (wall seconds by (size, workers))."""
+    (n1, n2), large = counts, max(size for size, _ in walls)
+    small = min(size for size, _ in walls)
     per_run_s = (walls[large, 1] - walls[small, 1]) / (n2 - n1)
     fixed_s = max(walls[small, 1] - n1 * per_run_s, 0.0)
-    result.lines.append(f"{name}: fresh `twin {name}` processes, wall, median of {repeats}; {n1} "
-                        f"and {n2} {unit} on 1 worker: a run {per_run_s * 1000:,.0f} ms, "
-                        f"fixed start-up {fixed_s:.2f} s (target <= {TARGET_FIXED_S})")  # fmt: skip
-    result.figures.update({f"{name}_per_run_ms": round(per_run_s * 1000, 1),
-                           f"{name}_fixed_s": round(fixed_s, 2),
-                           f"{name}_fixed_vs_target": round(TARGET_FIXED_S / max(fixed_s, 1e-3),
-                                                            2)})  # fmt: skip
+    result.lines.append(f"{name}: {how}, wall, median of {repeats}; {n1} and {n2} {unit} on 1 "
+                        f"worker: a run {per_run_s * 1000:,.0f} ms, fixed start-up {fixed_s:.2f} "
+                        f"s (target <= {TARGET_FIXED_S})")  # fmt: skip
+    key = f"{name}_{tag}"
+    result.figures.update({f"{key}per_run_ms": round(per_run_s * 1000, 1),
+                           f"{key}fixed_s": round(fixed_s, 2),
+                           f"{key}fixed_vs_target": round(TARGET_FIXED_S / max(fixed_s, 1e-3),
+                                                          2)})  # fmt: skip
     for workers in levels():
         wall = walls[large, workers]
         whole = walls[large, 1] / (workers * wall)
         target = f" (target >= {TARGET_EFFICIENCY_2:.0%})" if workers == 2 else ""
         result.lines.append(f"  {workers:2d} workers: {n2} {unit} in {wall:.2f} s, "
                             f"{n2 / wall:.1f}/s; efficiency {whole:.0%}{target}")  # fmt: skip
-        result.figures.update({f"{name}_per_s_{workers}": round(n2 / wall, 2),
-                               f"{name}_efficiency_{workers}": round(whole, 3)})  # fmt: skip
-    warm_fixed_s = max(warm_small - n1 * per_run_s, 0.0)
-    result.lines.append(f"  handed to a warm process (`twin warm start`): fixed start-up "
-                        f"{warm_fixed_s:.2f} s; {n2} {unit} on {most} workers in "
-                        f"{warm_large:.2f} s, {n2 / warm_large:.1f}/s")  # fmt: skip
-    result.figures.update(
-        {
-            f"{name}_warm_fixed_s": round(warm_fixed_s, 2),
-            f"{name}_warm_fixed_vs_target": round(TARGET_FIXED_S / max(warm_fixed_s, 1e-3), 2),
-            f"{name}_warm_per_s_{most}": round(n2 / warm_large, 2),
-        }
-    )
+        result.figures.update({f"{key}per_s_{workers}": round(n2 / wall, 2),
+                               f"{key}efficiency_{workers}": round(whole, 3)})  # fmt: skip
 
 
 def sweep_command(seeds: int, workers: int, out: Path) -> list[str]:
