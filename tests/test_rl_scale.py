@@ -11,6 +11,7 @@ from gymnasium.utils.env_checker import check_env
 from pettingzoo.test import parallel_api_test, parallel_seed_test
 
 import twin.rl
+from twin.errors import ConfigError
 from twin.rl.cluster_env import ClusterEnv
 from twin.rl.parallel_env import ClusterParallelEnv
 from twin.rl.rollouts import rollouts
@@ -63,6 +64,51 @@ def test_vector_envs_step_many_episodes_at_once() -> None:
         obs, rewards, _, _, _ = envs.step(envs.action_space.sample())
     assert rewards.shape == (3,)
     envs.close()
+
+
+def _same(a: object, b: object) -> bool:
+    """Batches equal, nested dicts and arrays alike."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, tuple | list):
+        return isinstance(b, tuple | list) and len(a) == len(b) and all(map(_same, a, b))
+    return bool(np.array_equal(np.asarray(a), np.asarray(b)))
+
+
+@pytest.mark.parametrize("flat", [False, True])
+def test_the_process_vector_env_gives_the_sync_vector_env_s_batches(flat: bool) -> None:
+    # Several environments to a process: the same observations, rewards, ends, autoresets and
+    # infos as Gymnasium's own vector env stepping the same environments in turn.
+    from twin.rl.vector import ProcessVectorEnv
+
+    mine = gym.make_vec("twin/Market-v0", num_envs=5, workers=2, flat=flat)
+    assert isinstance(mine, ProcessVectorEnv)
+    assert mine.shares == [3, 2]
+    theirs = gym.make_vec("twin/Market-v0", num_envs=5, vectorization_mode="sync", flat=flat)
+    theirs.action_space.seed(3)
+    try:
+        assert _same(mine.reset(seed=7), theirs.reset(seed=7))
+        ended = 0
+        for _ in range(40):  # episodes end and reset inside this
+            actions = theirs.action_space.sample()
+            got, want = mine.step(actions), theirs.step(actions)
+            for g, w in zip(got, want, strict=True):
+                assert _same(g, w)
+            ended += int(got[2].sum() + got[3].sum())
+        assert ended > 0, "some episode ended and was reset"
+    finally:
+        mine.close()
+        theirs.close()
+
+
+def test_a_failing_vector_worker_says_why_and_the_env_still_closes() -> None:
+    envs = gym.make_vec("twin/Market-v0", num_envs=2, workers=2, flat=True)
+    envs.reset(seed=0)
+    with pytest.raises(RuntimeError, match="worker failed"):
+        envs.step(np.full((3, 2), -5))  # not a batch of this action space
+    envs.close()
+    with pytest.raises(ConfigError, match="num_envs must be at least 1"):
+        gym.make_vec("twin/Market-v0", num_envs=0)
 
 
 def test_rollouts_on_a_local_ray_equal_rollouts_in_process() -> None:

@@ -1,7 +1,8 @@
 """RL API throughput: Gymnasium env steps per CPU-second on gpucluster-medium (the classic step
 task) and on `Market-v0` (one tenant's whole action against built-in negotiators); and
-`Market-v0` vectorised over processes (`gymnasium.make_vec`, async) on 1 and all cores, wall
-clock, with the scaling efficiency against one env alone."""
+`Market-v0` vectorised over processes (`gymnasium.make_vec`: async, an env to a process, and the
+twin's own vector env, several to a process) on 1 and all cores, wall clock, with the scaling
+efficiency against one env alone."""
 
 from __future__ import annotations
 
@@ -41,9 +42,14 @@ def _market(env: ClusterEnv, episodes: int) -> int:
     return steps
 
 
-def _random_rate(n: int, steps: int) -> float:
+ENVS_PER_WORKER = 8
+
+
+def _random_rate(n: int, steps: int, workers: int | None = None) -> float:
     """Wall steps a second of `twin/Market-v0` with random whole actions: one env in this
-    process (n = 0), else `gymnasium.make_vec` of n envs, each in a process of its own."""
+    process (n = 0); else `gymnasium.make_vec` of n envs, each in a process of its own
+    (`"async"`), or, given `workers`, the twin's own vector env (n envs on `workers`
+    processes)."""
     import gymnasium as gym
 
     import twin.rl  # noqa: F401 (registers the environments)
@@ -61,24 +67,26 @@ def _random_rate(n: int, steps: int) -> float:
         wall = time.perf_counter() - start
         env.close()
         return steps / wall
-    envs = gym.make_vec("twin/Market-v0", num_envs=n, vectorization_mode="async")
+    mode = {"vectorization_mode": "async"} if workers is None else {"workers": workers}
+    envs = gym.make_vec("twin/Market-v0", num_envs=n, **mode)
     envs.reset(seed=0)
     envs.action_space.seed(0)
-    batches = [envs.action_space.sample() for _ in range(steps)]
+    batches = [envs.action_space.sample() for _ in range(max(steps // n, 20))]
     envs.step(batches[0])  # the workers are up and stepping
     start = time.perf_counter()
     for batch in batches[1:]:
         envs.step(batch)  # autoreset: an episode's end resets on the next step
     wall = time.perf_counter() - start
     envs.close()
-    return n * (steps - 1) / wall
+    return n * (len(batches) - 1) / wall
 
 
 def vector_lines(quick: bool, r: Result) -> None:
-    """`make_vec` async at 1 and all cores against one env alone (wall: the cores are the
-    point), and the efficiency."""
+    """`make_vec` at 1 and all cores against one env alone (wall: the cores are the point), and
+    the efficiency: `"async"` (an env to a process) and the twin's own vector env
+    (`ENVS_PER_WORKER` envs to a process)."""
     cores = os.cpu_count() or 1
-    steps = 100 if quick else 400
+    steps = 400 if quick else 2_000
     alone = statistics.median(_random_rate(0, steps) for _ in range(3))
     r.lines.append(f"rl: Market-v0, random whole actions, wall: one env alone {alone:,.0f} "
                    f"steps/s")  # fmt: skip
@@ -90,6 +98,16 @@ def vector_lines(quick: bool, r: Result) -> None:
                        f"{efficiency:.0%} (target >= 80%)")  # fmt: skip
         r.figures[f"market_vec_{n}_steps_per_s"] = round(rate)
         r.figures[f"market_vec_{n}_efficiency"] = round(efficiency, 3)
+    for w in sorted({1, cores}):
+        n = ENVS_PER_WORKER * w
+        rate = statistics.median(_random_rate(n, steps * w, workers=w) for _ in range(3))
+        efficiency = rate / (w * alone)
+        r.lines.append(
+            f"  make_vec, the twin's vector env, {n} envs on {w} processes: "
+            f"{rate:,.0f} steps/s, efficiency {efficiency:.0%} (target >= 80%)"
+        )
+        r.figures[f"market_pooled_{w}_steps_per_s"] = round(rate)
+        r.figures[f"market_pooled_{w}_efficiency"] = round(efficiency, 3)
 
 
 def bench_rl(quick: bool) -> Result:

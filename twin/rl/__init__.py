@@ -34,6 +34,7 @@ CLUSTER_ENV_IDS: dict[str, dict[str, Any]] = {
 }
 for env_id, kwargs in CLUSTER_ENV_IDS.items():
     if env_id not in registry:
-        register(id=env_id, entry_point="twin.rl.cluster_env:ClusterEnv", kwargs=kwargs)
+        register(id=env_id, entry_point="twin.rl.cluster_env:ClusterEnv", kwargs=kwargs,
+                 vector_entry_point="twin.rl.vector:ProcessVectorEnv")  # fmt: skip
 
 __all__ = ["CLUSTER_ENV_IDS", "ENV_IDS", "GpuClusterEnv"]
