@@ -202,6 +202,8 @@ def bound_row(task: SessionTask) -> Row:
 def warm() -> None:
     """Import what a session needs before worker processes fork (see `twin.sweep.execute.warm`:
     not the compiled kernel)."""
+    from twin.arena import session  # noqa: F401
+    from twin.eventlog import jobs  # noqa: F401
     from twin.gateway import app  # noqa: F401
     from twin.sim import runner  # noqa: F401
-    from twin_agents import client, factory  # noqa: F401 (imported for the workers to inherit)
+    from twin_agents import client, factory, policies  # noqa: F401 (for the workers to inherit)

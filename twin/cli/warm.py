@@ -41,7 +41,8 @@ PRELOAD = (
     "twin.sim.runner", "twin.sim.scenarios", "twin.kernel", "twin.schema.summary",
     "twin.eventlog.log", "twin.sweep.execute", "twin.arena.run", "twin.arena.sessions",
     "twin.gateway.app", "twin_agents.client", "twin_agents.factory", "pyarrow.parquet",
-    "twin.arena.page",
+    "twin.arena.page", "twin.arena.session", "twin.arena.planner_agent", "twin.bound.run",
+    "twin.eventlog.jobs", "twin_agents.policies", "twin_agents.learned",
 )  # fmt: skip
 """What the warm process imports: what the commands it runs need first."""
 MAX_REQUEST_BYTES = 1 << 20
