@@ -155,11 +155,14 @@ def _private_dir(directory: Path) -> None:
 
 
 def preload() -> None:
-    """Import what commands need; compile (or load) the kernel."""
+    """Import what commands need (pandas too, which pyarrow imports when it first builds an
+    array); compile (or load) the kernel."""
     for name in PRELOAD:
         importlib.import_module(name)
     from twin.kernel import jit
+    from twin.sweep.execute import preload_results
 
+    preload_results()
     jit.warm()
 
 
