@@ -86,7 +86,7 @@ def vector_lines(quick: bool, r: Result) -> None:
     the efficiency: `"async"` (an env to a process) and the twin's own vector env
     (`ENVS_PER_WORKER` envs to a process)."""
     cores = os.cpu_count() or 1
-    steps = 400 if quick else 2_000
+    steps = 100 if quick else 2_000
     alone = statistics.median(_random_rate(0, steps) for _ in range(3))
     r.lines.append(f"rl: Market-v0, random whole actions, wall: one env alone {alone:,.0f} "
                    f"steps/s")  # fmt: skip
