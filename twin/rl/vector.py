@@ -101,7 +101,6 @@ def _serve(conn: Connection, kwargs: dict[str, Any], count: int) -> None:
 class ProcessVectorEnv(VectorEnv[Any, Any, Any]):
     """`num_envs` `ClusterEnv`s (made with `kwargs`) on `workers` processes."""
 
-
     def __init__(self, num_envs: int, workers: int | None = None, **kwargs: Any) -> None:
         if num_envs < 1:
             raise ConfigError(f"num_envs must be at least 1, got {num_envs}")
