@@ -106,7 +106,16 @@ def test_a_failing_vector_worker_says_why_and_the_env_still_closes() -> None:
     envs.reset(seed=0)
     with pytest.raises(RuntimeError, match="worker failed"):
         envs.step(np.full((3, 2), -5))  # not a batch of this action space
+    with pytest.raises(RuntimeError, match="broken"):
+        envs.step(envs.action_space.sample())
     envs.close()
+    killed = gym.make_vec("twin/Market-v0", num_envs=2, workers=2, flat=True)
+    killed.reset(seed=0)
+    killed._procs[0].kill()  # a worker dying under it
+    killed._procs[0].join()
+    with pytest.raises(RuntimeError, match="worker exited"):
+        killed.step(killed.action_space.sample())
+    killed.close()
     with pytest.raises(ConfigError, match="num_envs must be at least 1"):
         gym.make_vec("twin/Market-v0", num_envs=0)
 

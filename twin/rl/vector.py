@@ -58,15 +58,16 @@ def _serve(conn: Connection, kwargs: dict[str, Any], count: int) -> None:
     """A worker: `count` environments made from `kwargs`, stepped as the parent asks; it
     splits its slice of the actions and batches its observations itself (in parallel with the
     other workers, not in the parent)."""
-    envs = [ClusterEnv(**kwargs) for _ in range(count)]
-    obs_space = envs[0].observation_space
-    actions_space = batch_space(envs[0].action_space, count)
+    envs: list[ClusterEnv] = []
 
     def batched(observations: list[Any]) -> Any:
-        out: Any = create_empty_array(obs_space, count)
-        return concatenate(obs_space, observations, out)
+        space = envs[0].observation_space
+        out: Any = create_empty_array(space, count)
+        return concatenate(space, observations, out)
 
     try:
+        envs.extend(ClusterEnv(**kwargs) for _ in range(count))
+        actions_space = batch_space(envs[0].action_space, count)
         while True:
             command, payload = conn.recv()
             if command == "step":
@@ -129,16 +130,25 @@ class ProcessVectorEnv(VectorEnv[Any, Any, Any]):
             self._conns.append(parent)
             self._procs.append(proc)
         self._autoreset = np.zeros(num_envs, dtype=bool)
+        self._broken: str | None = None  # why the workers can no longer be asked
         self.closed = False
 
     def _ask(self, command: str, payloads: Sequence[Any]) -> tuple[Any, list[Any]]:
         """Send each worker its payload, then gather their answers: the observations joined
         into one batch, the rest per environment (in order)."""
-        for conn, payload in zip(self._conns, payloads, strict=True):
-            conn.send((command, payload))
-        answers = [conn.recv() for conn in self._conns]  # every one read: none left stale
+        if self._broken is not None:
+            raise RuntimeError(f"this vector env is broken ({self._broken}); make a new one")
+        try:
+            for conn, payload in zip(self._conns, payloads, strict=True):
+                conn.send((command, payload))
+            answers = [conn.recv() for conn in self._conns]  # every one read: none left stale
+        except (OSError, EOFError):
+            self._broken = "a worker exited"
+            raise RuntimeError("a vector environment's worker exited (killed, or out of "
+                               "memory?)") from None  # fmt: skip
         for status, value in answers:
             if status != "ok":
+                self._broken = "a worker failed"
                 raise RuntimeError(f"a vector environment's worker failed:\n{value}")
         rest = [each for _, value in answers for each in value[1]]
         return _join([value[0] for _, value in answers]), rest
