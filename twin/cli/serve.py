@@ -8,7 +8,6 @@ import ipaddress
 import os
 import socket
 import sys
-import threading
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -107,6 +106,7 @@ def serve_command(args: argparse.Namespace) -> int:
     from twin.logs import configure_logging
     from twin.sim import scenarios
     from twin.sim.encode import warm_kernel
+    from twin.sweep.execute import in_background
 
     configure_logging()
     scenarios.load(args.scenario)  # a bad scenario is an error before the server starts
@@ -144,8 +144,9 @@ def serve_command(args: argparse.Namespace) -> int:
 
         app.on_startup.append(open_session)
     # A long-lived server loads the compiled kernel now, on a thread, rather than stall a round
-    # of some session later (until it is loaded, the few plans of a round go to numpy alone).
-    threading.Thread(target=warm_kernel, name="twin-kernel-load", daemon=True).start()
+    # of some session later (until it is loaded, the few plans of a round go to numpy alone; a
+    # load that fails here fails again, with its error, where a batch needs it).
+    in_background(warm_kernel)
     # Everything made so far (modules, schemas, the app) is long-lived: keep it out of the
     # collector's full passes, which otherwise pause the event loop for tens of milliseconds.
     gc.freeze()

@@ -102,7 +102,7 @@ def local(task: Callable[[T], Row], items: Sequence[T], workers: int,
             helper.join()
 
 
-def in_background(work: Callable[[], None]) -> threading.Thread:
+def in_background(work: Callable[[], object]) -> threading.Thread:
     """`work` on a daemon thread, started; what it raises is left for the main path to meet
     again."""
 
