@@ -22,8 +22,9 @@ COLOUR = "#1f77b4"  # matplotlib's C0: the colour the earlier figures used
 
 
 def nice_ticks(low: float, high: float, most: int = 6) -> list[float]:
-    """Round tick values covering [low, high]: steps of 1, 2, 2.5 or 5 times a power of ten, at
-    most `most` of them (a span of nothing gets one tick either side)."""
+    """Round tick values covering [low, high]: steps of 1, 2, 2.5 or 5 times a power of ten,
+    about `most` of them (the ends rounded outwards may add one; a span of nothing is widened
+    by a tenth of its value either side, or by 1 at zero)."""
     if not (math.isfinite(low) and math.isfinite(high)):
         raise ValueError(f"ticks need finite bounds, got {low}..{high}")
     if high - low <= 0:
@@ -50,6 +51,7 @@ def ranking_svg(title: str, labels: Sequence[str], values: Sequence[float],
     dot with whisker `intervals[i]` (low, high) when intervals are given."""
     if len(labels) != len(values) or (intervals is not None and len(intervals) != len(values)):
         raise ValueError("a chart needs one label (and interval) per value")
+    # Bars start at zero, so their axis covers it; dots cover their whiskers.
     spans = [v for pair in intervals for v in pair] if intervals is not None else [0.0]
     ticks = nice_ticks(min(*values, *spans), max(*values, *spans))
     low, high = ticks[0], ticks[-1]
@@ -80,7 +82,7 @@ def ranking_svg(title: str, labels: Sequence[str], values: Sequence[float],
         parts.append(f'<text x="{LABEL_PX - 6}" y="{mid + 4:.1f}" text-anchor="end">'
                      f"{html.escape(label)}</text>")  # fmt: skip
         if intervals is None:
-            left, right = sorted((x(max(low, min(0.0, high))), x(value)))
+            left, right = sorted((x(0.0), x(value)))
             parts.append(f'<rect x="{left:.1f}" y="{mid - ROW_PX * 0.25:.1f}" '
                          f'width="{right - left:.1f}" height="{ROW_PX * 0.5:.1f}" '
                          f'fill="{COLOUR}"><title>{html.escape(label)}: {value:,.4g}</title>'

@@ -4,12 +4,10 @@ and the scaling efficiency at 1, 2 and all cores.
 
 With T(w, n) the wall seconds of n runs on w workers: a run costs c = (T(1, n2) - T(1, n1)) /
 (n2 - n1) on one worker, the fixed start-up is F = T(1, n1) - n1 c (the interpreter, imports,
-the kernel, forking the workers, writing the results), and the efficiency at w workers is
-T(1, n2) / (w T(w, n2)), the whole command as a user waits for it. (F is measured on one
-worker: part of it, an arena's figures, is itself spread over the workers of a larger run.)
-All of it is measured again with the commands handed to a warm process (`twin warm start`),
-whose workers fork the pools with the twin already imported: the start-up a user who keeps one
-running pays.
+forking the workers, writing the results), and the efficiency at w workers is T(1, n2) /
+(w T(w, n2)), the whole command as a user waits for it. All of it is measured again with the
+commands handed to a warm process (`twin warm start`), whose workers fork the pools with the
+twin already imported: the start-up a user who keeps one running pays.
 """
 
 from __future__ import annotations
@@ -74,16 +72,17 @@ def scaling(name: str, command: Command, sizes: tuple[int, int], result: Result,
         how = (f"fresh `twin {name}` processes" if not tag else
                "handed to a warm process (`twin warm start`), whose workers fork with the twin "
                "imported")  # fmt: skip
-        _report(result, name, tag, how, walls, counts=(small * runs_per_size,
-                large * runs_per_size), unit=unit, repeats=repeats)  # fmt: skip
+        _report(result, name, tag, how, walls, sizes=sizes, runs_per_size=runs_per_size,
+                unit=unit, repeats=repeats)  # fmt: skip
 
 
 def _report(result: Result, name: str, tag: str, how: str, walls: dict[tuple[int, int], float],
-            *, counts: tuple[int, int], unit: str, repeats: int) -> None:  # fmt: skip
+            *, sizes: tuple[int, int], runs_per_size: int, unit: str,
+            repeats: int) -> None:  # fmt: skip
     """The per-run cost, the fixed start-up and the efficiency at each level, from `walls`
     (wall seconds by (size, workers))."""
-    (n1, n2), large = counts, max(size for size, _ in walls)
-    small = min(size for size, _ in walls)
+    small, large = sizes
+    n1, n2 = small * runs_per_size, large * runs_per_size
     per_run_s = (walls[large, 1] - walls[small, 1]) / (n2 - n1)
     fixed_s = max(walls[small, 1] - n1 * per_run_s, 0.0)
     result.lines.append(f"{name}: {how}, wall, median of {repeats}; {n1} and {n2} {unit} on 1 "
