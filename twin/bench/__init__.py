@@ -17,6 +17,7 @@ from pathlib import Path
 import orjson
 
 from twin.bench.harness import Result
+from twin.bench.quoted import guard
 
 BENCHMARKS = {
     "sim": "twin.bench.sim:bench_sim",
@@ -68,6 +69,7 @@ def run_benchmarks(which: str, *, as_json: bool, quick: bool, libratio: Path | N
         print("twin: error: --libratio goes with the kernel benchmark (or all)", file=sys.stderr)
         return 2
     result = benchmark(which)(quick, libratio) if libratio else benchmark(which)(quick)
+    guard(which, result, quick=quick)
     if not as_json:
         for line in result.lines:
             print(line, flush=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -116,22 +117,39 @@ def _measure(agents: int, rounds: int, sessions: int) -> tuple[float, float, flo
     return messages / wall_s, p50, p99, cpu_s / wall_s
 
 
+RUNS = 5
+"""The 64-agent figures are measured this many times (each on a fresh server): one run's p99 is
+its three slowest rounds, so a single run says little about the tail."""
+
+
 def bench_gateway(quick: bool) -> Result:
     rounds = 50 if quick else 300
-    rate, p50, p99, busy = _measure(AGENTS, rounds, 1)
+    runs = [_measure(AGENTS, rounds, 1) for _ in range(2 if quick else RUNS)]
+    rates = [run[0] for run in runs]
+    p99s = [run[2] for run in runs]
+    rate, p50, p99, busy = (statistics.median(run[i] for run in runs) for i in range(4))
+    met = sum(1 for run in runs if run[0] >= TARGET_MSGS_PER_S and run[2] <= TARGET_P99_MS)
     r = Result()
     r.lines += [
         f"gateway: {AGENTS} agents on loopback, {rounds} lock-step rounds, "
-        "server in its own process",
-        f"  {rate:,.0f} messages/s (target {TARGET_MSGS_PER_S:,}); server CPU {busy:.0%} busy",
-        f"  decision round: p50 {p50:.2f} ms, p99 {p99:.2f} ms (target p99 <= {TARGET_P99_MS} ms)",
+        f"server in its own process; {len(runs)} runs, each on a fresh server (median; range)",
+        f"  {rate:,.0f} messages/s ({min(rates):,.0f}-{max(rates):,.0f}; target "
+        f"{TARGET_MSGS_PER_S:,}); server CPU {busy:.0%} busy",
+        f"  decision round: p50 {p50:.2f} ms, p99 {p99:.2f} ms (each run: "
+        + ", ".join(f"{x:.1f}" for x in p99s)
+        + f"; target p99 <= {TARGET_P99_MS} ms)",
+        f"  runs meeting both targets: {met} of {len(runs)}",
     ]
     r.figures = {
         "agents": AGENTS,
         "rounds": rounds,
+        "runs": len(runs),
         "messages_per_s": round(rate),
+        "messages_per_s_min": round(min(rates)),
         "round_p50_ms": round(p50, 3),
         "round_p99_ms": round(p99, 3),
+        "round_p99_ms_max": round(max(p99s), 3),
+        "runs_meeting_targets": met,
         "server_cpu_busy": round(busy, 2),
         "messages_per_s_vs_target": round(rate / TARGET_MSGS_PER_S, 2),
         "round_p99_vs_target": round(TARGET_P99_MS / p99, 2),

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -46,8 +47,9 @@ def free_port() -> int:
 def start_serve(port: int, token: str, output: Path, *args: str,
                 files: int | None = None) -> subprocess.Popen[bytes]:  # fmt: skip
     """`twin serve` on a loopback port with this operator token, its output in `output`, and
-    at most `files` open file descriptors if given; returns once it accepts connections
-    (RuntimeError, with its output, if it does not)."""
+    at most `files` open file descriptors if given; returns once it answers `/health` (its
+    socket listens from the start, but it serves only once it has loaded; RuntimeError, with
+    its output, if it does not)."""
     python = [sys.executable, "-m", "twin"]
     if files is not None:  # the limit set in the child before the twin starts
         limit = f"resource.setrlimit(resource.RLIMIT_NOFILE, ({files}, {files}))"
@@ -61,9 +63,11 @@ def start_serve(port: int, token: str, output: Path, *args: str,
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return proc
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5):
+                return proc
         except OSError:
+            if proc.poll() is not None:
+                break
             time.sleep(0.05)
     proc.kill()
     proc.wait()

@@ -113,6 +113,11 @@ def serve_command(args: argparse.Namespace) -> int:
     token = operator_token(args.admin_token_file)
     config = gateway_config(args, token)
     listening = listen(args.host, args.port)  # a busy port: one line, before anything prints
+    # A long-lived server loads the compiled kernel before it serves, so that no round of any
+    # session stalls on the load or shares the interpreter with it (on a thread started once
+    # the input is checked, it overlaps the rest of start-up; a load that fails here fails
+    # again, with its error, where a batch needs it).
+    loading = in_background(warm_kernel)
     if token is None:
         print(f"operator token (generated): {config.admin_token}", file=sys.stderr, flush=True)
         host = f"[{args.host}]" if ":" in args.host else args.host
@@ -143,15 +148,16 @@ def serve_command(args: argparse.Namespace) -> int:
             )
 
         app.on_startup.append(open_session)
-    # A long-lived server loads the compiled kernel now, on a thread, rather than stall a round
-    # of some session later (until it is loaded, the few plans of a round go to numpy alone; a
-    # load that fails here fails again, with its error, where a batch needs it).
-    in_background(warm_kernel)
-    # Everything made so far (modules, schemas, the app) is long-lived: keep it out of the
-    # collector's full passes, which otherwise pause the event loop for tens of milliseconds.
+    loading.join()
+    from twin.kernel.jit import loaded
+    from twin.kernel.tables import default_tables
+
+    # Everything made so far (modules, schemas, the app, the kernel) is long-lived: keep it out
+    # of the collector's full passes, which otherwise pause the event loop for tens of ms.
     gc.freeze()
     log = structlog.get_logger()
-    log.info("gateway_starting", host=args.host, port=args.port, scenario=args.scenario)
+    log.info("gateway_starting", host=args.host, port=args.port, scenario=args.scenario,
+             kernel_loaded=loaded(default_tables()))  # fmt: skip
     serving.run(app, listening, _event_loop())
     log.info("gateway_stopped")
     return 0
