@@ -345,3 +345,49 @@ def test_tables_never_cut_a_value_at_80_columns_in_a_pipe(args: list[str]) -> No
     assert result.returncode == 0, result.stderr
     assert "…" not in result.stdout
     assert max(len(line) for line in result.stdout.splitlines()) <= 80
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["run", "--seed", "-1"], "argument --seed: a seed is from 0 to 4,294,967,295 (got -1)"),
+        (["run", "--seed", "1.5"], "argument --seed: a seed is a whole number (got '1.5')"),
+        (["train", "--scenario", "market", "--seed", "-1"], "argument --seed: a seed is from 0"),
+        (["play", "--agents", "research=negotiator", "--seed", "-1"], "argument --seed: a seed"),
+        (["play", "--agents", "research=negotiator", "--round-timeout-ms", "-5"],
+         "argument --round-timeout-ms: a duration in ms is above 0 (got -5)"),
+        (["serve", "--port", "99999"], "argument --port: a port is from 0 to 65535 (got 99999)"),
+        (["serve", "--port", "-1"], "argument --port: a port is from 0 to 65535 (got -1)"),
+        (["serve", "--round-timeout-ms", "0"], "argument --round-timeout-ms: a duration in ms"),
+        (["run", "--out", "{file}"], "argument --out: {file} exists and is not a directory"),
+        (["sweep", "--scenario", "default", "--vary", "seed=0,1", "--out", "{file}"],
+         "argument --out: {file} exists and is not a directory"),
+        (["bound", "--scenario", "market", "--out", "{file}/below"],
+         "argument --out: cannot create directory {file}/below: Not a directory"),
+    ],
+    ids=["run-seed", "run-seed-float", "train-seed", "play-seed", "play-timeout", "serve-port",
+         "serve-port-negative", "serve-timeout", "run-out-file", "sweep-out-file",
+         "bound-out-unwritable"],
+)  # fmt: skip
+def test_an_ordinary_mistake_in_a_flag_is_a_usage_error_naming_it_not_a_traceback(
+    args: list[str], said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    file = tmp_path / "a-file"
+    file.write_text("not a directory\n")
+    with pytest.raises(SystemExit) as exited:
+        main([a.format(file=file) for a in args])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith(f"twin {args[0]}: error: ")
+    assert said.format(file=file) in err
+
+
+def test_a_scenario_file_that_is_not_utf8_is_one_line_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = tmp_path / "latin1.yaml"
+    scenario.write_bytes("name: caf\xe9\n".encode("latin-1"))
+    assert main(["run", "--scenario", str(scenario)]) == 2
+    [said] = capsys.readouterr().err.strip().splitlines()
+    assert said == f"twin: error: {scenario}: not UTF-8 text (byte 9 is 0xe9); save it as UTF-8"

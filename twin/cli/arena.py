@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from twin.cli.analyse import add_json_option
+from twin.cli.arg_types import out_dir
 from twin.errors import ConfigError
 from twin.schema.vocabulary import DEFAULT_MECHANISM, mechanism_names
 
@@ -82,7 +83,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "sessions where an agent trades; for costly LLM agents)")  # fmt: skip
     ar.add_argument("--round-timeout-ms", type=int, help=f"a round's deadline (default "
                     f"{ROUND_TIMEOUT_MS}; with LLM agents {LLM_ROUND_TIMEOUT_MS})")  # fmt: skip
-    ar.add_argument("--out", help="the arena's directory (resumes if it exists)")
+    ar.add_argument("--out", type=out_dir, help="the arena's directory (resumes if it exists)")
     ar.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                     help="sessions at once (processes or Ray CPUs); default: cores")  # fmt: skip
     ar.add_argument("--keep-logs", action="store_true",
@@ -96,7 +97,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     mg.add_argument("first", help="an arena directory")
     mg.add_argument("second", help="another, of the same scenarios and seeds")
     mg.add_argument(
-        "--out", dest="merge_out", metavar="OUT", required=True, help="the merged arena's directory"
+        "--out",
+        dest="merge_out",
+        metavar="OUT",
+        required=True,
+        type=out_dir,
+        help="the merged arena's directory",
     )
     mg.set_defaults(func=merge_command)
 

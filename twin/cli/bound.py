@@ -12,6 +12,7 @@ import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from twin.cli.arg_types import out_dir
 from twin.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     bd.add_argument(
         "--set", action="append", metavar="PATH=VALUE", help="override a scenario field"
     )
-    bd.add_argument("--out", help="write bound.json and bound.parquet here")
+    bd.add_argument("--out", type=out_dir, help="write bound.json and bound.parquet here")
     bd.set_defaults(func=bound_command)
 
 

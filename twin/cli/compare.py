@@ -14,6 +14,7 @@ import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from twin.cli.arg_types import out_dir
 from twin.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     cp.add_argument(
         "--set", action="append", metavar="PATH=VALUE", help="override a scenario field"
     )
-    cp.add_argument("--out", help="write compare.json and compare.csv here")
+    cp.add_argument("--out", type=out_dir, help="write compare.json and compare.csv here")
     cp.set_defaults(func=compare_command)
 
 

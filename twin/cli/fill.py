@@ -7,6 +7,7 @@ import argparse
 import os
 from pathlib import Path
 
+from twin.cli.arg_types import out_dir
 from twin.cli.trace_args import trace_file
 
 
@@ -50,7 +51,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )  # fmt: skip
     fp.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                     help="runs at once, in processes (default: the cores)")  # fmt: skip
-    fp.add_argument("--out", required=True, help="directory for fill.csv and fill.svg")
+    fp.add_argument(
+        "--out", type=out_dir, required=True, help="directory for fill.csv and fill.svg"
+    )
     fp.set_defaults(func=fill_command)
 
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from twin import __version__
+from twin.cli.arg_types import out_dir, seed
 from twin.errors import TwinError
 from twin.schema.vocabulary import EVENTS_FILE, SUMMARY_FILE
 
@@ -101,9 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="play a scenario to its end and summarise it")
     run.add_argument("--scenario", default="default", help="built-in name or YAML/JSON file")
-    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--seed", type=seed, default=0)
     run.add_argument("--policy", help="policy for every tenant (default: each tenant's own)")
-    run.add_argument("--out", help=f"directory for {EVENTS_FILE} and {SUMMARY_FILE}")
+    run.add_argument("--out", type=out_dir, help=f"directory for {EVENTS_FILE} and {SUMMARY_FILE}")
     run.add_argument(
         "--set", action="append", metavar="PATH=VALUE", help="override a scenario field"
     )

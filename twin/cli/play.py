@@ -19,6 +19,7 @@ from twin.cli.analyse import (
     check_output_options,
     write_outputs,
 )
+from twin.cli.arg_types import out_dir, positive_ms, seed
 from twin.errors import ConfigError
 from twin.schema.vocabulary import (
     AGENTS_FILE,
@@ -48,11 +49,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "gives); the other "
         "tenants follow their default policies",
     )
-    pl.add_argument("--seed", type=int, default=0)
+    pl.add_argument("--seed", type=seed, default=0)
     pl.add_argument("--mechanism", choices=mechanism_names(), default=DEFAULT_MECHANISM)
     pl.add_argument(
         "--round-timeout-ms",
-        type=int,
+        type=positive_ms,
         help=f"a round's deadline (default {ROUND_TIMEOUT_MS}; with llm agents "
         f"{LLM_ROUND_TIMEOUT_MS}, the ceiling: each agent waits as long as its model's measured "
         "latency needs)",
@@ -86,7 +87,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "known (default 0.5; then the wait follows the measured latency); raise it for a slow "
         "CPU model",
     )
-    pl.add_argument("--out", help=f"directory for {EVENTS_FILE}, {SUMMARY_FILE} and {AGENTS_FILE}")
+    pl.add_argument(
+        "--out", type=out_dir, help=f"directory for {EVENTS_FILE}, {SUMMARY_FILE} and {AGENTS_FILE}"
+    )
     add_output_options(pl)
     add_json_option(pl)
     pl.set_defaults(func=play_command)

@@ -15,6 +15,7 @@ from twin.cli.analyse import (
     check_output_options,
     write_outputs,
 )
+from twin.cli.arg_types import out_dir, seed
 from twin.cli.trace_args import (
     add_trace_options,
     add_window_options,
@@ -61,7 +62,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         type=trace_file,
         help=f"scheduler model and cluster share: a {CALIBRATION_FILE} or its params",
     )
-    rp.add_argument("--out", help=f"directory for {EVENTS_FILE}, {SUMMARY_FILE} and {REPLAY_FILE}")
+    rp.add_argument(
+        "--out", type=out_dir, help=f"directory for {EVENTS_FILE}, {SUMMARY_FILE} and {REPLAY_FILE}"
+    )
     add_output_options(rp)
     add_json_option(rp)
     rp.set_defaults(func=replay_command)
@@ -77,7 +80,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     cal.add_argument("--split", choices=SPLITS, default="halves",
                      help="fit on the first half and validate on the second (default), or fit "
                      "on even days and validate on odd days")  # fmt: skip
-    cal.add_argument("--out", required=True, help=f"directory for {CALIBRATION_FILE}")
+    cal.add_argument("--out", type=out_dir, required=True, help=f"directory for {CALIBRATION_FILE}")
     cal.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                      help="replays at once, in processes (default: the cores)")  # fmt: skip
     cal.set_defaults(func=calibrate_command)
@@ -87,7 +90,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     gen = tsub.add_parser("generate", help="write a synthetic trace of any size")
     gen.add_argument("--jobs", type=int, required=True)
     gen.add_argument("--format", choices=("itp",), default="itp")
-    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--seed", type=seed, default=0)
     gen.add_argument("--out", required=True, help="file to write")
     gen.set_defaults(func=generate_command)
 

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from twin.cli.arg_types import port, positive_ms, seed
 from twin.errors import ConfigError
 from twin.gateway.tokens import ADMIN_TOKEN_ENV, MIN_TOKEN_CHARS
 from twin.schema.vocabulary import CLOCKS, DEFAULT_MECHANISM, mechanism_names
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sv = sub.add_parser("serve", help="run the gateway: agent sessions and the OpenEnv plane")
     sv.add_argument("--host", default="127.0.0.1")
-    sv.add_argument("--port", type=int, default=8000)
+    sv.add_argument("--port", type=port, default=8000)
     sv.add_argument("--scenario", default="default", help="default scenario (built-in or file)")
     sv.add_argument("--max-sessions", type=int, default=16)
     sv.add_argument(
@@ -45,7 +46,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="open connections in all, kept below the file-descriptor limit: past it, the "
         "oldest idle one closes",
     )  # fmt: skip
-    sv.add_argument("--round-timeout-ms", type=int, default=2000)
+    sv.add_argument("--round-timeout-ms", type=positive_ms, default=2000)
     sv.add_argument(
         "--max-tenants", type=int, default=64, help="tenants a session's scenario may have"
     )
@@ -90,7 +91,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     sv.add_argument("--mechanism", choices=mechanism_names(), default=DEFAULT_MECHANISM)
     sv.add_argument("--clock", choices=CLOCKS, default="lockstep")
-    sv.add_argument("--seed", type=int, default=0)
+    sv.add_argument("--seed", type=seed, default=0)
     sv.set_defaults(func=serve_command)
 
 

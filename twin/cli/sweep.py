@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from twin.cli.arg_types import out_dir
 from twin.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -25,7 +26,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     sw.add_argument("--set", action="append", metavar="PATH=V1,V2",
                     help="a scenario field and its values (repeat for a grid)")  # fmt: skip
     sw.add_argument("--sample", type=int, help="run a random sample of this many grid points")
-    sw.add_argument("--out", required=True, help="the sweep's directory (resumes if it exists)")
+    sw.add_argument(
+        "--out", type=out_dir, required=True, help="the sweep's directory (resumes if it exists)"
+    )
     sw.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                     help="processes (or Ray CPUs) at once; default: the cores")  # fmt: skip
     sw.add_argument("--engine", choices=ENGINES, default="local")

@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from twin.cli.arg_types import seed
 from twin.replay.registry import JOB_FORMATS, NODE_FORMATS
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ def add_window_options(rp: argparse.ArgumentParser) -> None:
     )
     rp.add_argument("--end-h", type=float, help="... and before this hour (from the first job)")
     rp.add_argument("--max-jobs", type=int, help="play at most this many jobs of the window")
-    rp.add_argument("--seed", type=int, default=0)
+    rp.add_argument("--seed", type=seed, default=0)
 
 
 def trace_options(args: argparse.Namespace) -> ReplayOptions:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from twin.cli.arg_types import out_dir, seed
 from twin.errors import ConfigError
 from twin.schema.vocabulary import DEFAULT_MECHANISM, mechanism_names
 
@@ -41,11 +42,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     tr.add_argument("--held-out", type=int, default=30,
                     help="held-out seeds to evaluate on, the split's first N (30)")  # fmt: skip
     tr.add_argument("--mechanism", choices=mechanism_names(), default=DEFAULT_MECHANISM)
-    tr.add_argument("--seed", type=int, default=0, help="the search's own seed (default 0)")
+    tr.add_argument("--seed", type=seed, default=0, help="the search's own seed (default 0)")
     tr.add_argument("--workers", type=int, help="processes (default: the cores)")
     tr.add_argument("--evaluate", metavar="POLICY_FILE",
                     help="only evaluate this policy file on the held-out seeds")  # fmt: skip
-    tr.add_argument("--out", help="write policy.json, curve.csv, curve.svg, evaluation.json here")
+    tr.add_argument(
+        "--out", type=out_dir, help="write policy.json, curve.csv, curve.svg, evaluation.json here"
+    )
     tr.set_defaults(func=train_command)
 
 
