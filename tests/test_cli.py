@@ -194,7 +194,11 @@ def test_kernel_evaluate_answers_the_70b_examples() -> None:
         ),
         (
             ["--model", "llama-3.1-8b", "--gpu", "h100", "--gpus", "8", "--tp", "0"],
-            "field tp: Input should be greater than 0",
+            "argument --tp: at least 1 (got 0)",
+        ),
+        (
+            ["--model", "llama-3.1-8b", "--gpu", "h100", "--gpus", "0"],
+            "argument --gpus: at least 1 (got 0)",
         ),
     ],
 )
@@ -381,6 +385,26 @@ def test_an_ordinary_mistake_in_a_flag_is_a_usage_error_naming_it_not_a_tracebac
     assert "Traceback" not in err
     assert err.strip().splitlines()[-1].startswith(f"twin {args[0]}: error: ")
     assert said.format(file=file) in err
+
+
+@pytest.mark.parametrize(
+    ("args", "usage"),
+    [
+        (["run", "--bogus"], "usage: twin run "),
+        (["kernel", "evaluate", "--model", "llama-3.1-8b", "--gpu", "h100", "--gpus", "8",
+          "--bogus"], "usage: twin kernel evaluate "),
+    ],
+    ids=["run", "kernel-evaluate"],
+)  # fmt: skip
+def test_an_unknown_flag_is_refused_with_its_own_command_s_usage(
+    args: list[str], usage: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(args)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(usage)
+    assert err.strip().splitlines()[-1].endswith("error: unrecognized arguments: --bogus")
 
 
 def test_a_scenario_file_that_is_not_utf8_is_one_line_naming_it(

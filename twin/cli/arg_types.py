@@ -34,6 +34,14 @@ def port(text: str) -> int:
     return value
 
 
+def at_least_one(text: str) -> int:
+    """A count of one or more (GPUs, a parallel degree)."""
+    value = _whole(text, "a count")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"at least 1 (got {text})")
+    return value
+
+
 def positive_ms(text: str) -> int:
     """A duration in milliseconds, above zero."""
     value = _whole(text, "a duration in ms")

@@ -7,6 +7,7 @@ import math
 import sys
 from typing import TYPE_CHECKING, Any
 
+from twin.cli.arg_types import at_least_one
 from twin.errors import ConfigError
 from twin.schema.vocabulary import LAYER_GROUPS, MODES, OPTIMIZERS, PRECISIONS
 
@@ -26,15 +27,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     ev = ksub.add_parser("evaluate", help="one plan's memory, speed, power, stability, cost, score")
     ev.add_argument("--model", required=True, help="model preset (twin kernel catalog)")
     ev.add_argument("--gpu", required=True, help="accelerator (twin kernel catalog)")
-    ev.add_argument("--gpus", type=int, required=True, help="number of GPUs")
+    ev.add_argument("--gpus", type=at_least_one, required=True, help="number of GPUs")
     ev.add_argument(
         "--precision",
         default="bf16",
         help="a precision for all groups and/or GROUP=PREC pairs, e.g. bf16,mlp=fp8; "
         f"groups: {', '.join(GROUPS)}; precisions: {', '.join(PRECISIONS)}",
     )
-    ev.add_argument("--tp", type=int, default=1, help="tensor parallel degree")
-    ev.add_argument("--pp", type=int, default=1, help="pipeline parallel degree")
+    ev.add_argument("--tp", type=at_least_one, default=1, help="tensor parallel degree")
+    ev.add_argument("--pp", type=at_least_one, default=1, help="pipeline parallel degree")
     ev.add_argument("--mode", choices=MODES, default="train")
     ev.add_argument("--micro-batch", type=int, default=1, help="sequences per micro-batch")
     ev.add_argument("--seq-len", type=int, default=4096)

@@ -177,6 +177,16 @@ def _saved(args: argparse.Namespace) -> str:
     return f"; {done} runs saved in {out}: run the same command again to resume"
 
 
+def innermost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the (sub)command `args` were parsed for: `twin kernel evaluate`'s, say."""
+    while True:
+        subcommands = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        chosen = getattr(args, subcommands[0].dest, None) if subcommands else None
+        if not subcommands or chosen not in subcommands[0].choices:
+            return parser
+        parser = subcommands[0].choices[chosen]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `twin` console script: the command runs in the warm process when
     one runs (`twin warm start`), else here."""
@@ -187,7 +197,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if forwarded is not None:
             return forwarded
     try:  # an argument's value can be refused while parsing (a trace file that is nowhere)
-        args = (_KEPT[0] if _KEPT else build_parser()).parse_args(argv)
+        parser = _KEPT[0] if _KEPT else build_parser()
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:  # refused by the subcommand's parser, whose usage the user needs
+            innermost(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
     except TwinError as exc:
         print(f"twin: error: {exc}", file=sys.stderr)
         return 2
