@@ -311,3 +311,35 @@ async def test_a_wait_in_flight_is_answered_when_another_client_takes_the_tenant
         )
         assert gone.status_code == 204
         assert session.mcp_links == {}
+
+
+async def test_concurrent_initializes_deletes_and_calls_by_one_tenant_are_never_a_500(
+    aiohttp_server: MakeServer,
+) -> None:
+    """200 `initialize`s of one tenant at once, with calls and deletes on the ids they get
+    mixed in: every answer is coded (200, 204, or a JSON refusal), never a 500; the last
+    initialize wins, so exactly one MCP session of the tenant is left, and it answers."""
+    server, session = await market(aiohttp_server)
+    auth = {"Authorization": f"Bearer {session.tokens['batch']}"}
+    limits = httpx.Limits(max_connections=300)
+    async with httpx.AsyncClient(headers=auth, timeout=60, limits=limits) as http:
+        url = mcp_url(server, session)
+        hellos = await asyncio.gather(*(http.post(url, json=HELLO) for _ in range(200)))
+        ids = [r.headers.get(SESSION) for r in hellos if r.status_code == 200]
+        ping = {"jsonrpc": "2.0", "id": 9, "method": "ping"}
+        mixed = await asyncio.gather(
+            *(http.post(url, json=HELLO) for _ in range(20)),
+            *(http.post(url, json=ping, headers={SESSION: i}) for i in ids[:40]),
+            *(http.delete(url, headers={SESSION: i}) for i in ids[40:60]),
+        )
+    statuses = [r.status_code for r in (*hellos, *mixed)]
+    assert 500 not in statuses
+    for refused in (r for r in (*hellos, *mixed) if r.status_code >= 400):
+        body = refused.json()
+        assert ("code" in body and "detail" in body) or "error" in body, refused.text
+    assert len(session.mcp_links) <= 1
+    [link] = session.mcp_links.values()
+    async with httpx.AsyncClient(headers=auth, timeout=30) as http:
+        alive = await http.post(mcp_url(server, session), json=ping,
+                                headers={SESSION: link.mcp_id})  # fmt: skip
+    assert alive.status_code == 200, alive.text

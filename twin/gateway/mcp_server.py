@@ -77,9 +77,10 @@ class McpServing:
         await ready.wait()
 
     async def answer(self, request: web.Request, body: bytes,
-                     headers: Mapping[str, str]) -> web.Response:  # fmt: skip
+                     headers: Mapping[str, str]) -> web.Response | None:  # fmt: skip
         """The SDK transport's response to one HTTP request whose `body` the gateway has already
-        read (and capped), with `headers` as the request's."""
+        read (and capped), with `headers` as the request's; None if the transport sent none (it
+        was stopped first)."""
         sent = False
 
         async def receive() -> dict[str, Any]:
@@ -89,7 +90,8 @@ class McpServing:
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
 
-        status, out_headers, chunks = 500, CIMultiDict[str](), []
+        status: int | None = None
+        out_headers, chunks = CIMultiDict[str](), []
 
         async def send(message: MutableMapping[str, Any]) -> None:
             nonlocal status
@@ -110,6 +112,8 @@ class McpServing:
             self._in_flight -= 1
             if not self._in_flight:
                 self._drained.set()
+        if status is None:
+            return None
         return web.Response(status=status, body=b"".join(chunks), headers=out_headers)
 
     async def stop(self) -> None:

@@ -52,16 +52,16 @@ async def tenant_mcp(request: web.Request) -> web.StreamResponse:
         return web.json_response({"code": ErrorCode.UNAUTHORIZED.value,
                                   "detail": "no such session, or not your tenant token"},
                                  status=401)  # fmt: skip
-    links = session.mcp_links
     mcp_id = request.headers.get(SESSION_HEADER)
-    link = links.get(tenant)
-    known = link is not None and same_token(mcp_id, link.mcp_id)  # any text: never a 500
     if request.method == "GET":
-        return web.Response(status=405, headers={"Allow": "POST, DELETE"})
+        detail = "GET opens no stream here: POST JSON-RPC messages, DELETE to leave"
+        return _refusal(405, ErrorCode.VALIDATION_ERROR, detail, {"Allow": "POST, DELETE"})
     if request.method == "DELETE":
-        if not known or link is None:
-            return web.Response(status=404)
-        await _leave(session, link)
+        async with session.mcp_joins[tenant]:  # not in the middle of a join of the tenant's
+            link = _known(session, tenant, mcp_id)
+            if link is None:
+                return _refusal(404, ErrorCode.NOT_FOUND, UNKNOWN_ID)
+            await _leave(session, link)
         return web.Response(status=204)
     if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
         return _rpc_error(None, -32600, f"a message is at most {MAX_BODY_BYTES} bytes", 413)
@@ -84,12 +84,42 @@ async def tenant_mcp(request: web.Request) -> web.StreamResponse:
         refused = _cannot_initialize(session, id_, message)
         if refused is not None:
             return refused
-        link = await _join(session, tenant)
-        headers.popall(SESSION_HEADER, None)  # a new session: whatever the client held is gone
-    elif not known or link is None:
-        return web.Response(status=404, text="unknown or expired Mcp-Session-Id: initialize")
-    assert link.serving is not None
-    return await link.serving.answer(request, raw, headers)
+        # One join of the tenant at a time, answered before the next begins: the last
+        # initialize wins, and none answers on a link a later one has already closed.
+        async with session.mcp_joins[tenant]:
+            link = await _join(session, tenant)
+            headers.popall(SESSION_HEADER, None)  # a new session: whatever the client held goes
+            return await _answer(link, request, raw, headers)
+    link = _known(session, tenant, mcp_id)  # looked up now: the body's read may have waited
+    if link is None:
+        return _refusal(404, ErrorCode.NOT_FOUND, UNKNOWN_ID)
+    return await _answer(link, request, raw, headers)
+
+
+UNKNOWN_ID = "unknown or expired Mcp-Session-Id: initialize"
+
+
+def _refusal(status: int, code: ErrorCode, detail: str,
+             headers: dict[str, str] | None = None) -> web.Response:  # fmt: skip
+    return web.json_response({"code": code.value, "detail": detail}, status=status,
+                             headers=headers)  # fmt: skip
+
+
+def _known(session: Session, tenant: str, mcp_id: str | None) -> TenantLink | None:
+    """The tenant's MCP link if `mcp_id` names it (any text: never a 500)."""
+    link = session.mcp_links.get(tenant)
+    return link if link is not None and same_token(mcp_id, link.mcp_id) else None
+
+
+async def _answer(link: TenantLink, request: web.Request, raw: bytes,
+                  headers: CIMultiDict[str]) -> web.Response:  # fmt: skip
+    """The SDK's answer on `link`; a link closed meanwhile (replaced or deleted) is refused as
+    unknown, as a later request with its id would be."""
+    serving = link.serving
+    if serving is None:
+        return _refusal(404, ErrorCode.NOT_FOUND, UNKNOWN_ID)
+    answered = await serving.answer(request, raw, headers)
+    return answered or _refusal(404, ErrorCode.NOT_FOUND, UNKNOWN_ID)
 
 
 def _as_json(request: web.Request) -> CIMultiDict[str]:

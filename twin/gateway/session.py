@@ -82,6 +82,7 @@ class Session:
         self.defaults = self.driver.default_policies()
         self.agents: dict[str, Link] = {}
         self.mcp_links: dict[str, TenantLink] = {}  # tenants played over MCP, by tenant
+        self.mcp_joins = {t: asyncio.Lock() for t in self.tenants}  # one MCP join at a time
         self.heard = Heard(config.max_missed_commits)  # the commits each agent has heard
         self.expected = set(request.agents)
         self.intake = Intake(self._awaited)

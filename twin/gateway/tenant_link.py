@@ -25,7 +25,7 @@ class Serving(Protocol):
     """What answers an MCP client's requests for the link (`mcp_server.McpServing`)."""
 
     async def answer(self, request: web.Request, body: bytes,
-                     headers: Mapping[str, str]) -> web.Response: ...  # fmt: skip
+                     headers: Mapping[str, str]) -> web.Response | None: ...  # fmt: skip
 
     async def stop(self) -> None: ...
 
