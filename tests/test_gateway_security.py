@@ -412,32 +412,24 @@ async def test_a_client_at_its_environment_limit_leaves_room_for_others(
         resp = await client.post("/reset", json={"episode_id": episode}, headers=anonymous)
         assert resp.status == 200
         handles[episode] = (await resp.json())["metadata"]["handle"]
-    # one more (HTTP or websocket) takes the place of its own oldest idle HTTP episode
-    resp = await client.post("/reset", json={"episode_id": "d"}, headers=anonymous)
-    assert resp.status == 200
-    handles["d"] = (await resp.json())["metadata"]["handle"]
-    sockets = []
-    for _ in range(3):
-        ws = await client.ws_connect("/ws", headers=anonymous)
-        await ws.send_json({"type": "reset", "data": {}})
-        assert (await ws.receive_json(timeout=5))["type"] == "observation"
-        sockets.append(ws)
-    for episode in "abcd":  # all given up, the oldest first: the client holds its three sockets
-        step = {"handle": handles[episode], "action": {}}
-        assert (await client.post("/step", json=step, headers=anonymous)).status == 409
-    # with nothing idle to give up, one more is refused
+    # at its limit, one more (HTTP or websocket) is refused: nothing of its own is given up
+    resp = await client.post("/reset", json={}, headers=anonymous)
+    assert (resp.status, (await resp.json())["code"]) == (503, "CAPACITY_REACHED")
+    assert "the limit per client is 3" in (await resp.json())["detail"]
     ws = await client.ws_connect("/ws", headers=anonymous)
     await ws.send_json({"type": "reset", "data": {}})
     assert (await ws.receive_json(timeout=5))["data"]["code"] == "CAPACITY_REACHED"
-    resp = await client.post("/reset", json={}, headers=anonymous)
-    assert (resp.status, (await resp.json())["code"]) == (503, "CAPACITY_REACHED")
+    for episode in "abc":  # each still its owner's, and a reset by its handle starts anew there
+        step = {"handle": handles[episode], "action": {}}
+        assert (await client.post("/step", json=step, headers=anonymous)).status == 200
+    again = await client.post("/reset", json={"handle": handles["a"]}, headers=anonymous)
+    assert again.status == 200
     # another client (here the operator, by its token) still gets environments of both kinds
     assert (await client.post("/reset", json={"episode_id": "a"})).status == 200
     mine = await client.ws_connect("/ws")
     await mine.send_json({"type": "reset", "data": {}})
     assert (await mine.receive_json(timeout=5))["type"] == "observation"
-    for ws in sockets:
-        await ws.close()
+    await mine.close()
 
 
 async def test_an_http_episode_is_reached_only_by_its_handle(aiohttp_client: MakeClient) -> None:
@@ -753,3 +745,57 @@ async def test_an_unmasked_client_frame_closes_the_connection_as_a_protocol_erro
         if opcode == 0x8:
             assert int.from_bytes(payload[:2], "big") == 1002
         writer.close()
+
+
+def test_two_processes_on_one_address_each_keep_their_episode(tmp_path: Path) -> None:
+    """Process B resetting again and again from the address process A shares never ends A's
+    episode: A steps it by its handle throughout (B is refused past the limit instead)."""
+    from twin.bench.server import free_port, start_serve
+
+    port = free_port()
+    proc = start_serve(port, "operator-token-for-two-processes", tmp_path / "serve.log",
+                       "--max-envs-per-client", "4")  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    a_steps = """
+import json, sys, urllib.request
+url = sys.argv[1]
+def post(path, body):
+    req = urllib.request.Request(url + path, json.dumps(body).encode(),
+                                 {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+status, body = post("/reset", {"seed": 1})
+handle = body["metadata"]["handle"]
+print(status, flush=True)
+sys.stdin.readline()  # until B has reset many times
+codes = [post("/step", {"handle": handle, "action": {}})[0] for _ in range(3)]
+print(" ".join(map(str, codes)), flush=True)
+"""
+    b_resets = (
+        a_steps.replace('status, body = post("/reset", {"seed": 1})', "").split("handle = body")[0]
+        + """
+codes = [post("/reset", {"seed": i})[0] for i in range(16)]
+print(" ".join(map(str, codes)), flush=True)
+"""
+    )
+    try:
+        with subprocess.Popen([sys.executable, "-c", a_steps, url], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True) as a:  # fmt: skip
+            assert a.stdout is not None
+            assert a.stdin is not None
+            assert a.stdout.readline().strip() == "200"
+            b = subprocess.run([sys.executable, "-c", b_resets, url], capture_output=True,
+                               text=True, timeout=120, check=True)  # fmt: skip
+            b_codes = b.stdout.split()
+            assert b_codes[:3] == ["200"] * 3  # B's share: the limit, less A's one
+            assert set(b_codes[3:]) == {"503"}
+            a.stdin.write("go\n")
+            a.stdin.flush()
+            assert a.stdout.readline().split() == ["200", "200", "200"]
+            assert a.wait(timeout=30) == 0
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)

@@ -110,13 +110,14 @@ class ControlPlane:
         CapacityReachedError past a cap."""
         cap = self.config.max_envs_per_client
         if client != OPERATOR and self.held[client] >= cap:
-            own = self._idle(lambda h: h.client == client and h.tell is None)
-            if not self._evict(own, "given up for a newer one: a client at its limit that "
-                               "opens another gives up its oldest idle episode"):  # fmt: skip
-                raise CapacityReachedError(
-                    f"{client} holds {self.held[client]} environments, none idle; the limit "
-                    f"per client is {cap}"
-                )
+            # Never one of its own to make room: clients that share an address (two processes
+            # on a host, everyone behind a proxy) are one identity, and an episode is only ever
+            # ended through its handle.
+            raise CapacityReachedError(
+                f"{client} holds {self.held[client]} environments; the limit per client is "
+                f"{cap}: reset one you hold by its handle to start anew in it (an HTTP one idle "
+                f"for {self.config.env_idle_timeout_s:g} s is dropped)"
+            )
         if self._full(client):
             mine = self.held[client]
             richer = self._idle(lambda h: h.client not in (client, OPERATOR)
@@ -215,8 +216,7 @@ class ControlPlane:
                 raise EnvNotReadyError(f"this episode was {why}; reset to start another")
             raise EnvNotReadyError(
                 "no such episode: reset first, then address the episode by the handle the reset "
-                "returned (metadata.handle); a client at its limit that resets anew gives up its "
-                "oldest idle episode"
+                "returned (metadata.handle)"
             )
         held.last_used = now
         return held
