@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -217,3 +218,24 @@ def test_ctrl_c_stops_a_sweep_s_pool_in_the_warm_process(warm: Warm, tmp_path: P
     time.sleep(1.0)
     assert len(list(runs.glob("*.json"))) == saved
     assert "ran `sweep`: exit 130" in warm.stop()
+
+
+def test_the_warm_process_runs_only_its_own_commands_whatever_a_client_asks(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A client that is not `twin` (any process of the user's reaches the socket) asks for
+    `serve`, which would print a fresh operator token: refused, and nothing runs."""
+    from twin.cli.warm_client import HEADER, _await_exit, fingerprint
+
+    for argv in (["serve", "--port", "0"], ["play"], []):
+        request = json.dumps({"argv": argv, "cwd": str(tmp_path), "env": dict(os.environ),
+                              "fingerprint": fingerprint()}).encode()  # fmt: skip
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn, \
+                (tmp_path / "out.txt").open("w") as out:  # fmt: skip
+            conn.connect(str(warm.sock))
+            socket.send_fds(conn, [HEADER.pack(len(request)) + request], [0, out.fileno(), 2])
+            assert _await_exit(conn) is None  # refused: the client would run it itself
+        assert (tmp_path / "out.txt").read_text() == ""
+    log = warm.stop()
+    assert "ran `" not in log
+    assert log.count("not a command it runs") == 3

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from twin.cli.warm_client import FORWARDED, HEADER, fingerprint, private, socket_path
+from twin.cli.warm_client import COMMANDS, FORWARDED, HEADER, fingerprint, private, socket_path
 from twin.errors import TwinError
 
 PRELOAD = (
@@ -214,6 +214,12 @@ def _handle(conn: socket.socket, mine: str, entry: Entry) -> None:
         request, fds = _receive(conn)
         if uid != os.getuid() or request is None or len(fds) != 3:
             conn.sendall(b"refused\n")
+        elif not request["argv"] or request["argv"][0] not in COMMANDS:
+            # Only the commands it is for, whatever a client asks: a client that is not ours
+            # (any process of the user's can reach the socket) gets no server, no session.
+            conn.sendall(b"refused\n")
+            print(f"warm: refused `{str(request['argv'][:1])[:80]}`: not a command it runs",
+                  flush=True)  # fmt: skip
         elif request.get("fingerprint") != mine:
             conn.sendall(b"stale\n")
         else:
