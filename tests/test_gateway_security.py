@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from aiohttp import ClientSession, WSMsgType
 
@@ -469,7 +470,7 @@ async def test_silent_sockets_are_closed_in_seconds_and_cannot_keep_an_agent_out
 async def test_a_heavy_step_does_not_hold_up_another_client_s_state(
     aiohttp_client: MakeClient,
 ) -> None:
-    client = await serve(aiohttp_client)
+    client = await serve(aiohttp_client, max_episode_jobs=10**9)  # admitted: heavy on purpose
     # As `twin serve` does at start-up: long-lived objects (here, those of every test before
     # this one, in this process) stay out of the collector's full passes.
     gc.collect()
@@ -497,7 +498,7 @@ async def test_a_heavy_step_does_not_hold_up_another_client_s_state(
 async def test_a_call_past_the_work_limit_ends_its_episode_with_a_code(
     aiohttp_client: MakeClient,
 ) -> None:
-    client = await serve(aiohttp_client, max_call_s=0.2)
+    client = await serve(aiohttp_client, max_call_s=0.2, max_episode_jobs=10**9)
     heavy = {"overrides": ["tenants.2.workloads.0.arrivals.rate_per_h=5000000"], "seed": 1}
     resp = await client.post("/reset", json=heavy)
     body = await resp.json()
@@ -799,3 +800,90 @@ print(" ".join(map(str, codes)), flush=True)
     finally:
         proc.terminate()
         proc.wait(timeout=15)
+
+
+# -- work bounded per episode -----------------------------------------------------------------
+
+FLOOD = "tenants.1.workloads.0.arrivals.mean_rate_per_h=100000"
+
+
+async def test_an_override_that_floods_an_episode_is_refused_naming_the_limit(
+    aiohttp_client: MakeClient,
+) -> None:
+    """A scenario is sized after the client's overrides, before its episode starts: an arrival
+    rate raised 10^4-fold (400,000 jobs expected) is refused on every plane, naming the limit;
+    the same scenario as shipped is admitted."""
+    client = await serve(aiohttp_client, scenario="market")
+    anonymous = {"Authorization": "Bearer not-a-token"}
+    resp = await client.post("/reset", json={"overrides": [FLOOD]}, headers=anonymous)
+    body = await resp.json()
+    assert (resp.status, body["code"]) == (503, "CAPACITY_REACHED")
+    assert "about 400,036 jobs" in body["detail"]
+    assert "at most 100,000 an episode (--max-episode-jobs)" in body["detail"]
+    ws = await client.ws_connect("/ws", headers=anonymous)
+    await ws.send_json({"type": "reset", "data": {"overrides": [FLOOD]}})
+    assert (await ws.receive_json(timeout=5))["data"]["code"] == "CAPACITY_REACHED"
+    await ws.close()
+    scenario = scenarios.load("market", [FLOOD]).model_dump(mode="json")
+    session = await client.post("/v1/sessions", json={"scenario": scenario})
+    assert (session.status, (await session.json())["code"]) == (503, "CAPACITY_REACHED")
+    shipped = await client.post("/reset", json={}, headers=anonymous)
+    assert shipped.status == 200
+    await alive(client)
+
+
+def test_a_client_stepping_after_a_refused_flood_leaves_the_server_s_memory_flat(
+    tmp_path: Path,
+) -> None:
+    """Over 10^3 steps by a client whose flooding reset was refused, the server's resident
+    memory stays within 10% (it grew ~2.7 MB a step, unbounded, when the flood was admitted)."""
+    from twin.bench.server import Served, free_port, start_serve
+
+    port = free_port()
+    proc = start_serve(port, "operator-token-for-the-flood", tmp_path / "serve.log",
+                       "--scenario", "market")  # fmt: skip
+    served = Served(f"http://127.0.0.1:{port}", proc.pid, tmp_path / "serve.log", "")
+    try:
+        with httpx.Client(base_url=served.url, timeout=30) as http:
+            refused = http.post("/reset", json={"overrides": [FLOOD]})
+            assert refused.status_code == 503
+            handle = http.post("/reset", json={"seed": 1}).json()["metadata"]["handle"]
+
+            def steps(n: int, first: int) -> None:
+                for step in range(first, first + n):
+                    done = http.post("/step", json={"handle": handle, "action": {}}).json()
+                    if done.get("done", True):  # the episode ended: the next, as a learner would
+                        again = http.post("/reset", json={"handle": handle, "overrides": [FLOOD]})
+                        assert again.status_code == 503
+                        http.post("/reset", json={"handle": handle, "seed": step})
+
+            steps(200, 0)  # warm: a few episodes, the server's caches
+            before = served.rss_kib()
+            steps(1000, 200)
+            after = served.rss_kib()
+        assert after <= before * 1.10, (before, after)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+
+
+def test_every_built_in_scenario_is_within_the_default_episode_limit() -> None:
+    from twin.gateway.config import GatewayConfig
+    from twin.sim.kinds import kind_of
+
+    limit = GatewayConfig().max_episode_jobs
+    for name in scenarios.builtin_names():
+        scenario = scenarios.load(name)
+        assert kind_of(scenario).expected_jobs(scenario) <= limit, name
+
+
+def test_a_mean_arrival_rate_is_read_off_each_arrival_process() -> None:
+    from twin.schema.scenario import DiurnalArrivals, MmppArrivals, OnOffArrivals, PoissonArrivals
+    from twin.sim.sizing import mean_rate_per_s
+
+    assert mean_rate_per_s(PoissonArrivals(rate_per_h=36)) == pytest.approx(0.01)
+    on_off = OnOffArrivals(on_rate_per_h=36, mean_on_s=100, mean_off_s=300)
+    assert mean_rate_per_s(on_off) == pytest.approx(0.0025)
+    mmpp = MmppArrivals(rates_per_h=[0, 72], mean_dwell_s=[100, 100])
+    assert mean_rate_per_s(mmpp) == pytest.approx(0.01)
+    assert mean_rate_per_s(DiurnalArrivals(mean_rate_per_h=36)) == pytest.approx(0.01)

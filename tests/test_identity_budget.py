@@ -138,7 +138,11 @@ async def test_a_caller_that_gives_up_waiting_frees_its_turn(at_once: bool) -> N
 
 @pytest.fixture
 async def gateway(aiohttp_server: Any) -> str:
-    server = await aiohttp_server(create_app(GatewayConfig(admin_token=ADMIN)))
+    # Heavy resets load the worker threads: episodes far past the default per-episode limit,
+    # admitted here (each call still stops at max_call_s of simulation).
+    server = await aiohttp_server(
+        create_app(GatewayConfig(admin_token=ADMIN, max_episode_jobs=10**8))
+    )
     return f"http://{server.host}:{server.port}"
 
 

@@ -50,6 +50,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     sv.add_argument(
         "--max-tenants", type=int, default=64, help="tenants a session's scenario may have"
     )
+    sv.add_argument(
+        "--max-episode-jobs", type=int, default=100_000, metavar="N",
+        help="jobs a session's or environment's scenario may be expected to bring over its "
+        "episode, after a client's overrides (default 100,000)",
+    )  # fmt: skip
     sv.add_argument("--log-dir", help="write each session's event log (<session>.jsonl) here")
     sv.add_argument(
         "--export",
@@ -254,6 +259,7 @@ def gateway_config(args: argparse.Namespace, token: str | None) -> GatewayConfig
             max_envs_per_client=args.max_envs_per_client,
             reserved_envs=args.reserved_envs,
             max_tenants=args.max_tenants,
+            max_episode_jobs=args.max_episode_jobs,
             max_connections=args.max_connections,
             max_connections_per_client=max(256, 4 * args.max_tenants),
             round_timeout_ms=args.round_timeout_ms,

@@ -88,6 +88,12 @@ class GatewayConfig(Frozen):
     max_start_timeout_s: PositiveFloat = 300.0
     max_rounds: PositiveInt = 100_000
     max_tenants: PositiveInt = 64
+    max_episode_jobs: PositiveInt = Field(
+        100_000,
+        description="Jobs a session's or environment's scenario may be expected to bring over "
+        "its episode (after overrides), read off its config before it is admitted: a client "
+        "that raises an arrival rate is refused, not given a queue that grows without bound.",
+    )
     max_missed_commits: PositiveInt = Field(
         1000, description="Round commits kept for an agent that is away, to resend in order."
     )

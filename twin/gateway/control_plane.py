@@ -21,6 +21,7 @@ from twin import __version__
 from twin.errors import CapacityReachedError, EnvNotReadyError
 from twin.gateway.access import OPERATOR
 from twin.gateway.config import GatewayConfig
+from twin.gateway.episode_size import admit_size
 from twin.gateway.worker_time import WorkerTime
 from twin.rl.ego_env import EgoEnv, EgoOptions, EgoState
 from twin.sim import catalog, scenarios
@@ -99,8 +100,10 @@ class ControlPlane:
     def new_env(self) -> EgoEnv:
         """An environment that loads scenarios the way clients may, and simulates for at most
         `max_call_s` CPU seconds a call."""
+        limit = self.config.max_episode_jobs
         return EgoEnv(self.default_scenario, loader=self.access.load,
-                      max_cpu_s=self.config.max_call_s)  # fmt: skip
+                      max_cpu_s=self.config.max_call_s,
+                      admit=lambda scenario: admit_size(scenario, limit))  # fmt: skip
 
     def environments(self) -> int:
         return len(self.sockets) + len(self.http_envs)

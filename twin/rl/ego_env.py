@@ -31,6 +31,8 @@ from twin.sim.tenant_policies import TenantPolicy
 
 Loader = Callable[[Any, Sequence[str]], Scenario]
 """Loads what a reset names: a scenario's name, or (where the loader allows) an inline mapping."""
+Admit = Callable[[Scenario], None]
+"""Refuses (raises) a scenario the environment may not run, once loaded with its overrides."""
 Ob = TypeVar("Ob", bound=Frozen)
 A = TypeVar("A", bound=Frozen)
 
@@ -120,11 +122,13 @@ class EgoEnv:
     """One isolated environment over the driver. Errors are TwinErrors naming the problem."""
 
     def __init__(self, default_scenario: str, *, loader: Loader = scenarios.load,
-                 max_cpu_s: float | None = None) -> None:  # fmt: skip
+                 max_cpu_s: float | None = None, admit: Admit | None = None) -> None:  # fmt: skip
         """`loader` loads the scenarios a reset names (the default one is always the
-        operator's own); `max_cpu_s` bounds the simulation time one call may take."""
+        operator's own); `max_cpu_s` bounds the simulation time one call may take; `admit`
+        refuses a scenario (with its overrides) before an episode of it starts."""
         self.default_scenario = default_scenario
         self.loader = loader
+        self.admit = admit
         self.max_cpu_s = max_cpu_s
         self.driver: Driver[Frozen, Frozen] | None = None  # of whatever kind a reset names
         self.tenant = ""
@@ -140,6 +144,8 @@ class EgoEnv:
             scenario = self.loader(options.scenario, options.overrides)
         else:
             scenario = scenarios.load(self.default_scenario, options.overrides)
+        if self.admit is not None:
+            self.admit(scenario)
         self.episode_id = options.episode_id or secrets.token_hex(6)
         driver: Driver[Frozen, Frozen] = Driver(scenario, seed=seed, session=self.episode_id)
         self.tenant = options.tenant or driver.tenants[0]

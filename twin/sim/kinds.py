@@ -19,7 +19,7 @@ from twin.schema import actions
 from twin.schema.agentic import ORCHESTRATIONS, AgenticAction, AgenticRlScenario, AgenticView
 from twin.schema.base import Frozen
 from twin.schema.scenario import ClusterScenario, GpuClusterScenario, Scenario
-from twin.sim import job_sources
+from twin.sim import job_sources, sizing
 from twin.sim.cluster import ClusterModel
 from twin.sim.jobrecord import JobRecord
 from twin.sim.model import Model, World
@@ -54,6 +54,8 @@ class Kind(Generic[Sc, Obs, Act]):
     """The pools a round's actions and offers may name (None: the kind has no named pools)."""
     with_policy: Callable[[Sc, str], Sc] | None = None
     """Where the policy is the model's own (not its tenants'): the scenario run by `policy`."""
+    expected_jobs: Callable[[Sc], float] = lambda _: 0.0
+    """The jobs an episode is expected to bring, read off the config (`twin.sim.sizing`)."""
 
     def model(self, world: World, scenario: Sc, sources: Sources) -> Model[Obs, Act]:
         return self.build(world, scenario, sources)
@@ -93,12 +95,13 @@ CLUSTER: Kind[ClusterScenario, actions.TenantObservation, actions.ProvisionActio
     "cluster", _cluster, actions.ProvisionAction, actions.TenantObservation, CLUSTER_POLICIES,
     _cluster_policies, negotiable=True, horizon_s=lambda s: s.horizon_s,
     figures=compare_figures.CLUSTER, pool_names=lambda s: tuple(p.name for p in s.pools),
+    expected_jobs=sizing.cluster_jobs,
 )  # fmt: skip
 StepKind = Kind[GpuClusterScenario, actions.GpuClusterObservation, actions.GpuClusterAction]
 GPUCLUSTER: StepKind = Kind(
     "gpucluster", _step, actions.GpuClusterAction, actions.GpuClusterObservation, STEP_POLICIES,
     _step_policies, negotiable=False, horizon_s=lambda s: s.max_steps * s.step_s,
-    figures=compare_figures.STEP,
+    figures=compare_figures.STEP, expected_jobs=sizing.step_jobs,
 )  # fmt: skip
 
 
@@ -140,7 +143,7 @@ AGENTIC: Kind[AgenticRlScenario, AgenticView, AgenticAction] = Kind(
     {name: partial(_orchestrate, name) for name in ORCHESTRATIONS},
     lambda s: {"rl": s.orchestration}, negotiable=False, with_policy=_orchestrated,
     horizon_s=lambda s: None,  # it runs its steps, however long they take
-    figures=compare_figures.AGENTIC,
+    figures=compare_figures.AGENTIC, expected_jobs=sizing.agentic_jobs,
 )  # fmt: skip
 AnyKind = Kind[Any, Any, Any]
 """A kind whatever its types: the registry holds kinds of different scenarios, observations and

@@ -1,0 +1,26 @@
+"""A scenario a client asks for is sized before it is admitted: the jobs its episode is
+expected to bring (its arrival rates over its horizon, after the client's overrides) against the
+operator's per-episode limit (`twin serve --max-episode-jobs`)."""
+
+from __future__ import annotations
+
+from twin.errors import WorkLimitError
+from twin.schema.scenario import Scenario
+from twin.sim.kinds import kind_of
+
+
+def admit_size(scenario: Scenario, max_jobs: int) -> None:
+    """WorkLimitError (CAPACITY_REACHED) naming the limit if `scenario` is expected to bring
+    more than `max_jobs` jobs over its episode."""
+    expected = kind_of(scenario).expected_jobs(scenario)
+    if expected > max_jobs:
+        said = (
+            "without end (no horizon, no max_jobs)"
+            if expected == float("inf")
+            else (f"about {expected:,.0f}")
+        )
+        raise WorkLimitError(
+            f"scenario {scenario.name!r} is expected to bring {said} jobs over its episode; "
+            f"this server admits at most {max_jobs:,} an episode (--max-episode-jobs): lower "
+            "its arrival rates, set max_jobs, or shorten its horizon"
+        )
