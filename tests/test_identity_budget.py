@@ -34,6 +34,7 @@ from twin.gateway.worker_time import WorkerTime
 ATTACKERS = [f"127.0.0.{i}" for i in range(2, 6)]
 ANONYMOUS = {"Authorization": "Bearer not-a-token"}  # the client is its address
 HEAVY = {"overrides": ["tenants.2.workloads.0.arrivals.rate_per_h=200000"], "seed": 1}
+FLOOD = "tenants.2.workloads.0.arrivals.rate_per_h=5000000"
 
 
 # -- worker time ------------------------------------------------------------------------------
@@ -381,3 +382,55 @@ async def test_a_second_process_cannot_read_or_step_another_s_http_episode(
         async with http.get(f"{gateway}/state?handle={handle}", headers=ANONYMOUS) as resp:
             state = await resp.json()
         assert (state["episode_id"], state["step_count"]) == ("mine", 1), "untouched"
+
+
+async def test_environments_with_steps_queued_behind_their_own_cannot_pin_the_budget(
+    aiohttp_server: Any,
+) -> None:
+    """Four addresses fill the shared environments, each with a heavy call running and a step
+    queued on every other environment it holds (each identity runs one call at a time, so
+    the queued steps wait behind its own). Queued work is no shield: a newcomer is admitted
+    within a second (the oldest environment of the richest address, idle but for its queued
+    step, makes room), and that queued step is answered with the eviction."""
+    config = GatewayConfig(admin_token=ADMIN, max_envs=16, max_envs_per_client=4,
+                           max_episode_jobs=10**9, env_workers=8, max_call_s=0.6)  # fmt: skip
+    server = await aiohttp_server(create_app(config))
+    url = f"http://{server.host}:{server.port}"
+    sessions = {a: from_address(a) for a in ATTACKERS}
+    calls: list[asyncio.Task[tuple[int, dict[str, Any]]]] = []
+    try:
+        handles: dict[str, list[str]] = {a: [] for a in ATTACKERS}
+        for address in ATTACKERS:
+            for _ in range(4 if address != ATTACKERS[-1] else 2):  # 14: the shared share
+                status, body = await reset(sessions[address], url, ANONYMOUS)
+                assert status == 200, body
+                handles[address].append(body["metadata"]["handle"])
+
+        async def call(address: str, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+            async with sessions[address].post(f"{url}/{path}", json=body,
+                                              headers=ANONYMOUS) as resp:  # fmt: skip
+                return resp.status, await resp.json()
+
+        for address in ATTACKERS:  # a heavy reset runs; a step waits on each other env
+            first, *rest = handles[address]
+            heavy = {"overrides": [FLOOD], "seed": 1, "handle": first}  # runs to max_call_s
+            calls.append(asyncio.create_task(call(address, "reset", heavy)))
+            await asyncio.sleep(0.05)
+            calls += [asyncio.create_task(call(address, "step", {"handle": h, "action": {}}))
+                      for h in rest]  # fmt: skip
+        await asyncio.sleep(0.3)
+        start = time.perf_counter()
+        async with from_address("127.0.0.6") as newcomer:
+            status, body = await reset(newcomer, url, ANONYMOUS)
+        admitted_s = time.perf_counter() - start
+        assert status == 200, body
+        assert admitted_s < 1.0, admitted_s
+        answered = await asyncio.gather(*calls)
+        evicted = [b for s, b in answered if s == 409 and "waited its turn" in b["detail"]]
+        assert len(evicted) == 1, answered
+        assert "closed to make room" in evicted[0]["detail"]
+    finally:
+        for task in calls:
+            task.cancel()
+        for http in sessions.values():
+            await http.close()

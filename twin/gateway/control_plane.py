@@ -59,6 +59,9 @@ class Held:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     handle: str | None = None  # an HTTP environment's
     tell: Callable[[str], None] | None = None  # a websocket's
+    running: bool = False  # a call of it is on a thread now (queued ones are not)
+    queued: asyncio.Task[Any] | None = None  # its call waiting for (or on) a thread
+    evicted: str | None = None  # why it was closed to make room, once it was
 
 
 class ControlPlane:
@@ -93,6 +96,37 @@ class ControlPlane:
     async def run(self, client: str, fn: Callable[..., T], *args: Any) -> T:
         """`fn(*args)` on an environment thread, in `client`'s fair share of them."""
         return await self.workers.run(client, fn, *args)
+
+    async def call(self, held: Held, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)` for `held`, one call of it at a time, in its client's share of the
+        threads. Only a call running on a thread makes the environment busy: one waiting its
+        turn (behind its own client's calls) is no shield against being closed to make room,
+        and is then answered with why (EnvNotReadyError)."""
+        async with held.lock:
+            if held.evicted is not None:
+                raise EnvNotReadyError(f"this episode was {held.evicted}; reset to start another")
+
+            def running() -> T:
+                held.running = True
+                try:
+                    return fn(*args)
+                finally:
+                    held.running = False
+
+            task = asyncio.ensure_future(self.workers.run(held.client, running))
+            held.queued = task
+            try:
+                return await task
+            except asyncio.CancelledError:
+                me = asyncio.current_task()
+                if held.evicted is None or (me is not None and me.cancelling()):
+                    raise
+                raise EnvNotReadyError(
+                    f"this episode was {held.evicted} while this call waited its turn; reset "
+                    "to start another"
+                ) from None
+            finally:
+                held.queued = None
 
     def close(self) -> None:
         self.workers.close()
@@ -141,15 +175,19 @@ class ControlPlane:
         return shared >= self.config.max_envs - self.config.operator_reserve
 
     def _idle(self, which: Callable[[Held], bool]) -> Held | None:
-        """The environment idle longest (no call on it) of those `which` picks."""
+        """The environment idle longest (no call of it running; one may be queued) of those
+        `which` picks."""
         idle = [h for h in (*self.http_envs.values(), *self.sockets)
-                if which(h) and not h.lock.locked()]  # fmt: skip
+                if which(h) and not h.running]  # fmt: skip
         return min(idle, key=lambda h: h.last_used, default=None)
 
     def _evict(self, held: Held | None, why: str) -> bool:
         """Close `held` to make room, and tell its owner `why`; False when there is none."""
         if held is None:
             return False
+        held.evicted = why
+        if held.queued is not None and not held.running:
+            held.queued.cancel()  # its caller is answered with why
         if held.tell is not None:
             self.release_socket_env(held)
             held.tell(f"this environment was {why}")

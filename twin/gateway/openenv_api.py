@@ -18,7 +18,7 @@ from aiohttp import web
 from pydantic import BaseModel
 
 from twin import __version__
-from twin.errors import ControlError, FrameError, TwinError
+from twin.errors import ControlError, EnvNotReadyError, FrameError, TwinError
 from twin.gateway.access import bearer, client_of, identity_of, unauthorized
 from twin.gateway.config import GatewayConfig
 from twin.gateway.control_plane import ControlPlane, Held
@@ -92,8 +92,7 @@ async def _reset(request: web.Request, raw: dict[str, Any], now: float) -> BaseM
     options = reset_options(raw)
     held, options, handle, new = control.for_reset(client, options, handle, now)
     try:
-        async with held.lock:
-            result: EgoResult = await control.run(client, held.env.reset, options)
+        result: EgoResult = await control.call(held, held.env.reset, options)
     except TwinError:
         if new and held.env.driver is None:  # this reset opened it, and failed: keep no slot
             control.discard(client, handle)
@@ -109,8 +108,7 @@ async def _step(request: web.Request, body: dict[str, Any], now: float) -> BaseM
         raise ControlError(ErrorCode.VALIDATION_ERROR, 'the body must be {"action": {...}}')
     control, client = request.app[CONTROL], _client(request)
     held = control.find(client, _addressed(body), now)
-    async with held.lock:
-        return await control.run(client, held.env.step, action)
+    return await control.call(held, held.env.step, action)
 
 
 async def _state(request: web.Request, body: dict[str, Any], now: float) -> BaseModel:
@@ -204,8 +202,10 @@ async def _serve(ws: web.WebSocketResponse, control: ControlPlane, held: Held,
         if isinstance(data, FrameError):
             reply: str | None = _error(data.code, str(data))
         else:
-            async with held.lock:  # in a call: not idle, so never closed to make room
-                reply = await control.run(held.client, _handle, held.env, data, max_bytes)
+            try:  # queued behind its client's calls, it may be closed to make room
+                reply = await control.call(held, _handle, held.env, data, max_bytes)
+            except EnvNotReadyError:
+                break  # its owner was told why, and the socket is closing
         if reply is None:
             break
         await ws.send_str(reply)
