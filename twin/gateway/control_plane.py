@@ -93,10 +93,6 @@ class ControlPlane:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def run(self, client: str, fn: Callable[..., T], *args: Any) -> T:
-        """`fn(*args)` on an environment thread, in `client`'s fair share of them."""
-        return await self.workers.run(client, fn, *args)
-
     async def call(self, held: Held, fn: Callable[..., T], *args: Any) -> T:
         """`fn(*args)` for `held`, one call of it at a time, in its client's share of the
         threads. Only a call running on a thread makes the environment busy: one waiting its
