@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import io
 import json
 import subprocess
 import sys
@@ -887,3 +888,23 @@ def test_a_mean_arrival_rate_is_read_off_each_arrival_process() -> None:
     mmpp = MmppArrivals(rates_per_h=[0, 72], mean_dwell_s=[100, 100])
     assert mean_rate_per_s(mmpp) == pytest.approx(0.01)
     assert mean_rate_per_s(DiurnalArrivals(mean_rate_per_h=36)) == pytest.approx(0.01)
+
+
+async def test_aiohttp_s_own_refusals_are_in_the_gateway_s_error_shape(
+    aiohttp_client: MakeClient,
+) -> None:
+    """No such route, a method a route does not take, a body past the cap: each a
+    `{"code", "detail"}` body like every other refusal (they were aiohttp's plain text)."""
+    client = await serve(aiohttp_client)
+    missing = await client.get("/no/such/route")
+    assert missing.status == 404
+    assert await missing.json() == {"code": "NOT_FOUND", "detail": "no route GET /no/such/route"}
+    wrong = await client.put("/reset")
+    assert wrong.status == 405
+    assert (await wrong.json())["code"] == "VALIDATION_ERROR"
+    assert "POST" in wrong.headers["Allow"]
+    big = await client.post("/v1/sessions", data=io.BytesIO(b"x" * (64 * 1024 * 16 + 1)),
+                            headers={"Content-Type": "application/json"})  # fmt: skip
+    assert big.status == 413
+    assert (await big.json())["code"] == "FRAME_TOO_LARGE"
+    await alive(client)

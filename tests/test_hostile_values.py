@@ -27,7 +27,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("hostile")
     (tmp / "scenarios").mkdir()
     (tmp / "scenarios" / "mine.yaml").write_text("kind: cluster\nname: mine\n")
-    with serving(tmp, "--scenario-dir", str(tmp / "scenarios"), "--max-sessions", "4") as served:
+    # Every hostile /reset that still validates opens an episode it never closes, and a client
+    # at its limit is refused another: the limit is the shared cap here, so the frames sent
+    # over /ws after the posts reach an environment of their own.
+    with serving(tmp, "--scenario-dir", str(tmp / "scenarios"), "--max-sessions", "4",
+                 "--max-envs-per-client", "56") as served:  # fmt: skip
         yield served
 
 

@@ -14,7 +14,7 @@ from twin.gateway.config import GatewayConfig
 from twin.gateway.connections import ConnectionGuard
 from twin.gateway.control_plane import ControlPlane
 from twin.gateway.keys import CONFIG, CONNECTIONS, CONTROL, REGISTRY, REPORTS
-from twin.gateway.malformed import client_gone, quiet_parser_errors
+from twin.gateway.malformed import client_gone, json_refusals, quiet_parser_errors
 from twin.gateway.openapi import document
 from twin.gateway.registry import SessionRegistry, reaper
 from twin.gateway.tokens import new_token
@@ -29,7 +29,7 @@ def create_app(config: GatewayConfig | None = None) -> web.Application:
     quiet_parser_errors()
     guard = ConnectionGuard(config.max_connections, config.max_connections_per_client)
     app = web.Application(client_max_size=config.max_frame_bytes * 16,
-                          middlewares=[guard.middleware, client_gone])  # fmt: skip
+                          middlewares=[guard.middleware, client_gone, json_refusals])  # fmt: skip
     app[CONFIG] = config
     app[CONNECTIONS] = guard
     app[REGISTRY] = SessionRegistry(config)

@@ -10,6 +10,8 @@ from collections.abc import Awaitable, Callable
 import structlog
 from aiohttp import web
 
+from twin.schema.codes import ErrorCode
+
 log = structlog.get_logger("twin.gateway")
 PARSER_ERRORS = "aiohttp.http_exceptions"
 
@@ -48,4 +50,32 @@ async def client_gone(request: web.Request, handler: Handler) -> web.StreamRespo
         return await handler(request)
     except ConnectionResetError:
         log.info("client_gone", path=request.path[:80], method=request.method)
-        return web.Response(status=400, text="the request ended before its body was whole")
+        return refusal(400, ErrorCode.VALIDATION_ERROR,
+                       "the request ended before its body was whole")  # fmt: skip
+
+
+def refusal(status: int, code: ErrorCode, detail: str) -> web.Response:
+    """The gateway's error shape: `{"code", "detail"}`."""
+    return web.json_response({"code": code.value, "detail": detail}, status=status)
+
+
+CODES = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.VALIDATION_ERROR, 413: ErrorCode.FRAME_TOO_LARGE}
+
+
+@web.middleware
+async def json_refusals(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """aiohttp's own refusals (no such route, a method the route does not take, a body past
+    the cap) in the gateway's error shape, as every other refusal is."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        code = CODES.get(exc.status)
+        if code is None or exc.content_type == "application/json":
+            raise
+        detail = {404: f"no route {request.method} {request.path[:120]}",
+                  405: f"{request.method} is not allowed on {request.path[:120]}",
+                  413: exc.text or "the body is too large"}[exc.status]  # fmt: skip
+        response = refusal(exc.status, code, detail)
+        if "Allow" in exc.headers:
+            response.headers["Allow"] = exc.headers["Allow"]
+        return response
