@@ -367,7 +367,7 @@ def test_tables_never_cut_a_value_at_80_columns_in_a_pipe(args: list[str]) -> No
         (["sweep", "--scenario", "default", "--vary", "seed=0,1", "--out", "{file}"],
          "argument --out: {file} exists and is not a directory"),
         (["bound", "--scenario", "market", "--out", "{file}/below"],
-         "argument --out: cannot create directory {file}/below: Not a directory"),
+         "argument --out: cannot create directory {file}/below: {file} is a file"),
     ],
     ids=["run-seed", "run-seed-float", "train-seed", "play-seed", "play-timeout", "serve-port",
          "serve-port-negative", "serve-timeout", "run-out-file", "sweep-out-file",
@@ -385,6 +385,7 @@ def test_an_ordinary_mistake_in_a_flag_is_a_usage_error_naming_it_not_a_tracebac
     assert "Traceback" not in err
     assert err.strip().splitlines()[-1].startswith(f"twin {args[0]}: error: ")
     assert said.format(file=file) in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]  # nothing left behind
 
 
 @pytest.mark.parametrize(

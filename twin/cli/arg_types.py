@@ -51,16 +51,26 @@ def positive_ms(text: str) -> int:
 
 
 def out_dir(text: str) -> str:
-    """A directory a command writes into: one that exists, or one it can create now (so a
-    command finds out before its work, not after it, that it has nowhere to write)."""
+    """A directory a command writes into: one that exists, or one it could create (so a command
+    finds out before its work, not after it, that it has nowhere to write). Nothing is left
+    behind by the check: a command refused later creates nothing."""
     if not text:
         raise argparse.ArgumentTypeError("an output directory needs a name (got '')")
     path = Path(text)
     if path.exists() and not path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} exists and is not a directory")
-    try:
+    missing = []  # the directories the command would create, deepest first
+    above = path
+    while not above.exists() and above != above.parent:
+        missing.append(above)
+        above = above.parent
+    if not above.is_dir():
+        raise argparse.ArgumentTypeError(f"cannot create directory {text}: {above} is a file")
+    try:  # created and removed again: only trying tells (permissions, read-only mounts, /proc)
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise argparse.ArgumentTypeError(f"cannot create directory {text}: {reason}") from None
+    for made in missing:
+        made.rmdir()
     return text
