@@ -193,7 +193,9 @@ def _scenario(tenants: list[str]) -> dict[str, Any]:
 def bench_hostile(quick: bool) -> Result:
     frames = 10_000 if quick else 100_000
     warm_up = frames  # the same soak once: caps filled, caches made, before memory is read
-    with twin_serve("--max-sessions", "4") as served:
+    # Every client here is one address, so one identity: it may hold the shared cap (at its
+    # limit a client is refused another environment, never given up one of its own).
+    with twin_serve("--max-sessions", "4", "--max-envs-per-client", "56") as served:
         time.sleep(0.5)
         rss_start = served.rss_kib()
         asyncio.run(_soak(served, warm_up, Tally()))  # caches, pools, first allocations
