@@ -26,6 +26,7 @@ import aiohttp
 import orjson
 
 from twin.bench.harness import Result
+from twin.bench.hostile_resources import consume
 from twin.bench.hostile_values import Template, cases, send_raw, templates, wire_requests
 from twin.bench.server import Served, twin_serve
 from twin.schema.codes import ErrorCode
@@ -208,6 +209,8 @@ def bench_hostile(quick: bool) -> Result:
         text = served.output.read_text(errors="replace")
     tracebacks = text.count("Traceback")
     growth = rss_after / rss_before - 1
+    consumed = consume(quick)
+    consumed_growth = consumed.rss_after_kib / consumed.rss_before_kib - 1
     r = Result()
     by_code = ", ".join(f"{c} {n:,}" for c, n in tally.codes.most_common())
     r.lines += [
@@ -221,6 +224,15 @@ def bench_hostile(quick: bool) -> Result:
         f"warm-up of {warm_up:,}, {rss_after / 1024:.1f} after the soak: growth {growth:+.1%} "
         f"(target under {RSS_GROWTH_TARGET:.0%})",
         f"  {tally.sent / cpu_s:,.0f} frames per server CPU-second; {wall_s:.1f} s wall",
+        "hostile, resource consumption (fresh servers): flooding overrides, 200 concurrent MCP "
+        "initializes of one tenant, four addresses pinning every environment with queued steps",
+        "  answers: " + ", ".join(f"{k} x{n:,}" for k, n in sorted(consumed.statuses.items())),
+        f"  HTTP server errors {consumed.server_errors}; server RSS "
+        f"{consumed.rss_before_kib / 1024:.1f} MiB before the overrides and MCP, "
+        f"{consumed.rss_after_kib / 1024:.1f} after ({consumed_growth:+.1%})",
+        f"  a newcomer beside pinned environments: {consumed.newcomer_status} in "
+        f"{consumed.newcomer_s * 1000:.0f} ms; queued steps answered with their eviction: "
+        f"{consumed.evicted_queued}",
     ]
     r.figures = {
         "frames": tally.sent,
@@ -235,5 +247,14 @@ def bench_hostile(quick: bool) -> Result:
         "rss_growth": round(growth, 3),
         "frames_per_server_cpu_s": round(tally.sent / cpu_s),
         "wall_s": round(wall_s, 2),
+        "consumption_server_errors": consumed.server_errors,
+        "consumption_overrides_refused": consumed.statuses["overrides 503"],
+        "consumption_mcp_500s": consumed.statuses["mcp 500"],
+        "consumption_rss_before_mib": round(consumed.rss_before_kib / 1024, 1),
+        "consumption_rss_after_mib": round(consumed.rss_after_kib / 1024, 1),
+        "consumption_rss_growth": round(consumed_growth, 3),
+        "consumption_newcomer_status": consumed.newcomer_status,
+        "consumption_newcomer_ms": round(consumed.newcomer_s * 1000),
+        "consumption_queued_evicted": consumed.evicted_queued,
     }
     return r
