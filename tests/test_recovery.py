@@ -169,3 +169,29 @@ def test_sigterm_before_the_end_of_an_exit_when_done_session_stops_cleanly(tmp_p
     assert "Traceback" not in output
     assert "gateway_stopped" in output
     assert len(list(logs.glob("*.session.json"))) == 1  # restorable
+
+
+def test_a_restart_after_the_declared_session_ended_runs_nothing_again(tmp_path: Path) -> None:
+    """`--session-file --exit-when-done` (how compose runs the gateway): once the declared
+    session has ended, a restart says so and exits 0, opening no fresh session and leaving the
+    ended session's log where it was."""
+    logs = tmp_path / "logs"
+    session_file = tmp_path / "session.json"
+    session_file.write_bytes(orjson.dumps({"session_id": DECLARED, **REQUEST, "agents": []}))
+    flags = ["--session-file", str(session_file), "--exit-when-done", "--log-dir", str(logs)]
+    for run in ("first", "again"):
+        output = tmp_path / f"{run}.log"
+        server = start_serve(free_port(), ADMIN, output, *flags)
+        try:
+            assert server.wait(timeout=60) == 0, output.read_text()
+        finally:
+            if server.poll() is None:
+                server.kill()
+                server.wait()
+        assert "Traceback" not in output.read_text()
+    assert "session_open" in (tmp_path / "first.log").read_text()
+    again = (tmp_path / "again.log").read_text()
+    assert "session_already_ended" in again
+    assert "session_open" not in again
+    assert sorted(p.name for p in logs.glob("*.jsonl")) == [f"{DECLARED}.jsonl"]
+    assert b'"kind":"episode_ended"' in (logs / f"{DECLARED}.jsonl").read_bytes()

@@ -6,6 +6,7 @@ import argparse
 import gc
 import ipaddress
 import os
+import signal
 import socket
 import sys
 from collections.abc import Awaitable, Callable, Mapping
@@ -196,7 +197,7 @@ def open_declared(
 
     from twin.gateway.config import SessionRequest
     from twin.gateway.keys import REGISTRY
-    from twin.gateway.recovery import SIDECAR
+    from twin.gateway.recovery import SIDECAR, log_path
     from twin.sim import scenarios
 
     declared = declared_session(Path(args.session_file), os.environ)
@@ -210,6 +211,14 @@ def open_declared(
     async def hook(app: web.Application) -> None:
         registry = app[REGISTRY]
         session = registry.get(declared.session_id)  # restored from its log after a crash
+        if session is None and args.exit_when_done and _ended_before(config, declared.session_id):
+            # A restart after the declared session ended: nothing is left to run.
+            log = log_path(str(config.log_dir), declared.session_id)
+            structlog.get_logger().info(
+                "session_already_ended", session_id=declared.session_id, log=str(log)
+            )
+            asyncio.get_running_loop().call_soon(signal.raise_signal, signal.SIGTERM)
+            return
         if session is None or session.ended is not None:
             session = registry.create(request, session_id=declared.session_id)
         if args.exit_when_done:
@@ -223,6 +232,17 @@ def open_declared(
         structlog.get_logger().info("session_open", session_id=session.id, **where)
 
     return hook
+
+
+def _ended_before(config: GatewayConfig, session_id: str) -> bool:
+    """Whether the log directory holds the log of a session `session_id` that ended (one that
+    had not would have been restored)."""
+    from twin.gateway.recovery import log_path
+
+    if config.log_dir is None:
+        return False
+    log = log_path(config.log_dir, session_id)
+    return log.is_file() and b'"kind":"episode_ended"' in log.read_bytes()[-65536:]
 
 
 def gateway_config(args: argparse.Namespace, token: str | None) -> GatewayConfig:
