@@ -195,3 +195,81 @@ def test_a_restart_after_the_declared_session_ended_runs_nothing_again(tmp_path:
     assert "session_open" not in again
     assert sorted(p.name for p in logs.glob("*.jsonl")) == [f"{DECLARED}.jsonl"]
     assert b'"kind":"episode_ended"' in (logs / f"{DECLARED}.jsonl").read_bytes()
+
+
+class Thinking:
+    """A built-in policy that takes `think_s` a decision (so a session lasts long enough to be
+    stopped mid-way); it decides, answers and learns as the policy does."""
+
+    def __init__(self, policy: Any, think_s: float) -> None:
+        self.policy, self.name, self.think_s = policy, policy.name, think_s
+
+    async def decide(self, request: Any) -> Any:
+        await asyncio.sleep(self.think_s)
+        return await self.policy.decide(request)
+
+    async def answer(self, offer: Any, request: Any) -> Any:
+        return await self.policy.answer(offer, request)
+
+    def learn(self, committed: Any) -> None:
+        self.policy.learn(committed)
+
+
+async def project_agents(url: str, stop: Callable[[], None] | None) -> list[Any]:
+    """The project's own agents (negotiators) play the declared session; `stop`, if given, is
+    called on a thread once four rounds are committed. One agent answers at once and waits for
+    the other, which thinks, so a stop finds one listening and one deciding. Each agent's
+    statistics."""
+    from twin_agents.client import AgentClient
+    from twin_agents.registry import builtin
+
+    tenants = list(TOKENS)
+    clients = [AgentClient(url.replace("http://", "ws://") + "/v1/agents", DECLARED, t,
+                           TOKENS[t], Thinking(builtin("negotiator", tenants, t), 0.2 * i))
+               for i, t in enumerate(tenants)]  # fmt: skip
+    runs = [asyncio.create_task(c.run()) for c in clients]
+    if stop is not None:
+        while min(c.stats.rounds for c in clients) < 4:
+            await asyncio.sleep(0.01)
+        await asyncio.to_thread(stop)
+    return await asyncio.wait_for(asyncio.gather(*runs), timeout=120)
+
+
+def test_the_project_s_agents_ride_through_a_sigterm_restart_to_the_same_outcome(
+    tmp_path: Path,
+) -> None:
+    """SIGTERM mid-session (`docker compose restart`): the server tells the agents it is
+    restarting, they reconnect to the restarted server with what they heard and play on with
+    their state, and the session ends as an uninterrupted one does, log and returns alike."""
+    session_file = tmp_path / "session.json"
+    session_file.write_bytes(orjson.dumps({"session_id": DECLARED, **REQUEST}))
+    flags = ["--session-file", str(session_file)]
+    port, calm_port = free_port(), free_port()
+    stopped_dir, calm_dir = tmp_path / "stopped", tmp_path / "calm"
+    outputs = [tmp_path / f"server{i}.log" for i in range(3)]
+    servers = [start_serve(port, ADMIN, outputs[0], "--log-dir", str(stopped_dir), *flags)]
+
+    def restart() -> None:
+        servers[0].send_signal(signal.SIGTERM)
+        assert servers[0].wait(timeout=30) == 0
+        servers.append(start_serve(port, ADMIN, outputs[1], "--log-dir", str(stopped_dir),
+                                   *flags))  # fmt: skip
+
+    try:
+        stopped = asyncio.run(project_agents(f"http://127.0.0.1:{port}", restart))
+        servers.append(
+            start_serve(calm_port, ADMIN, outputs[2], "--log-dir", str(calm_dir), *flags)
+        )
+        calm = asyncio.run(project_agents(f"http://127.0.0.1:{calm_port}", None))
+    finally:
+        for proc in servers:
+            proc.terminate()
+            proc.wait(timeout=15)
+    assert "session_restored" in outputs[1].read_text()
+    assert all(s.end_reason == "horizon" for s in stopped), [s.end_reason for s in stopped]
+    assert all(s.reconnects >= 1 for s in stopped)
+    assert [(s.rounds, round(s.reward, 9)) for s in stopped] == [
+        (s.rounds, round(s.reward, 9)) for s in calm
+    ]
+    log = (stopped_dir / f"{DECLARED}.jsonl").read_bytes()
+    assert log == (calm_dir / f"{DECLARED}.jsonl").read_bytes()

@@ -15,6 +15,7 @@ import orjson
 from twin.schema.actions import Bundle
 from twin.schema.wire import (
     GATEWAY_MESSAGE,
+    RESTARTING,
     SCHEMA_VERSION,
     AcceptOffer,
     Acknowledged,
@@ -179,6 +180,9 @@ class AgentClient:
             self._settle(message)
             self.policy.learn(message)
         elif isinstance(message, SessionEnded):
+            if message.reason == RESTARTING:  # not an end: back once the server is
+                self.stats.errors.append("the server is restarting: reconnecting")
+                return
             self.stats.end_reason = message.reason
             self.stats.final_reward = message.reward
             self.stats.reward += message.reward

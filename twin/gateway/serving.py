@@ -15,7 +15,7 @@ import socket
 from aiohttp import web
 
 from twin.gateway.connections import connection_ceiling
-from twin.gateway.keys import CONFIG, CONNECTIONS
+from twin.gateway.keys import CONFIG, CONNECTIONS, REGISTRY
 
 SHUTDOWN_S = 10.0  # requests in flight get this long to finish
 
@@ -34,6 +34,9 @@ async def _serve(app: web.Application, listening: socket.socket) -> None:
         await asyncio.Event().wait()  # until a signal ends the loop's run
     finally:
         accepting.close()
+        # Sessions close first, while their agents' sockets are still open, so each agent
+        # hears why (a restart to come, or the end); aiohttp's clean-up then closes the rest.
+        await app[REGISTRY].close_all()
         await runner.cleanup()
 
 

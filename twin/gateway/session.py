@@ -30,6 +30,7 @@ from twin.schema.base import Frozen
 from twin.schema.scenario import ClusterScenario
 from twin.schema.vocabulary import MECHANISM_TRAITS, EndReason
 from twin.schema.wire import (
+    RESTARTING,
     DecisionRequested,
     OfferReceived,
     RoundCommitted,
@@ -191,6 +192,8 @@ class Session:
         if end_reason is not None and self.driver.ended is None and not self.history.closed:
             self.driver.stop(end_reason)
             self.ended = end_reason
+        elif end_reason is None and self.ended is None and self.history.path is not None:
+            self.ended = RESTARTING  # its log stays open: a restart restores it
         if self.task is not None and not self.task.done():
             self.task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -225,8 +225,15 @@ class RoundCommitted(Frozen):
     )
 
 
+RESTARTING = "restarting"
+"""A `SessionEnded` reason that is not an end: the server is shutting down and will restore
+the session from its log when it is back, so an agent reconnects (with what it heard) and plays
+on, keeping its state."""
+
+
 class SessionEnded(Frozen):
-    """The episode is over: why, and the tenant's final settlement."""
+    """The episode is over: why, and the tenant's final settlement (or, with the reason
+    `RESTARTING`, the server is going down to restore it: reconnect)."""
 
     type: Literal["session_ended"] = "session_ended"
     reason: str
