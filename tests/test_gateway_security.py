@@ -908,3 +908,34 @@ async def test_aiohttp_s_own_refusals_are_in_the_gateway_s_error_shape(
     assert big.status == 413
     assert (await big.json())["code"] == "FRAME_TOO_LARGE"
     await alive(client)
+
+
+def test_the_parser_s_refusals_are_in_the_gateway_s_error_shape_too(tmp_path: Path) -> None:
+    """A request line past aiohttp's limit, and bytes that are not HTTP, are refused by its
+    parser before any handler runs: `twin serve` answers them `{"code", "detail"}` as well,
+    quoting none of the client's bytes."""
+    import socket
+
+    from twin.bench.server import free_port, start_serve
+
+    port = free_port()
+    proc = start_serve(port, "operator-token-for-the-parser", tmp_path / "serve.log")
+    try:
+        for raw in (b"GET /" + b"a" * 9000 + b"secret HTTP/1.1\r\nHost: x\r\n\r\n",
+                    b"\x16\x03\x01\x02\x00secret-not-http\r\n\r\n"):  # fmt: skip
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+                conn.sendall(raw)
+                answer = b""
+                while chunk := conn.recv(65536):
+                    answer += chunk
+            head, _, body = answer.partition(b"\r\n\r\n")
+            assert head.split(b" ")[1] == b"400", answer[:200]
+            assert b"Server: cluster-twin" in head
+            refused = json.loads(body)
+            assert refused["code"] == "VALIDATION_ERROR"
+            assert refused["detail"].startswith("malformed request")
+            assert "secret" not in refused["detail"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+    assert "Traceback" not in (tmp_path / "serve.log").read_text()

@@ -11,11 +11,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+from collections.abc import Callable
 
 from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
 
 from twin.gateway.connections import connection_ceiling
 from twin.gateway.keys import CONFIG, CONNECTIONS, REGISTRY
+from twin.schema.codes import ErrorCode
 
 SHUTDOWN_S = 10.0  # requests in flight get this long to finish
 
@@ -29,7 +32,8 @@ async def _serve(app: web.Application, listening: socket.socket) -> None:
     server = runner.server
     assert server is not None
     loop = asyncio.get_running_loop()
-    accepting = await loop.create_server(guard.wrap(server), sock=listening, backlog=128)
+    accepting = await loop.create_server(guard.wrap(json_errors(server)), sock=listening,
+                                         backlog=128)  # fmt: skip
     try:
         await asyncio.Event().wait()  # until a signal ends the loop's run
     finally:
@@ -38,6 +42,43 @@ async def _serve(app: web.Application, listening: socket.socket) -> None:
         # hears why (a restart to come, or the end); aiohttp's clean-up then closes the rest.
         await app[REGISTRY].close_all()
         await runner.cleanup()
+
+
+class JsonRefusals(RequestHandler):
+    """aiohttp's request handler, its protocol-level refusals (a request line or header past
+    its limits, bytes that are not HTTP: its parser answers those before any handler runs) in
+    the gateway's `{"code", "detail"}` shape, as every other refusal is; never the client's
+    bytes, which the parser's message quotes after a colon."""
+
+    __slots__ = ()
+
+    def handle_error(self, request: web.BaseRequest, status: int = 500,
+                     exc: BaseException | None = None,
+                     message: str | None = None) -> web.StreamResponse:  # fmt: skip
+        plain = super().handle_error(request, status, exc, message)  # logged in one line
+        if not 400 <= status < 500:
+            return plain
+        said = (message or "malformed request").split(":")[0].strip()[:120]
+        refused = web.json_response(
+            {"code": ErrorCode.VALIDATION_ERROR.value, "detail": f"malformed request: {said}"},
+            status=status,
+            headers={"Server": "cluster-twin"},  # not the versions it runs on, here either
+        )
+        refused.force_close()
+        return refused
+
+
+def json_errors(factory: Callable[[], asyncio.Protocol]) -> Callable[[], asyncio.Protocol]:
+    """`factory`'s request handlers, as `JsonRefusals` (the same object, its class narrowed:
+    aiohttp's server makes the handler, and has no hook for its class)."""
+
+    def make() -> asyncio.Protocol:
+        handler = factory()
+        if type(handler) is RequestHandler:
+            handler.__class__ = JsonRefusals
+        return handler
+
+    return make
 
 
 def run(app: web.Application, listening: socket.socket, loop: asyncio.AbstractEventLoop) -> None:
