@@ -57,6 +57,11 @@ class AgentStats:
     gpus_out: int = 0
     usd_in: float = 0.0  # budget received, and given, in applied trades
     usd_out: float = 0.0
+    market_fills: int = 0  # pools it bought or sold held GPUs in, round by round (call market)
+    market_gpus_in: int = 0  # GPUs bought, and sold, in the call market
+    market_gpus_out: int = 0
+    market_usd_in: float = 0.0  # paid for what it sold, and paid for what it bought, there
+    market_usd_out: float = 0.0
     errors: list[str] = field(default_factory=list)
     reconnects: int = 0
     reward: float = 0.0  # every reward the gateway told: its rounds' and the final settlement
@@ -213,9 +218,21 @@ class AgentClient:
         self.stats.offers_answered += 1
 
     def _settle(self, message: RoundCommitted) -> None:
-        """Count the round's trades this tenant was party to, and what moved each way."""
+        """Count the round's trades this tenant was party to (offers, and call-market fills),
+        and what moved each way."""
         self._answered.clear()
         self._offer_seqs.clear()
+        for pool, gpus in message.market.items():
+            if not gpus:
+                continue
+            usd = abs(gpus) * message.market_price_usd_per_gpu.get(pool, 0.0)
+            self.stats.market_fills += 1
+            if gpus > 0:
+                self.stats.market_gpus_in += gpus
+                self.stats.market_usd_out += usd
+            else:
+                self.stats.market_gpus_out -= gpus
+                self.stats.market_usd_in += usd
         for trade in message.trades:
             if trade.from_tenant == self.hello.tenant:
                 self.stats.offers_taken += trade.status in ("applied", "failed")

@@ -78,6 +78,7 @@ def _tenant(stats: AgentStats | None, llm: Any) -> Row:
         "offers_accepted": stats.offers_accepted,
         "trades_applied": stats.trades_applied,
         "trades_failed": stats.trades_failed,
+        "market_fills": stats.market_fills,
         "errors": len(stats.errors),
         "answer_ms": [round(ms, 4) for ms in stats.answer_ms],
     }

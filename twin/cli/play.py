@@ -243,9 +243,10 @@ def _show(console: Any, agents: dict[str, str], llm_stats: dict[str, Any], stats
     from twin.cli.render import Table, print_summary
 
     trades = Table(title="negotiation")
-    trades.caption = "offers made (taken, refused) and answered (accepted); applied trades"
+    trades.caption = ("offers made (taken, refused) and answered (accepted); applied trades; "
+                      "call-market fills (GPUs bought/sold)")  # fmt: skip
     for col in ("tenant", "policy", "made", "taken", "refused", "answered", "accepted", "trades",
-                "GPUs in/out", "$ in/out"):  # fmt: skip
+                "GPUs in/out", "$ in/out", "market fills", "market GPUs in/out"):  # fmt: skip
         trades.add_column(col, justify="left" if col in ("tenant", "policy") else "right")
     rewards = Table(title="rewards")
     for col in ("tenant", "rounds", "defaulted", "reward $", "difference reward GPUs",
@@ -256,7 +257,8 @@ def _show(console: Any, agents: dict[str, str], llm_stats: dict[str, Any], stats
         trades.add_row(tenant, name, str(s.offers_made), str(s.offers_taken),
                        str(s.offers_refused), str(s.offers_answered), str(s.offers_accepted),
                        str(s.trades_applied), f"{s.gpus_in}/{s.gpus_out}",
-                       f"{s.usd_in:,.0f}/{s.usd_out:,.0f}")  # fmt: skip
+                       f"{s.usd_in:,.0f}/{s.usd_out:,.0f}", str(s.market_fills),
+                       f"{s.market_gpus_in}/{s.market_gpus_out}")  # fmt: skip
         rewards.add_row(tenant, str(s.rounds), str(s.defaulted_rounds), f"{s.reward:,.2f}",
                         f"{s.difference_reward:,.2f}",
                         f"{llm.valid_first_try} / {llm.asks}" if llm else "-",

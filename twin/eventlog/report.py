@@ -204,11 +204,13 @@ def _negotiation(rows: list[dict[str, Any]], agents_path: Path | None) -> str:
             tenant, _n(len(mine)), _n(sum(r["defaulted"] for r in mine)),
             _n(sum(cols["offers_made"])), _n(sum(cols["offers_accepted"])),
             _n(sum(r["trades"] for r in mine)), _n(sum(r["traded_usd"] for r in mine), 2),
+            _n(sum(r["market_fills"] for r in mine)),
             _n(float(np.nansum(cols["reward_usd"])), 2),
             _n(float(np.nansum(cols["difference_reward"])), 2),
         ])  # fmt: skip
     table = _table(["tenant", "rounds", "defaulted", "offers made", "accepted", "trades",
-                    "traded $", "reward $", "difference reward GPUs"], totals)  # fmt: skip
+                    "traded $", "market fills", "reward $", "difference reward GPUs"],
+                   totals)  # fmt: skip
     note = ("<p>Rewards as each agent heard them at its rounds' commits. What accrued after "
             "its last round it heard in the final settlement (<code>episode_settled</code>); "
             "with it, each agent's rewards add up to its return in the tenants' table "

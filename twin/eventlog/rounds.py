@@ -32,6 +32,9 @@ ROUNDS_SCHEMA = pa.schema(
         ("offers_accepted", pa.int64()),
         ("trades", pa.int64()),
         ("traded_usd", pa.float64()),
+        ("market_fills", pa.int64()),
+        ("market_gpus", pa.int64()),
+        ("market_usd", pa.float64()),
         ("held_gpus", pa.float64()),
         ("demand_gpus", pa.float64()),
         ("useful_gpus", pa.float64()),
@@ -62,6 +65,7 @@ class RoundTable:
             "offer_made": self._offer,
             "offer_answered": self._answered,
             "trade_settled": self._settled,
+            "market_cleared": self._cleared,
             "gpus_requested": self._granted,
             "gpus_released": self._released,
             "round_credited": self._credited,
@@ -91,6 +95,9 @@ class RoundTable:
                 "offers_accepted": 0,
                 "trades": 0,
                 "traded_usd": 0.0,
+                "market_fills": 0,
+                "market_gpus": 0,
+                "market_usd": 0.0,
                 "credit_reasons": [],
                 **dict.fromkeys(CREDIT),
             }
@@ -126,6 +133,17 @@ class RoundTable:
             row = self._row(e, name)
             row["trades"] += 1
             row["traded_usd"] += usd
+
+    def _cleared(self, e: Row) -> None:
+        """A call market's clearing: each tenant filled in it (GPUs bought +, sold -) pays or
+        is paid the clearing price a GPU."""
+        price = float(e["price_usd_per_gpu"])
+        for name, gpus in e["fills"].items():
+            if gpus:
+                row = self._row(e, name)
+                row["market_fills"] += 1
+                row["market_gpus"] += gpus
+                row["market_usd"] -= gpus * price
 
     def _granted(self, e: Row) -> None:
         if self._open:
