@@ -167,6 +167,8 @@ def test_start_status_and_stop(tmp_path: Path) -> None:
         assert started.returncode == 0, started.stderr
         status = twin("warm", "status", "--socket", str(sock), sock=None, cwd=tmp_path)
         assert status.returncode == 0
+        assert f"for the twin at {PACKAGE} (" in status.stdout  # which code it serves
+        assert (directory / "warm.log").is_file()
         assert oct(directory.stat().st_mode & 0o777) == "0o700"
         assert oct(sock.stat().st_mode & 0o777) == "0o600"
     finally:
@@ -239,3 +241,17 @@ def test_the_warm_process_runs_only_its_own_commands_whatever_a_client_asks(
     log = warm.stop()
     assert "ran `" not in log
     assert log.count("not a command it runs") == 3
+
+
+def test_each_checkout_has_a_warm_process_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default socket is keyed by the installation (where the package lies, its version,
+    the interpreter): a `twin` of another checkout never reaches this one's warm process."""
+    from twin.cli import warm_client
+
+    monkeypatch.delenv(SOCKET_ENV, raising=False)
+    here = warm_client.socket_path()
+    assert here.name.startswith("warm-")
+    assert here == warm_client.socket_path()  # stable
+    monkeypatch.setattr(warm_client, "PACKAGE", Path("/elsewhere/another-checkout/twin"))
+    assert warm_client.socket_path() != here
+    assert warm_client.socket_path().parent == here.parent

@@ -32,7 +32,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from twin.cli.warm_client import COMMANDS, FORWARDED, HEADER, fingerprint, private, socket_path
+from twin.cli.warm_client import (
+    COMMANDS,
+    FORWARDED,
+    HEADER,
+    fingerprint,
+    installation,
+    private,
+    socket_path,
+)
 from twin.errors import TwinError
 
 PRELOAD = (
@@ -61,8 +69,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], entry: 
     warm.add_argument("action", choices=("start", "stop", "status", "serve"))
     warm.add_argument(
         "--socket", type=Path,
-        help="the socket (default: $TWIN_WARM_SOCKET, else warm.sock in a private directory "
-        "under $XDG_RUNTIME_DIR or /tmp)",
+        help="the socket (default: $TWIN_WARM_SOCKET, else one per installation, "
+        "warm-<key>.sock in a private directory under $XDG_RUNTIME_DIR or /tmp)",
     )  # fmt: skip
     warm.set_defaults(func=functools.partial(run, entry=entry, prepare=prepare))
 
@@ -78,6 +86,7 @@ def run(args: argparse.Namespace, entry: Entry, prepare: Callable[[], None]) -> 
         return _stop(path)
     pid = _running(path)
     print(f"warm process {pid} at {path}" if pid else f"no warm process at {path}")
+    print(f"for the twin at {installation()}")
     return 0 if pid else 1
 
 
@@ -103,13 +112,13 @@ def _running(path: Path) -> int | None:
 
 
 def _start(path: Path, entry: Entry, prepare: Callable[[], None]) -> int:
-    """Start `serve` in the background (its own session, output to `warm.log` beside the
+    """Start `serve` in the background (its own session, output to a `.log` beside the
     socket); return once it accepts connections."""
     if pid := _running(path):
         print(f"warm process {pid} already at {path}")
         return 0
     _private_dir(path.parent)
-    log = path.with_name("warm.log")
+    log = path.with_suffix(".log")
     child = os.fork()
     if child == 0:  # pragma: no cover - the daemon's side, observed through its socket
         os.setsid()

@@ -14,6 +14,7 @@ code (an edited source file, another interpreter) answers "stale" and the comman
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import signal
@@ -37,14 +38,23 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 PACKAGE = Path(__file__).resolve().parents[1]
 
 
+def installation() -> str:
+    """Which twin this is: where its package lies, its version, and the interpreter."""
+    from twin import __version__
+
+    return f"{PACKAGE} ({__version__}, {sys.executable})"
+
+
 def socket_path() -> Path:
-    """`$TWIN_WARM_SOCKET`, else `warm.sock` in a directory of this user's own (0700) under
-    `$XDG_RUNTIME_DIR` or the temporary directory."""
+    """`$TWIN_WARM_SOCKET`, else `warm-<installation>.sock` in a directory of this user's own
+    (0700) under `$XDG_RUNTIME_DIR` or the temporary directory: one warm process per checkout
+    (or installed package) and interpreter, so a command is never handed to other code."""
     configured = os.environ.get(SOCKET_ENV)
     if configured:
         return Path(configured)
     base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
-    return Path(base) / f"cluster-twin-{os.getuid()}" / "warm.sock"
+    key = hashlib.sha256(installation().encode()).hexdigest()[:12]
+    return Path(base) / f"cluster-twin-{os.getuid()}" / f"warm-{key}.sock"
 
 
 def private(directory: Path) -> bool:
