@@ -471,7 +471,7 @@ async def test_silent_sockets_are_closed_in_seconds_and_cannot_keep_an_agent_out
 async def test_a_heavy_step_does_not_hold_up_another_client_s_state(
     aiohttp_client: MakeClient,
 ) -> None:
-    client = await serve(aiohttp_client, max_episode_jobs=10**9)  # admitted: heavy on purpose
+    client = await serve(aiohttp_client, max_episode_jobs=10**9, max_client_jobs=10**12)
     # As `twin serve` does at start-up: long-lived objects (here, those of every test before
     # this one, in this process) stay out of the collector's full passes.
     gc.collect()
@@ -499,7 +499,9 @@ async def test_a_heavy_step_does_not_hold_up_another_client_s_state(
 async def test_a_call_past_the_work_limit_ends_its_episode_with_a_code(
     aiohttp_client: MakeClient,
 ) -> None:
-    client = await serve(aiohttp_client, max_call_s=0.2, max_episode_jobs=10**9)
+    client = await serve(
+        aiohttp_client, max_call_s=0.2, max_episode_jobs=10**9, max_client_jobs=10**12
+    )
     heavy = {"overrides": ["tenants.2.workloads.0.arrivals.rate_per_h=5000000"], "seed": 1}
     resp = await client.post("/reset", json=heavy)
     body = await resp.json()
@@ -939,3 +941,28 @@ def test_the_parser_s_refusals_are_in_the_gateway_s_error_shape_too(tmp_path: Pa
         proc.terminate()
         proc.wait(timeout=15)
     assert "Traceback" not in (tmp_path / "serve.log").read_text()
+
+
+async def test_a_client_s_environments_together_stay_within_its_budget_of_jobs(
+    aiohttp_client: MakeClient,
+) -> None:
+    """Each episode within the per-episode limit, a client still cannot put them all in play:
+    its environments together may bring at most `max_client_jobs` expected jobs. Resetting one
+    of its own to a small episode frees its share; the operator is not counted."""
+    client = await serve(aiohttp_client, scenario="market", max_client_jobs=250_000)
+    anonymous = {"Authorization": "Bearer not-a-token"}
+    big = {"overrides": ["tenants.1.workloads.0.arrivals.mean_rate_per_h=20000"]}  # ~80k jobs
+    handles = []
+    for _ in range(3):
+        resp = await client.post("/reset", json=big, headers=anonymous)
+        assert resp.status == 200, await resp.text()
+        handles.append((await resp.json())["metadata"]["handle"])
+    refused = await client.post("/reset", json=big, headers=anonymous)
+    body = await refused.json()
+    assert (refused.status, body["code"]) == (503, "CAPACITY_REACHED")
+    assert "at most 250,000 in play (--max-client-jobs)" in body["detail"]
+    shrunk = await client.post("/reset", json={"handle": handles[0]}, headers=anonymous)
+    assert shrunk.status == 200
+    again = await client.post("/reset", json=big, headers=anonymous)
+    assert again.status == 200
+    assert (await client.post("/reset", json=big)).status == 200  # the operator's own

@@ -142,7 +142,7 @@ async def gateway(aiohttp_server: Any) -> str:
     # Heavy resets load the worker threads: episodes far past the default per-episode limit,
     # admitted here (each call still stops at max_call_s of simulation).
     server = await aiohttp_server(
-        create_app(GatewayConfig(admin_token=ADMIN, max_episode_jobs=10**8))
+        create_app(GatewayConfig(admin_token=ADMIN, max_episode_jobs=10**8, max_client_jobs=10**10))
     )
     return f"http://{server.host}:{server.port}"
 
@@ -393,7 +393,8 @@ async def test_environments_with_steps_queued_behind_their_own_cannot_pin_the_bu
     within a second (the oldest environment of the richest address, idle but for its queued
     step, makes room), and that queued step is answered with the eviction."""
     config = GatewayConfig(admin_token=ADMIN, max_envs=16, max_envs_per_client=4,
-                           max_episode_jobs=10**9, env_workers=8, max_call_s=0.6)  # fmt: skip
+                           max_episode_jobs=10**9, max_client_jobs=10**12, env_workers=8,
+                           max_call_s=0.6)  # fmt: skip
     server = await aiohttp_server(create_app(config))
     url = f"http://{server.host}:{server.port}"
     sessions = {a: from_address(a) for a in ATTACKERS}

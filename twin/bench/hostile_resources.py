@@ -168,6 +168,6 @@ def consume(quick: bool) -> Consumed:
         asyncio.run(_overrides(served.url, tally, 200 if quick else 1000))
         asyncio.run(_mcp(served, tally))
         tally.rss_after_kib = served.rss_kib()
-    with twin_serve("--max-episode-jobs", str(10**9)) as served:
+    with twin_serve("--max-episode-jobs", str(10**9), "--max-client-jobs", str(10**12)) as served:
         asyncio.run(_queued(served.url, tally))
     return tally

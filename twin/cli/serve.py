@@ -56,6 +56,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="jobs a session's or environment's scenario may be expected to bring over its "
         "episode, after a client's overrides (default 100,000)",
     )  # fmt: skip
+    sv.add_argument(
+        "--max-client-jobs", type=int, default=400_000, metavar="N",
+        help="jobs one client's environments together may be expected to bring "
+        "(default 400,000; the operator's are not counted)",
+    )  # fmt: skip
     sv.add_argument("--log-dir", help="write each session's event log (<session>.jsonl) here")
     sv.add_argument(
         "--export",
@@ -280,6 +285,7 @@ def gateway_config(args: argparse.Namespace, token: str | None) -> GatewayConfig
             reserved_envs=args.reserved_envs,
             max_tenants=args.max_tenants,
             max_episode_jobs=args.max_episode_jobs,
+            max_client_jobs=args.max_client_jobs,
             max_connections=args.max_connections,
             max_connections_per_client=max(256, 4 * args.max_tenants),
             round_timeout_ms=args.round_timeout_ms,

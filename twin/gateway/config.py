@@ -94,6 +94,11 @@ class GatewayConfig(Frozen):
         "its episode (after overrides), read off its config before it is admitted: a client "
         "that raises an arrival rate is refused, not given a queue that grows without bound.",
     )
+    max_client_jobs: PositiveInt = Field(
+        400_000,
+        description="Jobs one client's environments together may be expected to bring (the "
+        "operator's are not counted): what one identity can make the server simulate and hold.",
+    )
     max_missed_commits: PositiveInt = Field(
         1000, description="Round commits kept for an agent that is away, to resend in order."
     )

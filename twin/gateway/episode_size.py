@@ -9,9 +9,9 @@ from twin.schema.scenario import Scenario
 from twin.sim.kinds import kind_of
 
 
-def admit_size(scenario: Scenario, max_jobs: int) -> None:
-    """WorkLimitError (CAPACITY_REACHED) naming the limit if `scenario` is expected to bring
-    more than `max_jobs` jobs over its episode."""
+def admit_size(scenario: Scenario, max_jobs: int) -> float:
+    """The jobs `scenario` is expected to bring over its episode; WorkLimitError
+    (CAPACITY_REACHED) naming the limit if more than `max_jobs`."""
     expected = kind_of(scenario).expected_jobs(scenario)
     if expected > max_jobs:
         said = (
@@ -24,3 +24,4 @@ def admit_size(scenario: Scenario, max_jobs: int) -> None:
             f"this server admits at most {max_jobs:,} an episode (--max-episode-jobs): lower "
             "its arrival rates, set max_jobs, or shorten its horizon"
         )
+    return expected

@@ -31,8 +31,9 @@ from twin.sim.tenant_policies import TenantPolicy
 
 Loader = Callable[[Any, Sequence[str]], Scenario]
 """Loads what a reset names: a scenario's name, or (where the loader allows) an inline mapping."""
-Admit = Callable[[Scenario], None]
-"""Refuses (raises) a scenario the environment may not run, once loaded with its overrides."""
+Admit = Callable[[Scenario], float]
+"""Refuses (raises) a scenario the environment may not run, once loaded with its overrides;
+else the jobs its episode is expected to bring."""
 Ob = TypeVar("Ob", bound=Frozen)
 A = TypeVar("A", bound=Frozen)
 
@@ -129,6 +130,7 @@ class EgoEnv:
         self.default_scenario = default_scenario
         self.loader = loader
         self.admit = admit
+        self.expected_jobs = 0.0  # of the episode admitted last (by `admit`)
         self.max_cpu_s = max_cpu_s
         self.driver: Driver[Frozen, Frozen] | None = None  # of whatever kind a reset names
         self.tenant = ""
@@ -145,7 +147,7 @@ class EgoEnv:
         else:
             scenario = scenarios.load(self.default_scenario, options.overrides)
         if self.admit is not None:
-            self.admit(scenario)
+            self.expected_jobs = self.admit(scenario)
         self.episode_id = options.episode_id or secrets.token_hex(6)
         driver: Driver[Frozen, Frozen] = Driver(scenario, seed=seed, session=self.episode_id)
         self.tenant = options.tenant or driver.tenants[0]
