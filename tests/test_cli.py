@@ -416,3 +416,42 @@ def test_a_scenario_file_that_is_not_utf8_is_one_line_naming_it(
     assert main(["run", "--scenario", str(scenario)]) == 2
     [said] = capsys.readouterr().err.strip().splitlines()
     assert said == f"twin: error: {scenario}: not UTF-8 text (byte 9 is 0xe9); save it as UTF-8"
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("name: x\npools: []\n",
+         "field kind: missing; a scenario names its kind, one of: agentic_rl, cluster, gpucluster"),
+        ("kind: clusterr\nname: x\n",
+         "field kind: 'clusterr' is not one; a scenario names its kind, one of: agentic_rl, "
+         "cluster, gpucluster"),
+        ("kind: cluster\nname: x\npools:\n- {name: p, gpu_type: h100, max_gpus: 1,\n"
+         "   price_usd_per_gpu_h: 1, provision_delay_s: {median: 60}}\n"
+         "tenants: [{name: a}]\n",
+         "field pools.0.provision_delay_s.dist: missing; a distribution names its dist, one of: "
+         "choice, constant, exponential, lognormal, uniform"),
+        ("name: x\n  pools: [\n",
+         ", line 2, column 8: not valid YAML: mapping values are not allowed in this context"),
+    ],
+    ids=["no-kind", "unknown-kind", "no-dist", "yaml-syntax"],
+)  # fmt: skip
+def test_a_bad_scenario_file_is_one_line_in_the_domain_s_words(
+    text: str, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = tmp_path / "mine.yaml"
+    scenario.write_text(text)
+    assert main(["run", "--scenario", str(scenario)]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"twin: error: {scenario}")
+    assert said in line
+    assert "<unicode string>" not in line
+    assert "discriminator" not in line
+
+
+def test_a_sweep_of_no_seeds_is_a_usage_error_naming_the_flag(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["sweep", "--seeds", "-1", "--out", "o"])
+    assert "argument --seeds: at least 1 (got -1)" in capsys.readouterr().err

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from twin.cli.arg_types import out_dir
+from twin.cli.arg_types import at_least_one, out_dir
 from twin.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     sw = sub.add_parser("sweep", help="many runs into one results.parquet (local pool or Ray)")
     sw.add_argument("--spec", help="a sweep file (YAML: scenarios, seeds, policies, set, sample)")
     sw.add_argument("--scenario", help="scenarios, comma-separated (default: default)")
-    sw.add_argument("--seeds", type=int, help="seeds 0..N-1 for every point (default 1)")
+    sw.add_argument("--seeds", type=at_least_one, help="seeds 0..N-1 for every point (default 1)")
     sw.add_argument("--policy", help="policies, comma-separated (default: each tenant's own)")
     sw.add_argument("--set", action="append", metavar="PATH=V1,V2",
                     help="a scenario field and its values (repeat for a grid)")  # fmt: skip

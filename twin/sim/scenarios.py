@@ -62,10 +62,27 @@ def parse_text(text: str | bytes, where: str, *, as_json: bool, quote: bool) -> 
             return json.loads(text)
         return copy.deepcopy(_yaml(text)) if len(text) <= CACHED_CHARS else _yaml.__wrapped__(text)
     except (yaml.YAMLError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        why = f": {exc}" if quote else ""
-        raise ConfigError(f"{where}: not valid YAML/JSON{why}") from None
+        raise ConfigError(f"{where}{_at(exc)}: not valid {'JSON' if as_json else 'YAML'}"
+                          f"{_why(exc) if quote else ''}") from None  # fmt: skip
     except (RecursionError, ValueError):
         raise ConfigError(f"{where}: {UNREADABLE}") from None
+
+
+def _at(exc: Exception) -> str:
+    """Where in the text a parser stopped, as `, line L, column C` (1-based), if it says."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f", line {exc.lineno}, column {exc.colno}"
+    mark = getattr(exc, "problem_mark", None)
+    return "" if mark is None else f", line {mark.line + 1}, column {mark.column + 1}"
+
+
+def _why(exc: Exception) -> str:
+    """The parser's own words for the problem, in one line (without its position)."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f": {exc.msg}"
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    context = getattr(exc, "context", None)
+    return f": {problem}" + (f" ({context})" if context else "")
 
 
 CACHED_CHARS = 64 * 1024  # scenario files are a few KB; a big text is parsed, not kept
@@ -125,10 +142,27 @@ def describe(exc: ValidationError, *, quote: bool = True) -> str:
     lines = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"] if not _is_union_tag(p))
+        if err["type"] in ("union_tag_not_found", "union_tag_invalid"):
+            lines.append(_which_member(loc, err))
+            continue
         given = err.get("input")
         shown = "" if not quote or isinstance(given, dict | list) else f" (got {given!r})"
         lines.append(f"field {loc or '<root>'}: {err['msg']}{shown}")
     return "; ".join(lines)
+
+
+def _which_member(loc: str, err: Any) -> str:
+    """A union's tag missing or unknown, in the domain's words: the field that names the
+    member (a scenario's `kind`, a distribution's `dist`, an arrival process's `process`), the
+    values it takes and, if given, what it got."""
+    field = str(err["ctx"]["discriminator"]).strip("'")
+    where = f"{loc}.{field}" if loc else field
+    allowed = ", ".join(sorted(TAGS_BY_FIELD.get(field, ())))
+    what = {"kind": "a scenario", "dist": "a distribution", "process": "an arrival process"}
+    said = f"{what.get(field, 'it')} names its {field}, one of: {allowed}"
+    if err["type"] == "union_tag_not_found":
+        return f"field {where}: missing; {said}"
+    return f"field {where}: {err['ctx']['tag']!r} is not one; {said}"
 
 
 def _union_tags(*unions: Any) -> frozenset[str]:
@@ -143,6 +177,11 @@ def _union_tags(*unions: Any) -> frozenset[str]:
 
 UNION_TAGS = _union_tags(Scenario, Distribution, ArrivalProcess)
 """Where a validation error's location names the union member it tried (not a field)."""
+TAGS_BY_FIELD = {
+    get_args(union)[1].discriminator: _union_tags(union)
+    for union in (Scenario, Distribution, ArrivalProcess)
+}
+"""The values each union's naming field takes (`kind`, `dist`, `process`)."""
 
 
 def _is_union_tag(part: object) -> bool:
