@@ -515,3 +515,19 @@ def test_a_ranking_chart_puts_each_dot_at_its_value_between_its_whiskers() -> No
     bars = ET.fromstring(ranking_svg("trades", ["a", "b"], [3.0, 1.0]))
     widths = [float(r.get("width", "nan")) for r in bars.iter(f"{ns}rect")]
     assert widths[0] == pytest.approx(3 * widths[1], rel=0.02), "bars from zero, to scale"
+
+
+def test_the_closing_line_names_every_file_written_and_no_table_is_written_empty(
+    tmp_path: Path,
+) -> None:
+    """A mirror-only arena ranks no rotation: no empty leaderboard.parquet, and its last line
+    names the page and each table it did write."""
+    out = tmp_path / "mirror"
+    result = twin_command("arena", "--scenario", "market-scarce", "--agents", "negotiator",
+                          "--regime", "mirror", "--seeds", "1", "--out", str(out),
+                          "--workers", "1")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    last = result.stdout.strip().splitlines()[-1]
+    assert last == f"wrote {out / 'leaderboard.html'}, sessions.parquet and mirror.parquet"
+    assert not (out / "leaderboard.parquet").exists()
+    assert {p.name for p in out.glob("*.parquet")} == {"sessions.parquet", "mirror.parquet"}

@@ -113,7 +113,8 @@ def write_outputs(out: Path, manifest: dict[str, Any], found: list[Row]) -> Boar
 
     ranked = board.leaderboard(found)
     mirrored, crossed = board.mirror(found), board.cross(found)
-    pq.write_table(pa.Table.from_pylist(ranked), out / LEADERBOARD_FILE, compression="zstd")
+    if ranked:  # a mirror-only arena has no rotation to rank: no empty table
+        pq.write_table(pa.Table.from_pylist(ranked), out / LEADERBOARD_FILE, compression="zstd")
     table = pa.Table.from_pylist([{k: _clean(v) for k, v in r.items()} for r in board.tidy(found)])
     pq.write_table(table, out / SESSIONS_FILE, compression="zstd")
     if mirrored:
@@ -124,6 +125,15 @@ def write_outputs(out: Path, manifest: dict[str, Any], found: list[Row]) -> Boar
         pq.write_table(pa.Table.from_pylist(crossed), out / CROSS_FILE, compression="zstd")
     (out / PAGE_FILE).write_text(render(ranked, manifest, mirrored, crossed), encoding="utf-8")
     return Boards(ranked, mirrored, crossed)
+
+
+def written(out: Path, boards: Boards) -> str:
+    """The files an arena's outputs are, as a closing line names them: the page with its
+    directory, then every table it wrote."""
+    tables = [name for name, rows in ((LEADERBOARD_FILE, boards.ranked), (SESSIONS_FILE, True),
+                                      (MIRROR_FILE, boards.mirrored), (CROSS_FILE, boards.crossed))
+              if rows]  # fmt: skip
+    return f"wrote {out / PAGE_FILE}, " + ", ".join(tables[:-1]) + f" and {tables[-1]}"
 
 
 def merge(a: Path, b: Path, out: Path) -> tuple[dict[str, Any], list[Row], int]:

@@ -69,7 +69,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     ar.add_argument("--no-preflight", dest="preflight", action="store_false",
                     help="start without checking each LLM endpoint first")  # fmt: skip
     ar.add_argument("--llm-first-answer-s", type=float,
-                    help="how long LLM agents wait for a first answer (default 0.5)")  # fmt: skip
+                    help="how long LLM agents wait for a first answer (default: what the "
+                    "slowest endpoint's preflight measured it needs, within the round's "
+                    "deadline)")  # fmt: skip
     ar.add_argument("--seeds", default="8", help="N (seeds 0..N-1), A-B, a list, or held-out:N "
                     "(the first N held-out seeds) (default 8)")  # fmt: skip
     ar.add_argument("--mechanism", default=DEFAULT_MECHANISM,
@@ -121,7 +123,7 @@ def preflight_endpoints(args: argparse.Namespace, llms: list[AgentSpec]) -> None
 
 
 def arena_command(args: argparse.Namespace) -> int:
-    from twin.arena import lineup
+    from twin.arena import lineup, store
     from twin.arena.run import finish, manifest, prepare
     from twin.cli.analyse import require_analysis
     from twin.cli.render import console_for, print_json
@@ -172,7 +174,7 @@ def arena_command(args: argparse.Namespace) -> int:
     boards = finish(out, tasks)
     show(console, boards)
     console.print(f"{len(tasks)} sessions ({played} now, {len(tasks) - played} done before)")
-    console.print(f"wrote {out / 'leaderboard.html'}, leaderboard.parquet and sessions.parquet")
+    console.print(store.written(out, boards), soft_wrap=True)  # a path is not cut
     if args.json:
         print_json("arena", sessions=len(tasks), played_now=played, out=str(out),
                    **boards._asdict())  # fmt: skip
@@ -226,8 +228,7 @@ def merge_command(args: argparse.Namespace) -> int:
     console = Console()
     show(console, boards)
     console.print(f"merged {len(rows)} sessions ({twice} in both, kept once)")
-    console.print(f"wrote {out / store.PAGE_FILE}, {store.LEADERBOARD_FILE} and "
-                  f"{store.SESSIONS_FILE}")  # fmt: skip
+    console.print(store.written(out, boards), soft_wrap=True)  # a path is not cut
     return 0
 
 

@@ -84,8 +84,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--llm-first-answer-s",
         type=float,
         help="how long llm agents wait for the model's first answer, before its latency is "
-        "known (default 0.5; then the wait follows the measured latency); raise it for a slow "
-        "CPU model",
+        "known (default: three times the preflight's timed completion, at least 2 s, within "
+        "the round's deadline; 0.5 with --no-preflight; then the wait follows the measured "
+        "latency)",
     )
     pl.add_argument(
         "--out", type=out_dir, help=f"directory for {EVENTS_FILE}, {SUMMARY_FILE} and {AGENTS_FILE}"

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from twin import __version__
-from twin.errors import CapacityReachedError, EnvNotReadyError, WorkLimitError
+from twin.errors import CapacityReachedError, EnvNotReadyError
 from twin.gateway.access import OPERATOR
 from twin.gateway.config import GatewayConfig
 from twin.gateway.episode_size import admit_size
@@ -130,29 +130,21 @@ class ControlPlane:
     def new_env(self, client: str) -> EgoEnv:
         """An environment of `client`'s that loads scenarios the way clients may, simulates for
         at most `max_call_s` CPU seconds a call, and admits an episode within the per-episode
-        limit and its client's budget of jobs."""
+        limit and (but for the operator's) within what the client's other environments leave
+        of its budget of jobs."""
         env = EgoEnv(self.default_scenario, loader=self.access.load,
                      max_cpu_s=self.config.max_call_s)  # fmt: skip
-        env.admit = lambda scenario: self._admit(client, env, scenario)
-        return env
 
-    def _admit(self, client: str, env: EgoEnv, scenario: Any) -> float:
-        """The jobs `scenario`'s episode is expected to bring, within the per-episode limit
-        and (but for the operator's) within what the client's other environments leave of its
-        budget; WorkLimitError naming the limit otherwise."""
-        expected = admit_size(scenario, self.config.max_episode_jobs)
-        if client == OPERATOR:
-            return expected
-        others = sum(h.env.expected_jobs for h in (*self.http_envs.values(), *self.sockets)
-                     if h.client == client and h.env is not env)  # fmt: skip
-        budget = self.config.max_client_jobs
-        if others + expected > budget:
-            raise WorkLimitError(
-                f"{client}'s environments would together be expected to bring about "
-                f"{others + expected:,.0f} jobs; a client may have at most {budget:,} in play "
-                "(--max-client-jobs): reset a smaller episode, or let one of yours go"
-            )
-        return expected
+        def admit(scenario: Any) -> float:
+            if client == OPERATOR:
+                return admit_size(scenario, self.config.max_episode_jobs)
+            others = sum(h.env.expected_jobs for h in (*self.http_envs.values(), *self.sockets)
+                         if h.client == client and h.env is not env)  # fmt: skip
+            return admit_size(scenario, self.config.max_episode_jobs,
+                              within=(client, others, self.config.max_client_jobs))  # fmt: skip
+
+        env.admit = admit
+        return env
 
     def environments(self) -> int:
         return len(self.sockets) + len(self.http_envs)

@@ -1,6 +1,7 @@
 """A scenario a client asks for is sized before it is admitted: the jobs its episode is
 expected to bring (its arrival rates over its horizon, after the client's overrides) against the
-operator's per-episode limit (`twin serve --max-episode-jobs`)."""
+operator's per-episode limit (`twin serve --max-episode-jobs`) and, for an environment, what the
+client's other environments leave of its budget (`--max-client-jobs`)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ from twin.schema.scenario import Scenario
 from twin.sim.kinds import kind_of
 
 
-def admit_size(scenario: Scenario, max_jobs: int) -> float:
+def admit_size(scenario: Scenario, max_jobs: int,
+               within: tuple[str, float, int] | None = None) -> float:  # fmt: skip
     """The jobs `scenario` is expected to bring over its episode; WorkLimitError
-    (CAPACITY_REACHED) naming the limit if more than `max_jobs`."""
+    (CAPACITY_REACHED) naming the limit if more than `max_jobs`, or, `within` a client's
+    budget (the client, what its other environments bring, the budget), if it would take the
+    client past it."""
     expected = kind_of(scenario).expected_jobs(scenario)
     if expected > max_jobs:
         said = (
@@ -24,4 +28,12 @@ def admit_size(scenario: Scenario, max_jobs: int) -> float:
             f"this server admits at most {max_jobs:,} an episode (--max-episode-jobs): lower "
             "its arrival rates, set max_jobs, or shorten its horizon"
         )
+    if within is not None:
+        client, others, budget = within
+        if others + expected > budget:
+            raise WorkLimitError(
+                f"{client}'s environments would together be expected to bring about "
+                f"{others + expected:,.0f} jobs; a client may have at most {budget:,} in play "
+                "(--max-client-jobs): reset a smaller episode, or let one of yours go"
+            )
     return expected
