@@ -217,10 +217,8 @@ def test_smollm2_in_one_role_of_an_arena_reports_its_valid_answers_and_latency(
     import pyarrow.parquet as pq
 
     out = tmp_path / "arena"
-    prompts = tmp_path / "prompts"
-    prompts.mkdir()
     shipped = Path(__file__).resolve().parents[1] / "twin_agents" / "prompts" / "system.txt"
-    (prompts / "terse.txt").write_text(shipped.read_text())
+    (tmp_path / "my-prompt.txt").write_text(shipped.read_text())  # the docs' own, copied
     argv = as_printed(documented("arena.md", "arena"), llama_server,
                       scenario=str(short_market(tmp_path, 2)), seeds="1", out=str(out))  # fmt: skip
     result = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=1200,
