@@ -43,8 +43,8 @@ class Consumed:
 
     @property
     def server_errors(self) -> int:
-        return sum(n for key, n in self.statuses.items() if key.split()[-1].startswith("5")
-                   and key.split()[-1] != "503")  # fmt: skip
+        statuses = ((key.rsplit(" ", 1)[1], n) for key, n in self.statuses.items())
+        return sum(n for status, n in statuses if status.startswith("5") and status != "503")
 
 
 async def _post(http: aiohttp.ClientSession, url: str, body: Any,

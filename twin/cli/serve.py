@@ -202,7 +202,7 @@ def open_declared(
 
     from twin.gateway.config import SessionRequest
     from twin.gateway.keys import REGISTRY
-    from twin.gateway.recovery import SIDECAR, log_path
+    from twin.gateway.recovery import SIDECAR
     from twin.sim import scenarios
 
     declared = declared_session(Path(args.session_file), os.environ)
@@ -216,11 +216,11 @@ def open_declared(
     async def hook(app: web.Application) -> None:
         registry = app[REGISTRY]
         session = registry.get(declared.session_id)  # restored from its log after a crash
-        if session is None and args.exit_when_done and _ended_before(config, declared.session_id):
+        ended = _ended_log(config, declared.session_id) if session is None else None
+        if ended is not None and args.exit_when_done:
             # A restart after the declared session ended: nothing is left to run.
-            log = log_path(str(config.log_dir), declared.session_id)
             structlog.get_logger().info(
-                "session_already_ended", session_id=declared.session_id, log=str(log)
+                "session_already_ended", session_id=declared.session_id, log=str(ended)
             )
             asyncio.get_running_loop().call_soon(signal.raise_signal, signal.SIGTERM)
             return
@@ -239,15 +239,16 @@ def open_declared(
     return hook
 
 
-def _ended_before(config: GatewayConfig, session_id: str) -> bool:
-    """Whether the log directory holds the log of a session `session_id` that ended (one that
-    had not would have been restored)."""
+def _ended_log(config: GatewayConfig, session_id: str) -> Path | None:
+    """The log of a session `session_id` that ended, if the log directory holds one (one that
+    had not ended would have been restored)."""
     from twin.gateway.recovery import log_path
 
     if config.log_dir is None:
-        return False
+        return None
     log = log_path(config.log_dir, session_id)
-    return log.is_file() and b'"kind":"episode_ended"' in log.read_bytes()[-65536:]
+    ended = log.is_file() and b'"kind":"episode_ended"' in log.read_bytes()[-65536:]
+    return log if ended else None
 
 
 def gateway_config(args: argparse.Namespace, token: str | None) -> GatewayConfig:

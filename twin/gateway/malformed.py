@@ -54,9 +54,11 @@ async def client_gone(request: web.Request, handler: Handler) -> web.StreamRespo
                        "the request ended before its body was whole")  # fmt: skip
 
 
-def refusal(status: int, code: ErrorCode, detail: str) -> web.Response:
+def refusal(status: int, code: ErrorCode, detail: str,
+            headers: dict[str, str] | None = None) -> web.Response:  # fmt: skip
     """The gateway's error shape: `{"code", "detail"}`."""
-    return web.json_response({"code": code.value, "detail": detail}, status=status)
+    return web.json_response({"code": code.value, "detail": detail}, status=status,
+                             headers=headers)  # fmt: skip
 
 
 CODES = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.VALIDATION_ERROR, 413: ErrorCode.FRAME_TOO_LARGE}
@@ -75,7 +77,5 @@ async def json_refusals(request: web.Request, handler: Handler) -> web.StreamRes
         detail = {404: f"no route {request.method} {request.path[:120]}",
                   405: f"{request.method} is not allowed on {request.path[:120]}",
                   413: exc.text or "the body is too large"}[exc.status]  # fmt: skip
-        response = refusal(exc.status, code, detail)
-        if "Allow" in exc.headers:
-            response.headers["Allow"] = exc.headers["Allow"]
-        return response
+        allow = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
+        return refusal(exc.status, code, detail, allow)

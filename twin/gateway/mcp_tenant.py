@@ -21,6 +21,7 @@ from multidict import CIMultiDict
 from twin.gateway.access import bearer
 from twin.gateway.http import rpc_id_ok
 from twin.gateway.keys import REGISTRY
+from twin.gateway.malformed import refusal
 from twin.gateway.session import Session
 from twin.gateway.tenant_link import TenantLink
 from twin.gateway.tokens import same_token
@@ -55,12 +56,12 @@ async def tenant_mcp(request: web.Request) -> web.StreamResponse:
     mcp_id = request.headers.get(SESSION_HEADER)
     if request.method == "GET":
         detail = "GET opens no stream here: POST JSON-RPC messages, DELETE to leave"
-        return _refusal(405, ErrorCode.VALIDATION_ERROR, detail, {"Allow": "POST, DELETE"})
+        return refusal(405, ErrorCode.VALIDATION_ERROR, detail, {"Allow": "POST, DELETE"})
     if request.method == "DELETE":
         async with session.mcp_joins[tenant]:  # not in the middle of a join of the tenant's
             link = _known(session, tenant, mcp_id)
             if link is None:
-                return _refusal(404, ErrorCode.NOT_FOUND, UNKNOWN_ID)
+                return refusal(404, ErrorCode.NOT_FOUND, UNKNOWN_ID)
             await _leave(session, link)
         return web.Response(status=204)
     if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
@@ -92,17 +93,11 @@ async def tenant_mcp(request: web.Request) -> web.StreamResponse:
             return await _answer(link, request, raw, headers)
     link = _known(session, tenant, mcp_id)  # looked up now: the body's read may have waited
     if link is None:
-        return _refusal(404, ErrorCode.NOT_FOUND, UNKNOWN_ID)
+        return refusal(404, ErrorCode.NOT_FOUND, UNKNOWN_ID)
     return await _answer(link, request, raw, headers)
 
 
 UNKNOWN_ID = "unknown or expired Mcp-Session-Id: initialize"
-
-
-def _refusal(status: int, code: ErrorCode, detail: str,
-             headers: dict[str, str] | None = None) -> web.Response:  # fmt: skip
-    return web.json_response({"code": code.value, "detail": detail}, status=status,
-                             headers=headers)  # fmt: skip
 
 
 def _known(session: Session, tenant: str, mcp_id: str | None) -> TenantLink | None:
@@ -117,9 +112,9 @@ async def _answer(link: TenantLink, request: web.Request, raw: bytes,
     unknown, as a later request with its id would be."""
     serving = link.serving
     if serving is None:
-        return _refusal(404, ErrorCode.NOT_FOUND, UNKNOWN_ID)
+        return refusal(404, ErrorCode.NOT_FOUND, UNKNOWN_ID)
     answered = await serving.answer(request, raw, headers)
-    return answered or _refusal(404, ErrorCode.NOT_FOUND, UNKNOWN_ID)
+    return answered or refusal(404, ErrorCode.NOT_FOUND, UNKNOWN_ID)
 
 
 def _as_json(request: web.Request) -> CIMultiDict[str]:

@@ -123,13 +123,13 @@ class EgoEnv:
     """One isolated environment over the driver. Errors are TwinErrors naming the problem."""
 
     def __init__(self, default_scenario: str, *, loader: Loader = scenarios.load,
-                 max_cpu_s: float | None = None, admit: Admit | None = None) -> None:  # fmt: skip
+                 max_cpu_s: float | None = None) -> None:  # fmt: skip
         """`loader` loads the scenarios a reset names (the default one is always the
-        operator's own); `max_cpu_s` bounds the simulation time one call may take; `admit`
-        refuses a scenario (with its overrides) before an episode of it starts."""
+        operator's own); `max_cpu_s` bounds the simulation time one call may take. `admit`, if
+        its owner sets it, refuses a scenario (with its overrides) before an episode starts."""
         self.default_scenario = default_scenario
         self.loader = loader
-        self.admit = admit
+        self.admit: Admit | None = None
         self.expected_jobs = 0.0  # of the episode admitted last (by `admit`)
         self.max_cpu_s = max_cpu_s
         self.driver: Driver[Frozen, Frozen] | None = None  # of whatever kind a reset names
