@@ -169,13 +169,21 @@ def test_twin_bound_prints_both_bounds_and_writes_json_and_parquet(tmp_path: Any
     assert (tmp_path / BOUND_FILE).read_text().count('"relaxes"') == 1
 
 
+def test_a_slot_of_zero_is_refused_where_it_is_parsed() -> None:
+    out = subprocess.run([sys.executable, "-m", "twin", "bound", "--slot-s", "0"],
+                         capture_output=True, text=True, check=False)  # fmt: skip
+    assert out.returncode == 2
+    *usage, said = out.stderr.strip().splitlines()
+    assert usage[0].startswith("usage: twin bound ")
+    assert said == "twin bound: error: argument --slot-s: above 0 (got 0)"
+
+
 @pytest.mark.parametrize(
     ("args", "words"),
     [
         (["--scenario", "market", "--time-limit-s", "1e-9"], "bound not reached (time_limit)"),
         (["--scenario", "openb-tenants"], "has no horizon_s"),
         (["--scenario", "market", "--seeds", "x"], "--seeds: 'x'"),
-        (["--scenario", "market", "--slot-s", "0"], "--slot-s must be positive"),
     ],
 )
 def test_a_bound_that_cannot_be_reached_is_one_coded_line(args: list[str], words: str) -> None:

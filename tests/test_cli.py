@@ -127,13 +127,16 @@ def test_replay_prints_a_summary_and_writes_its_files(tmp_path: Path) -> None:
         (["replay", "--trace", "pyproject.toml"], "cannot tell the format from its first line"),
         (
             ["replay", "--trace", "traces/samples/itp_synthetic.csv", "--gpus", "0"],
-            "--gpus must be a positive",
+            "argument --gpus: at least 1 (got 0)",
         ),
         (
             ["replay", "--trace", "traces/samples/itp_synthetic.csv", "--columns", "submit=t"],
             "column map: submit= and gpus= are required",
         ),
-        (["trace", "generate", "--jobs", "0", "--out", "x.csv"], "--jobs must be positive"),
+        (
+            ["trace", "generate", "--jobs", "0", "--out", "x.csv"],
+            "argument --jobs: at least 1 (got 0)",
+        ),
     ],
 )
 def test_replay_bad_input_is_one_clear_line_and_exit_2(args: list[str], message: str) -> None:
@@ -315,10 +318,6 @@ def test_serve_on_a_busy_port_is_one_line_before_anything_is_printed() -> None:
             "--reserved-envs: 64 of the cap of 64 environments would "
             "leave none to clients without the operator's token (got 64)",
         ),
-        (
-            ["--max-envs-per-client", "0"],
-            "--max-envs-per-client: Input should be greater than 0 (got 0)",
-        ),
     ],
 )
 def test_serve_with_impossible_caps_is_one_line(flags: list[str], line: str) -> None:
@@ -326,6 +325,14 @@ def test_serve_with_impossible_caps_is_one_line(flags: list[str], line: str) -> 
     assert result.returncode == 2
     [said] = result.stderr.strip().splitlines()
     assert said.startswith(f"twin: error: {line}"), said
+
+
+def test_a_cap_out_of_its_range_is_refused_where_it_is_parsed() -> None:
+    result = twin("serve", "--port", "9", "--max-envs-per-client", "0")
+    assert result.returncode == 2
+    *usage, said = result.stderr.strip().splitlines()
+    assert usage[0].startswith("usage: twin serve ")
+    assert said == "twin serve: error: argument --max-envs-per-client: at least 1 (got 0)"
 
 
 OPENB_TRACES = "traces/alibaba-gpu-v2023-openb"

@@ -92,7 +92,7 @@ def test_a_spec_file_samples_the_grid_reproducibly(tmp_path: Path) -> None:
         (["--scenario", "nope"], "nope"),
         (["--set", "budget_usd"], "expected PATH=VALUE[,VALUE...]"),
         (["--scenario", "gpucluster-easy", "--set", "max_steps=-1"], "max_steps"),
-        (["--workers", "0"], "--workers must be at least 1"),
+        (["--workers", "0"], "argument --workers: at least 1 (got 0)"),
         (
             ["--scenario", "gpucluster-easy", "--engine", "ray", "--ray-address", "127.0.0.1:1"],
             "cannot reach the Ray cluster at 127.0.0.1:1",

@@ -173,7 +173,7 @@ def test_start_status_and_stop(tmp_path: Path) -> None:
         assert oct(sock.stat().st_mode & 0o777) == "0o600"
     finally:
         assert twin("warm", "stop", "--socket", str(sock), sock=None, cwd=tmp_path).returncode == 0
-    assert twin("warm", "status", "--socket", str(sock), sock=None, cwd=tmp_path).returncode == 1
+    assert twin("warm", "status", "--socket", str(sock), sock=None, cwd=tmp_path).returncode == 3
     assert not sock.exists()
 
 

@@ -147,6 +147,10 @@ def parse_agents(names: str, llms: list[AgentSpec]) -> list[AgentSpec]:
     return out
 
 
+SEED_MAX = 2**32 - 1  # a seed sequence's entropy; the CLI's --seed takes the same range
+MAX_SEEDS = 1_000_000  # seeds one command plays (each is at least one episode)
+
+
 def parse_seeds(text: str) -> list[int]:
     """`8` -> seeds 0..7; `42-51` -> 42..51; `1,5,9` -> those; `held-out:30` -> the first 30
     held-out seeds (`twin.rl.seeds`), `train:N` the first N training seeds."""
@@ -164,13 +168,23 @@ def parse_seeds(text: str) -> list[int]:
     try:
         if "-" in text:
             low, high = (int(x) for x in text.split("-", 1))
-            seeds = list(range(low, high + 1))
+            bounds = [low, high, high - low + 1]
         elif "," in text:
-            seeds = [int(x) for x in text.split(",") if x.strip()]
+            listed = [int(x) for x in text.split(",") if x.strip()]
+            bounds = [*listed, len(listed)]
         else:
-            seeds = list(range(int(text)))
+            bounds = [0, int(text) - 1, int(text)]
     except ValueError:
         raise ConfigError(f"--seeds: {text!r} is not N, A-B or a list") from None
+    if max(bounds, default=0) > SEED_MAX or bounds[-1] > MAX_SEEDS:
+        raise ConfigError(f"--seeds: {text!r}: seeds go up to {SEED_MAX:,}, and at most "
+                          f"{MAX_SEEDS:,} of them")  # fmt: skip
+    if "-" in text:
+        seeds = list(range(low, high + 1))
+    elif "," in text:
+        seeds = listed
+    else:
+        seeds = list(range(int(text)))
     if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
         raise ConfigError(f"--seeds: {text!r} names no seeds, a negative or a repeated one")
     return seeds

@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from twin.cli.arg_types import out_dir, out_file
 from twin.errors import ConfigError
 from twin.eventlog.formats import EXPORTERS, formats_help, parse_formats
 from twin.schema.vocabulary import EVENTS_FILE, REPORT_FILE
@@ -19,12 +20,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     ex = sub.add_parser("export", help="export a run's event log: Parquet, CSV, Perfetto timeline")
     ex.add_argument("run_dir", metavar="RUN_DIR", help=f"a run's directory (or its {EVENTS_FILE})")
     ex.add_argument("--format", default="parquet", help=formats_help())
-    ex.add_argument("--out", help="write here instead of beside the log")
+    ex.add_argument("--out", type=out_dir, help="write here instead of beside the log")
     ex.set_defaults(func=export_command)
 
     rp = sub.add_parser("report", help="write a run's self-contained HTML report")
     rp.add_argument("run_dir", metavar="RUN_DIR", help=f"a run's directory (or its {EVENTS_FILE})")
-    rp.add_argument("--out", help=f"the HTML file (default: RUN_DIR/{REPORT_FILE})")
+    rp.add_argument("--out", type=out_file, help=f"the HTML file (default: RUN_DIR/{REPORT_FILE})")
     rp.set_defaults(func=report_command)
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from twin.cli.analyse import add_json_option
-from twin.cli.arg_types import out_dir
+from twin.cli.arg_types import at_least_one, out_dir, positive, positive_ms
 from twin.errors import ConfigError
 from twin.schema.vocabulary import DEFAULT_MECHANISM, mechanism_names
 
@@ -68,7 +68,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "(llama.cpp's server: json_object)")  # fmt: skip
     ar.add_argument("--no-preflight", dest="preflight", action="store_false",
                     help="start without checking each LLM endpoint first")  # fmt: skip
-    ar.add_argument("--llm-first-answer-s", type=float,
+    ar.add_argument("--llm-first-answer-s", type=positive,
                     help="how long LLM agents wait for a first answer (default: what the "
                     "slowest endpoint's preflight measured it needs, within the round's "
                     "deadline)")  # fmt: skip
@@ -83,10 +83,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     ar.add_argument("--no-trade-gain", dest="trade_gain", action="store_false",
                     help="play no line-up again with trading off (no trade gain: half the "
                     "sessions where an agent trades; for costly LLM agents)")  # fmt: skip
-    ar.add_argument("--round-timeout-ms", type=int, help=f"a round's deadline (default "
+    ar.add_argument("--round-timeout-ms", type=positive_ms, help=f"a round's deadline (default "
                     f"{ROUND_TIMEOUT_MS}; with LLM agents {LLM_ROUND_TIMEOUT_MS})")  # fmt: skip
     ar.add_argument("--out", type=out_dir, help="the arena's directory (resumes if it exists)")
-    ar.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+    ar.add_argument("--workers", type=at_least_one, default=os.cpu_count() or 1,
                     help="sessions at once (processes or Ray CPUs); default: cores")  # fmt: skip
     ar.add_argument("--keep-logs", action="store_true",
                     help="keep each session's log and summary in OUT/logs/KEY")  # fmt: skip

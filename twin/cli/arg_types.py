@@ -5,10 +5,13 @@ never a traceback from deep inside the command."""
 from __future__ import annotations
 
 import argparse
+import math
+import os
 from pathlib import Path
 
 SEED_MAX = 2**32 - 1  # numpy's seed sequence takes non-negative integers; a run's seed fits 32 bits
 PORT_MAX = 65_535
+COUNT_MAX = 2**31 - 1  # a count (runs, workers, jobs, steps) fits a C int everywhere it goes
 
 
 def _whole(text: str, what: str) -> int:
@@ -35,10 +38,47 @@ def port(text: str) -> int:
 
 
 def at_least_one(text: str) -> int:
-    """A count of one or more (GPUs, a parallel degree)."""
+    """A count of one or more (GPUs, a parallel degree, workers)."""
+    return _count(text, 1)
+
+
+def at_least_zero(text: str) -> int:
+    """A count that may be none (elite policies, held-out seeds)."""
+    return _count(text, 0)
+
+
+def _count(text: str, least: int) -> int:
     value = _whole(text, "a count")
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"at least 1 (got {text})")
+    if value < least:
+        raise argparse.ArgumentTypeError(f"at least {least} (got {text})")
+    if value > COUNT_MAX:
+        raise argparse.ArgumentTypeError(f"at most {COUNT_MAX:,} (got {text})")
+    return value
+
+
+def _real(text: str, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{what} is a number (got {text!r})") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{what} is a finite number (got {text})")
+    return value
+
+
+def non_negative(text: str) -> float:
+    """A finite number of zero or more (hours, dollars, watts)."""
+    value = _real(text, "a quantity")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"zero or more (got {text})")
+    return value
+
+
+def positive(text: str) -> float:
+    """A finite number above zero (a duration, a rate, a factor)."""
+    value = _real(text, "a quantity")
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"above 0 (got {text})")
     return value
 
 
@@ -73,4 +113,27 @@ def out_dir(text: str) -> str:
         raise argparse.ArgumentTypeError(f"cannot create directory {text}: {reason}") from None
     for made in missing:
         made.rmdir()
+    return text
+
+
+def out_file(text: str) -> str:
+    """A file a command writes: not a directory, in a directory that exists or that it could
+    create (checked as `out_dir` checks, leaving nothing behind)."""
+    if not text:
+        raise argparse.ArgumentTypeError("an output file needs a name (got '')")
+    path = Path(text)
+    if path.is_dir() or text.endswith("/"):
+        raise argparse.ArgumentTypeError(f"{text} is a directory; name a file to write")
+    if path.exists():
+        if not os.access(path, os.W_OK):
+            raise argparse.ArgumentTypeError(f"cannot write {text}: permission denied")
+        return text
+    out_dir(str(path.parent))
+    if path.parent.is_dir():  # only trying tells (/proc, read-only mounts)
+        try:
+            path.open("x").close()
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            raise argparse.ArgumentTypeError(f"cannot write {text}: {reason}") from None
+        path.unlink()
     return text

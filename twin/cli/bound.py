@@ -12,7 +12,7 @@ import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from twin.cli.arg_types import out_dir
+from twin.cli.arg_types import out_dir, positive
 from twin.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -23,9 +23,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     bd = sub.add_parser("bound", help="the best welfare a planner with hindsight could reach")
     bd.add_argument("--scenario", default="market", help="built-in name or YAML/JSON file")
     bd.add_argument("--seeds", default="1", help="N (seeds 0..N-1), A-B, or a list (default 1)")
-    bd.add_argument("--slot-s", type=float, help="the program's slot (default: the decision "
+    bd.add_argument("--slot-s", type=positive, help="the program's slot (default: the decision "
                     "interval)")  # fmt: skip
-    bd.add_argument("--time-limit-s", type=float, default=60.0, help="per program (default 60)")
+    bd.add_argument("--time-limit-s", type=positive, default=60.0, help="per program (default 60)")
     bd.add_argument(
         "--set", action="append", metavar="PATH=VALUE", help="override a scenario field"
     )

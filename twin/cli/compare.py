@@ -14,7 +14,7 @@ import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from twin.cli.arg_types import out_dir
+from twin.cli.arg_types import at_least_one, out_dir
 from twin.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -26,7 +26,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     cp.add_argument("--scenario", default="default", help="built-in name or YAML/JSON file")
     cp.add_argument("--policy", required=True, help="policies, comma-separated; ratios are to "
                     "the first")  # fmt: skip
-    cp.add_argument("--seeds", type=int, default=1, help="run seeds 0..N-1 for each policy")
+    cp.add_argument(
+        "--seeds", type=at_least_one, default=1, help="run seeds 0..N-1 for each policy"
+    )
     cp.add_argument(
         "--set", action="append", metavar="PATH=VALUE", help="override a scenario field"
     )

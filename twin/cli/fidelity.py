@@ -134,8 +134,9 @@ def _window_flags(args: argparse.Namespace) -> list[tuple[str, float]]:
 def calibrate_command(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from twin.cli.progress import progress_bar
     from twin.cli.trace_args import trace_options
-    from twin.replay.calibrate import calibrate
+    from twin.replay.calibrate import calibrate, most_replays
 
     if args.workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {args.workers}")
@@ -147,8 +148,15 @@ def calibrate_command(args: argparse.Namespace) -> int:
             raise ConfigError("--placement needs a node inventory (--cluster)")
         fixed = options.params.model_copy(update={"placement": args.placement})
         options = replace(options, params=fixed)
-    result = calibrate(Path(args.trace), options, hear=console.print, workers=args.workers,
-                       split=args.split)  # fmt: skip
+    most = most_replays(options)  # the search often stops sooner: the time left is a bound
+    with progress_bar(console, "calibrating (at most)", most, "replays") as advance:
+
+        def progress(done: int, _: int) -> None:
+            if advance is not None:
+                advance(done)
+
+        result = calibrate(Path(args.trace), options, hear=console.print, workers=args.workers,
+                           split=args.split, progress=progress)  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     (out / CALIBRATION_FILE).write_text(result.model_dump_json(indent=2) + "\n")
     figure = ""

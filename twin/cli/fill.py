@@ -7,7 +7,7 @@ import argparse
 import os
 from pathlib import Path
 
-from twin.cli.arg_types import out_dir
+from twin.cli.arg_types import at_least_one, out_dir, positive
 from twin.cli.trace_args import trace_file
 
 
@@ -29,7 +29,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     fp.add_argument("--seeds", default="42-51", help="a seed or a range, e.g. 42-51")
     fp.add_argument(
         "--inflate",
-        type=float,
+        type=positive,
         default=1.3,
         help="arrivals until this multiple of the GPU capacity is asked for",
     )
@@ -49,7 +49,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "FGD artefact's, drawn from Go's math/rand as its simulator draws them (seeds 42-51), "
         "so each seed plays the artefact's own run",
     )  # fmt: skip
-    fp.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+    fp.add_argument("--workers", type=at_least_one, default=os.cpu_count() or 1,
                     help="runs at once, in processes (default: the cores)")  # fmt: skip
     fp.add_argument(
         "--out", type=out_dir, required=True, help="directory for fill.csv and fill.svg"
@@ -59,6 +59,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def seeds(text: str) -> list[int]:
     """`42` or `42-51` as the seeds it names."""
+    from twin.arena.lineup import MAX_SEEDS, SEED_MAX
     from twin.errors import ConfigError
 
     first, sep, last = text.partition("-")
@@ -68,12 +69,16 @@ def seeds(text: str) -> list[int]:
         raise ConfigError(f"--seeds {text!r}: a seed or a range such as 42-51") from None
     if hi < lo:
         raise ConfigError(f"--seeds {text!r}: the range ends before it starts")
+    if hi > SEED_MAX or hi - lo >= MAX_SEEDS:
+        raise ConfigError(f"--seeds {text!r}: seeds go up to {SEED_MAX:,}, and at most "
+                          f"{MAX_SEEDS:,} of them")  # fmt: skip
     return list(range(lo, hi + 1))
 
 
 def fill_command(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from twin.cli.progress import progress_bar
     from twin.cli.render import Table
     from twin.errors import ConfigError
     from twin.replay.fill_policies import POLICIES
@@ -95,7 +100,10 @@ def fill_command(args: argparse.Namespace) -> int:
         raise ConfigError("--draws artefact draws the order and priority; drop --sequence and "
                           "--node-priority")  # fmt: skip
     chosen = seeds(args.seeds) if args.sequence is None else seeds(args.seeds)[:1]
-    rows = run(spec, policies, chosen, args.workers)
+    console = Console()
+    with progress_bar(console, "filling", len(policies) * len(chosen), "runs") as advance:
+        rows = run(spec, policies, chosen, args.workers,
+                   (lambda _: None) if advance is None else advance)  # fmt: skip
     out = Path(args.out)
     write(rows, out)
     curves = medians(rows)
@@ -106,7 +114,6 @@ def fill_command(args: argparse.Namespace) -> int:
         table.add_column(f"{pct}% arrived", justify="right")
     for policy, bins in curves.items():
         table.add_row(policy, *(f"{bins[p][0]:.2f}" if p in bins else "-" for p in SHOWN_PCT))
-    console = Console()
     console.print(table)
     fgd, bf = (curves.get(p, {}).get(100, (0.0, 0.0))[0] for p in ("fgd", "best_fit"))
     if 100 in curves.get("fgd", {}) and bf > 0:  # (best fit may fill a small cluster exactly)

@@ -7,7 +7,7 @@ import math
 import sys
 from typing import TYPE_CHECKING, Any
 
-from twin.cli.arg_types import at_least_one
+from twin.cli.arg_types import at_least_one, non_negative
 from twin.errors import ConfigError
 from twin.schema.vocabulary import LAYER_GROUPS, MODES, OPTIMIZERS, PRECISIONS
 
@@ -37,15 +37,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     ev.add_argument("--tp", type=at_least_one, default=1, help="tensor parallel degree")
     ev.add_argument("--pp", type=at_least_one, default=1, help="pipeline parallel degree")
     ev.add_argument("--mode", choices=MODES, default="train")
-    ev.add_argument("--micro-batch", type=int, default=1, help="sequences per micro-batch")
-    ev.add_argument("--seq-len", type=int, default=4096)
-    ev.add_argument("--micro-batches", type=int, default=8, help="micro-batches per step")
+    ev.add_argument("--micro-batch", type=at_least_one, default=1, help="sequences per micro-batch")
+    ev.add_argument("--seq-len", type=at_least_one, default=4096)
+    ev.add_argument("--micro-batches", type=at_least_one, default=8, help="micro-batches per step")
     ev.add_argument("--optimizer", choices=OPTIMIZERS, default="adam")
     ev.add_argument("--zero", type=int, default=0, choices=range(4), help="ZeRO stage")
     ev.add_argument("--checkpointing", action="store_true", help="activation checkpointing")
-    ev.add_argument("--power-cap-w", type=float, default=0.0, help="per-GPU power cap")
-    ev.add_argument("--node-power-cap-w", type=float, default=0.0, help="per 8-GPU node")
-    ev.add_argument("--tokens", type=float, default=0.0, help="job size in tokens")
+    ev.add_argument("--power-cap-w", type=non_negative, default=0.0, help="per-GPU power cap")
+    ev.add_argument("--node-power-cap-w", type=non_negative, default=0.0, help="per 8-GPU node")
+    ev.add_argument("--tokens", type=non_negative, default=0.0, help="job size in tokens")
     ev.add_argument("--json", action="store_true", help="print the verdict as JSON")
     ev.set_defaults(func=evaluate_command)
     cat = ksub.add_parser("catalog", help="accelerators and model presets")

@@ -117,7 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     schema = sub.add_parser("schema", help="print a model's JSON Schema")
     schema.add_argument("name", nargs="?", default="scenario", help="scenario, event, ...")
-    schema.add_argument("--write", metavar="DIR", help="write every schema as DIR/<name>.json")
+    schema.add_argument(
+        "--write", type=out_dir, metavar="DIR", help="write every schema as DIR/<name>.json"
+    )
     schema.set_defaults(func=_schema)
 
     analyse.add_parsers(sub)
@@ -187,6 +189,19 @@ def innermost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argp
         parser = subcommands[0].choices[chosen]
 
 
+def _check_text(argv: Sequence[str]) -> None:
+    """Refuse an argument that is not UTF-8 text (bytes a terminal or a script passed through):
+    every name and path the twin prints or writes is UTF-8."""
+    for position, arg in enumerate(argv, start=1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = repr(arg.encode("utf-8", "surrogateescape"))[2:-1]
+            raise TwinError(
+                f"argument {position} ({shown}) is not UTF-8 text; give names and paths in UTF-8"
+            ) from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `twin` console script: the command runs in the warm process when
     one runs (`twin warm start`), else here."""
@@ -197,6 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if forwarded is not None:
             return forwarded
     try:  # an argument's value can be refused while parsing (a trace file that is nowhere)
+        _check_text(sys.argv[1:] if argv is None else argv)
         parser = _KEPT[0] if _KEPT else build_parser()
         args, unknown = parser.parse_known_args(argv)
         if unknown:  # refused by the subcommand's parser, whose usage the user needs

@@ -19,7 +19,7 @@ from twin.cli.analyse import (
     check_output_options,
     write_outputs,
 )
-from twin.cli.arg_types import out_dir, positive_ms, seed
+from twin.cli.arg_types import out_dir, positive, positive_ms, seed
 from twin.errors import ConfigError
 from twin.schema.vocabulary import (
     AGENTS_FILE,
@@ -82,7 +82,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     pl.add_argument(
         "--llm-first-answer-s",
-        type=float,
+        type=positive,
         help="how long llm agents wait for the model's first answer, before its latency is "
         "known (default: three times the preflight's timed completion, at least 2 s, within "
         "the round's deadline; 0.5 with --no-preflight; then the wait follows the measured "

@@ -45,7 +45,7 @@ def progress_bar(console: Console, what: str, total: float | None,
             return Text("" if speed is None else f"{speed:,.0f} {unit}/s", style="cyan")
 
     done = TextColumn("{task.completed:,.0f}" + (f" of {total:,.0f}" if total else "") + f" {unit}")
-    columns = (TextColumn(what), BarColumn(), TaskProgressColumn(), done, Rate(),
+    columns = (TextColumn(what), BarColumn(bar_width=16), TaskProgressColumn(), done, Rate(),
                TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
                TextColumn("{task.fields[note]}"))  # fmt: skip
     with Progress(*columns, console=console, transient=True) as bar:

@@ -7,20 +7,82 @@ import sys
 from typing import Any
 
 import orjson
+from rich import box
 from rich import table as rich_table
 from rich.console import Console, ConsoleOptions, RenderResult
+from rich.text import Text
 
 from twin.schema.summary import AgenticSummary, Quantiles, Summary
 
+FOLD_WIDTH = 24  # a column this wide holds any number the tables show; a longer word may fold
+
 
 class Table(rich_table.Table):
-    """A rich table that never cuts a value, at 80 columns or in a pipe: a cell too wide for
-    its column folds onto more lines instead of ending in an ellipsis."""
+    """A rich table that never splits a word or a number, at 80 columns or in a pipe. Laid out
+    as rich lays it where that keeps every word whole; else, where every column can have its
+    longest word, cells wrap by word, and what is left goes to the columns that need least to
+    be whole (one word too long for any width, a path, folds); where even that does not fit,
+    the borders go (a compact table); and below that, the table is printed vertically, a block
+    of `column  value` lines for each row."""
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        for column in self.columns:
-            column.overflow = "fold"
+        if (
+            self.columns
+            and not self._whole_words(console, options)
+            and not self._fits(console, options)
+        ):
+            self.box, self.show_edge, self.padding = box.SIMPLE_HEAD, False, (0, 0)
+            if not self._fits(console, options):
+                yield from self._vertical()
+                return
         yield from super().__rich_console__(console, options)
+
+    def _whole_words(self, console: Console, options: ConsoleOptions) -> bool:
+        """Whether rich's own widths give every column at least its longest word."""
+        width = options.max_width - self._extra_width
+        widths = self._calculate_column_widths(console, options.update_width(width))
+        least = [self._measure_column(console, options, c).minimum for c in self.columns]
+        return all(w >= m for w, m in zip(widths, least, strict=True))
+
+    def _fits(self, console: Console, options: ConsoleOptions) -> bool:
+        """Whether every column can have its longest word; if so, fix the columns' widths so."""
+        available = options.max_width - self._extra_width
+        ranges = [self._measure_column(console, options, column) for column in self.columns]
+        least = [r.minimum for r in ranges]
+        widest = max(range(len(least)), key=least.__getitem__)
+        others = [r for k, r in enumerate(ranges) if k != widest]
+        room = available - sum(r.minimum for r in others)
+        if least[widest] > room >= FOLD_WIDTH:  # one long word (a path) folds; the rest is whole
+            whole = available - sum(r.maximum for r in others)
+            least[widest] = whole if whole >= FOLD_WIDTH else room
+        if sum(least) > available:
+            return False
+        more = [max(r.maximum - width, 0) for r, width in zip(ranges, least, strict=True)]
+        spare, shares = available - sum(least), [0] * len(more)
+        for k in sorted(range(len(more)), key=more.__getitem__):  # the narrow ones whole first
+            shares[k] = min(more[k], spare)
+            spare -= shares[k]
+        for column, width, share in zip(self.columns, least, shares, strict=True):
+            column.width = width + share - self._get_padding_width(column._index)
+            column.overflow = "fold"  # only a word longer than any width can be (a long path)
+        return True
+
+    def _vertical(self) -> RenderResult:
+        """Each row as `column  value` lines (keys alone where the table has no header)."""
+        if self.title:
+            yield Text(str(self.title), style="bold")
+        names = [Text.from_markup(str(c.header)).plain.replace("\n", " ") if c.header else ""
+                 for c in self.columns]  # fmt: skip
+        cells = [list(c.cells) for c in self.columns]
+        for row in range(self.row_count):
+            block = rich_table.Table.grid(padding=(0, 2))
+            block.add_column(style="bold", no_wrap=True)
+            block.add_column(overflow="fold")
+            for name, column in zip(names, cells, strict=True):
+                block.add_row(name, column[row])
+            yield block
+            if row < self.row_count - 1:
+                yield Text("")
 
 
 def _s(value: float | None) -> str:

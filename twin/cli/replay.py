@@ -15,7 +15,7 @@ from twin.cli.analyse import (
     check_output_options,
     write_outputs,
 )
-from twin.cli.arg_types import out_dir, seed
+from twin.cli.arg_types import at_least_one, out_dir, out_file, seed
 from twin.cli.trace_args import (
     add_trace_options,
     add_window_options,
@@ -81,17 +81,17 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                      help="fit on the first half and validate on the second (default), or fit "
                      "on even days and validate on odd days")  # fmt: skip
     cal.add_argument("--out", type=out_dir, required=True, help=f"directory for {CALIBRATION_FILE}")
-    cal.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+    cal.add_argument("--workers", type=at_least_one, default=os.cpu_count() or 1,
                      help="replays at once, in processes (default: the cores)")  # fmt: skip
     cal.set_defaults(func=calibrate_command)
 
     tr = sub.add_parser("trace", help="synthetic traces")
     tsub = tr.add_subparsers(dest="trace_command", required=True)
     gen = tsub.add_parser("generate", help="write a synthetic trace of any size")
-    gen.add_argument("--jobs", type=int, required=True)
+    gen.add_argument("--jobs", type=at_least_one, required=True)
     gen.add_argument("--format", choices=("itp",), default="itp")
     gen.add_argument("--seed", type=seed, default=0)
-    gen.add_argument("--out", required=True, help="file to write")
+    gen.add_argument("--out", type=out_file, required=True, help="file to write")
     gen.set_defaults(func=generate_command)
 
 
@@ -213,6 +213,7 @@ def generate_command(args: argparse.Namespace) -> int:
 
     if args.jobs <= 0:
         raise ConfigError(f"--jobs must be positive, got {args.jobs}")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     generate_itp(Path(args.out), args.jobs, seed=args.seed)
     print(f"wrote {args.jobs:,} jobs to {args.out}", file=sys.stderr)
     return 0

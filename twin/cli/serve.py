@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from twin.cli.arg_types import port, positive_ms, seed
+from twin.cli.arg_types import at_least_one, at_least_zero, port, positive_ms, seed
 from twin.errors import ConfigError
 from twin.gateway.tokens import ADMIN_TOKEN_ENV, MIN_TOKEN_CHARS
 from twin.schema.vocabulary import CLOCKS, DEFAULT_MECHANISM, mechanism_names
@@ -32,32 +32,32 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--port", type=port, default=8000)
     sv.add_argument("--scenario", default="default", help="default scenario (built-in or file)")
-    sv.add_argument("--max-sessions", type=int, default=16)
+    sv.add_argument("--max-sessions", type=at_least_one, default=16)
     sv.add_argument(
-        "--max-envs-per-client", type=int, default=16,
+        "--max-envs-per-client", type=at_least_one, default=16,
         help="OpenEnv environments one address may hold (the operator's token: any number)",
     )  # fmt: skip
     sv.add_argument(
-        "--reserved-envs", type=int, default=None, metavar="N",
+        "--reserved-envs", type=at_least_zero, default=None, metavar="N",
         help="OpenEnv environments only the operator's token may take (default: an eighth "
         "of the 64)",
     )  # fmt: skip
     sv.add_argument(
-        "--max-connections", type=int, default=4096, metavar="N",
+        "--max-connections", type=at_least_one, default=4096, metavar="N",
         help="open connections in all, kept below the file-descriptor limit: past it, the "
         "oldest idle one closes",
     )  # fmt: skip
     sv.add_argument("--round-timeout-ms", type=positive_ms, default=2000)
     sv.add_argument(
-        "--max-tenants", type=int, default=64, help="tenants a session's scenario may have"
+        "--max-tenants", type=at_least_one, default=64, help="tenants a session's scenario may have"
     )
     sv.add_argument(
-        "--max-episode-jobs", type=int, default=100_000, metavar="N",
+        "--max-episode-jobs", type=at_least_one, default=100_000, metavar="N",
         help="jobs a session's or environment's scenario may be expected to bring over its "
         "episode, after a client's overrides (default 100,000)",
     )  # fmt: skip
     sv.add_argument(
-        "--max-client-jobs", type=int, default=400_000, metavar="N",
+        "--max-client-jobs", type=at_least_one, default=400_000, metavar="N",
         help="jobs one client's environments together may be expected to bring "
         "(default 400,000; the operator's are not counted)",
     )  # fmt: skip
@@ -343,10 +343,9 @@ async def stop_after(session: Session, linger_s: float = 10.0) -> None:
 def operator_token(path: str | None) -> str | None:
     """The operator token from `path`, else from the environment; None if neither is set."""
     if path is not None:
-        try:
-            token = Path(path).read_text().strip()
-        except OSError as exc:
-            raise ConfigError(f"--admin-token-file {path}: cannot read: {exc.strerror}") from None
+        from twin.text_files import read_text
+
+        token = read_text(Path(path), f"--admin-token-file {path}").strip()
         where = f"--admin-token-file {path}"
     else:
         token = os.environ.get(ADMIN_TOKEN_ENV, "").strip()
@@ -385,16 +384,14 @@ def declared_session(path: Path, environ: Mapping[str, str]) -> DeclaredSession:
     """The session a file declares, with tenant tokens from `$TWIN_TOKEN_<TENANT>` where the
     file gives none, and a scenario file named relative to the session file; errors name the
     file and the field."""
-    import yaml
     from pydantic import ValidationError
 
     from twin.gateway.config import DeclaredSession
-    from twin.sim.scenarios import describe
+    from twin.sim.scenarios import describe, parse_text
+    from twin.text_files import read_text
 
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"--session-file {path}: cannot read it as YAML/JSON: {exc}") from None
+    where = f"--session-file {path}"
+    raw = parse_text(read_text(path, where), where, as_json=False, quote=True)
     if not isinstance(raw, dict):
         raise ConfigError(f"--session-file {path}: a session must be a mapping")
     scenario = raw.get("scenario")

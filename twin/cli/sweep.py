@@ -25,11 +25,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     sw.add_argument("--policy", help="policies, comma-separated (default: each tenant's own)")
     sw.add_argument("--set", action="append", metavar="PATH=V1,V2",
                     help="a scenario field and its values (repeat for a grid)")  # fmt: skip
-    sw.add_argument("--sample", type=int, help="run a random sample of this many grid points")
+    sw.add_argument(
+        "--sample", type=at_least_one, help="run a random sample of this many grid points"
+    )
     sw.add_argument(
         "--out", type=out_dir, required=True, help="the sweep's directory (resumes if it exists)"
     )
-    sw.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+    sw.add_argument("--workers", type=at_least_one, default=os.cpu_count() or 1,
                     help="processes (or Ray CPUs) at once; default: the cores")  # fmt: skip
     sw.add_argument("--engine", choices=ENGINES, default="local")
     sw.add_argument("--ray-address", help="a Ray cluster to run on (default: a local Ray)")

@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from twin.cli.arg_types import seed
+from twin.cli.arg_types import at_least_one, non_negative, positive, seed
 from twin.replay.registry import JOB_FORMATS, NODE_FORMATS
 
 if TYPE_CHECKING:
@@ -36,13 +36,13 @@ def add_trace_options(rp: argparse.ArgumentParser) -> None:
     where = rp.add_mutually_exclusive_group()
     where.add_argument("--cluster", type=trace_file,
                        help="a node inventory that instantiates the cluster")  # fmt: skip
-    where.add_argument("--gpus", type=int, help="one pool of this many GPUs")
+    where.add_argument("--gpus", type=at_least_one, help="one pool of this many GPUs")
     rp.add_argument("--cluster-format", choices=NODE_FORMATS, help="override inventory detection")
     rp.add_argument("--skip-bad", action="store_true", help="skip and count corrupt lines")
     rp.add_argument(
         "--include-cpu", action="store_true", help="replay CPU-only instances too (DLRM)"
     )
-    rp.add_argument("--max-tenants", type=int, default=4096,
+    rp.add_argument("--max-tenants", type=at_least_one, default=4096,
                     help="the trace's tenants reported apart (default 4096); the jobs of the "
                     "rest are reported together as '(other)', and counted")  # fmt: skip
 
@@ -50,10 +50,12 @@ def add_trace_options(rp: argparse.ArgumentParser) -> None:
 def add_window_options(rp: argparse.ArgumentParser) -> None:
     """The part of the trace to play, and the seed (shared by `replay` and `calibrate`)."""
     rp.add_argument(
-        "--start-h", type=float, default=0.0, help="play jobs submitted from this hour on"
+        "--start-h", type=non_negative, default=0.0, help="play jobs submitted from this hour on"
     )
-    rp.add_argument("--end-h", type=float, help="... and before this hour (from the first job)")
-    rp.add_argument("--max-jobs", type=int, help="play at most this many jobs of the window")
+    rp.add_argument("--end-h", type=positive, help="... and before this hour (from the first job)")
+    rp.add_argument(
+        "--max-jobs", type=at_least_one, help="play at most this many jobs of the window"
+    )
     rp.add_argument("--seed", type=seed, default=0)
 
 

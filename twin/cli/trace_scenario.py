@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from twin.schema.scenario import ClusterScenario
     from twin.schema.trace_workload import TraceWorkload
 
+from twin.cli.arg_types import at_least_zero, non_negative, out_file, positive
 from twin.cli.trace_args import (
     add_trace_options,
     add_window_options,
@@ -47,18 +48,24 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="the column rows map to tenants by: 'tenant' (the format's own) or a field the "
         "format keeps (openb: qos)",
     )
-    sp.add_argument("--top", type=int, default=4, help="tenants named, by GPU-hours (default 4)")
+    sp.add_argument(
+        "--top", type=at_least_zero, default=4, help="tenants named, by GPU-hours (default 4)"
+    )
     sp.add_argument("--other", default="other", help="the tenant that plays the remaining rows")
     sp.add_argument("--cloud-pool", action="append", default=[], metavar=CLOUD,
                     help="a pool tenants may provision (repeatable); provisioning delay "
                     "lognormal around PROVISION_S (default 600)")  # fmt: skip
-    sp.add_argument("--decision-interval-s", type=float, default=900.0)
-    sp.add_argument("--horizon-h", type=float, help="end the episode then (default: drained)")
+    sp.add_argument("--decision-interval-s", type=positive, default=900.0)
+    sp.add_argument("--horizon-h", type=positive, help="end the episode then (default: drained)")
     sp.add_argument("--tenant-policy", default="static", help="in-process policy (default static)")
-    sp.add_argument("--budget-usd", type=float, help="each tenant's budget (default unlimited)")
-    sp.add_argument("--value-usd-per-gpu-h", type=float, default=4.0)
-    sp.add_argument("--sla-usd-per-job-h", type=float, default=0.0)
-    sp.add_argument("--out", help="the YAML file to write (default: standard output)")
+    sp.add_argument(
+        "--budget-usd", type=non_negative, help="each tenant's budget (default unlimited)"
+    )
+    sp.add_argument("--value-usd-per-gpu-h", type=non_negative, default=4.0)
+    sp.add_argument("--sla-usd-per-job-h", type=non_negative, default=0.0)
+    sp.add_argument(
+        "--out", type=out_file, help="the YAML file to write (default: standard output)"
+    )
     sp.set_defaults(func=trace_scenario_command)
 
 
@@ -123,7 +130,8 @@ def trace_scenario_command(args: argparse.Namespace) -> int:
     scenario = _scenario(args, options, workload)
     text = yaml.safe_dump(concise(scenario), sort_keys=False, width=100)
     if args.out:
-        Path(args.out).write_text(text)
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text, encoding="utf-8")
         names = ", ".join(t.name for t in scenario.tenants)
         print(f"wrote {args.out}: {len(scenario.tenants)} tenants ({names})")
     else:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from twin.cli.arg_types import out_dir, seed
+from twin.cli.arg_types import at_least_one, out_dir, seed
 from twin.errors import ConfigError
 from twin.schema.vocabulary import DEFAULT_MECHANISM, mechanism_names
 
@@ -32,18 +32,24 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     tr = sub.add_parser("train", help="train a provisioning policy; evaluate it on held-out seeds")
     tr.add_argument("--scenario", default="market-scarce", help="built-in name or YAML/JSON file")
     tr.add_argument("--set", action="append", metavar="PATH=VALUE", help="override a field")
-    tr.add_argument("--generations", type=int, default=40, help="search generations (default 40)")
-    tr.add_argument("--population", type=int, default=32, help="candidates a generation (32)")
-    tr.add_argument("--elite", type=int, default=8, help="candidates kept a generation (8)")
-    tr.add_argument("--seeds-per-generation", type=int, default=16,
+    tr.add_argument(
+        "--generations", type=at_least_one, default=40, help="search generations (default 40)"
+    )
+    tr.add_argument(
+        "--population", type=at_least_one, default=32, help="candidates a generation (32)"
+    )
+    tr.add_argument(
+        "--elite", type=at_least_one, default=8, help="candidates kept a generation (8)"
+    )
+    tr.add_argument("--seeds-per-generation", type=at_least_one, default=16,
                     help="training seeds each candidate plays a generation (16)")  # fmt: skip
-    tr.add_argument("--validation-seeds", type=int, default=16,
+    tr.add_argument("--validation-seeds", type=at_least_one, default=16,
                     help="training seeds for the learning curve, not searched on (16)")  # fmt: skip
-    tr.add_argument("--held-out", type=int, default=30,
+    tr.add_argument("--held-out", type=at_least_one, default=30,
                     help="held-out seeds to evaluate on, the split's first N (30)")  # fmt: skip
     tr.add_argument("--mechanism", choices=mechanism_names(), default=DEFAULT_MECHANISM)
     tr.add_argument("--seed", type=seed, default=0, help="the search's own seed (default 0)")
-    tr.add_argument("--workers", type=int, help="processes (default: the cores)")
+    tr.add_argument("--workers", type=at_least_one, help="processes (default: the cores)")
     tr.add_argument("--evaluate", metavar="POLICY_FILE",
                     help="only evaluate this policy file on the held-out seeds")  # fmt: skip
     tr.add_argument(
@@ -115,11 +121,20 @@ def train_command(args: argparse.Namespace) -> int:
 
 def _progress(generations: int) -> Callable[[CurvePoint], None]:
     def show(p: CurvePoint) -> None:
+        left_s = p.wall_s / p.generation * (generations - p.generation) if p.generation else None
+        eta = "" if left_s is None or p.generation >= generations else f" · ~{_span(left_s)} left"
         print(f"generation {p.generation:>3}/{generations} · {p.episodes:,} episodes · "
-              f"validation gain {p.gain_usd:+.2f} $ a tenant · {p.wall_s:.0f} s",
+              f"validation gain {p.gain_usd:+.2f} $ a tenant · {p.wall_s:.0f} s{eta}",
               flush=True)  # fmt: skip
 
     return show
+
+
+def _span(seconds: float) -> str:
+    """A duration as a person reads it: 40 s, 12 min, 2.5 h."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
 def _write_curve(out: Path, curve: list[CurvePoint], name: str) -> None:

@@ -1,12 +1,13 @@
 """`twin warm`: a resident process with the twin imported, so short commands answer at once.
 
 `twin warm start` starts it in the background (`serve` in the foreground), `stop` ends it,
-`status` says whether one runs. While it runs, `twin replay`, `twin run` and the other
-commands of `twin.cli.warm_client.COMMANDS` are handed to it: for each it forks a worker (a
-fresh process that shares the imported modules, copy-on-write) which runs the command with the
-caller's arguments, directory, environment and standard streams. Nothing else changes: the same
-output, files and exit status as without it. (Settings read once at import, such as numba's and
-OpenBLAS's environment variables, are the warm process's: restart it after changing them.)
+`status` says whether one runs (exit 0; 3 when none does). While it runs, `twin replay`,
+`twin run` and the other commands of `twin.cli.warm_client.COMMANDS` are handed to it: for each
+it forks a worker (a fresh process that shares the imported modules, copy-on-write) which runs
+the command with the caller's arguments, directory, environment and standard streams. Nothing
+else changes: the same output, files and exit status as without it. (Settings read once at
+import, such as numba's and OpenBLAS's environment variables, are the warm process's: restart it
+after changing them.)
 
 Only this user can reach it: the socket lives in a directory of theirs closed to others, and
 every connection's peer user is checked. A worker is one command; the warm process itself
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace, entry: Entry, prepare: Callable[[], None]) -> 
     pid = _running(path)
     print(f"warm process {pid} at {path}" if pid else f"no warm process at {path}")
     print(f"for the twin at {installation()}")
-    return 0 if pid else 1
+    return 0 if pid else 3  # as LSB status says of a program not running
 
 
 def _pid_file(path: Path) -> Path:

@@ -123,8 +123,10 @@ def calibrate(
     hear: Callable[[str], None] = lambda _: None,
     workers: int = 1,
     split: CalibrationSplit = "halves",
+    progress: Callable[[int, int], None] = lambda done, most: None,
 ) -> Calibration:
-    """Fit `base.params` to `trace` (see the module doc); `hear` is told of each improvement.
+    """Fit `base.params` to `trace` (see the module doc); `hear` is told of each improvement,
+    `progress` of the replays done and the most the search can take (it often stops sooner).
     With `workers` > 1, an axis's replays run in that many processes (same result). The trace
     is read once for the fit window and once for the whole (each worker reads the fit window
     once), and its jobs are handed to every replay."""
@@ -153,9 +155,10 @@ def calibrate(
         later = partial(_at_or_after, split_s)
 
     with _pool(workers, trace, fit_options) as pool:
+        most = most_replays(base)
         search = _Search(lambda p: p.params(base.params), Trace(trace, fit_options.reading),
-                         fit_options, pool=pool, workers=workers, hear=hear,
-                         keep=fit_keep)  # fmt: skip
+                         fit_options, pool=pool, workers=workers, hear=hear, keep=fit_keep,
+                         done=lambda n: progress(n, most))  # fmt: skip
         _descend(search, base)
     best, best_ks, steps = search.best, search.best_ks, search.steps
     params = best.params(base.params)
@@ -193,6 +196,16 @@ def _tail(delays_s: np.ndarray) -> DelayTail:
 
 
 Axis = tuple[tuple[str, ...], list[tuple[object, ...]]]
+
+
+def most_replays(base: ReplayOptions) -> int:
+    """The most points `_descend` can score: the start, every axis's grid on the first pass and
+    again on the later ones (the share's grid then its refinement)."""
+    shares = SHARES if base.cluster is not None else SIZED_SHARES
+    axes = _axes(shares, placements=base.cluster is not None and base.params.placement is None)
+    first = sum(len(grid) for _, grid in axes)
+    later = first - len(axes[0][1]) + len(REFINE)
+    return 1 + first + (PASSES - 1) * later
 
 
 def _descend(search: _Search, base: ReplayOptions) -> None:
@@ -249,9 +262,10 @@ class _Search:
         workers: int,
         hear: Callable[[str], None],
         keep: Callable[[float], bool],
+        done: Callable[[int], None],
     ) -> None:
         self._params, self._trace, self._options = params, trace, options
-        self._keep = keep
+        self._keep, self._done = keep, done
         self._pool, self._workers, self._hear = pool, workers, hear
         self.cache: dict[Point, float] = {}
         self.best = Point(cycle_s=1.0)
@@ -268,6 +282,7 @@ class _Search:
         else:
             done = [fit_score(self._trace, self._options, p, self._keep) for p in params]
         self.cache.update(zip(todo, done, strict=True))
+        self._done(len(self.cache))
         return [self.cache[p] for p in points]
 
     def axis(self, names: tuple[str, ...], grid: list[tuple[object, ...]]) -> bool:

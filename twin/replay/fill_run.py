@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import csv
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -93,8 +94,10 @@ def _pods(spec: FillSpec, path: Path) -> list[Pod]:
     return unconstrained(pods) if spec.ignore_gpu_spec else pods
 
 
-def run(spec: FillSpec, policies: Sequence[str], seeds: Sequence[int], workers: int) -> list[Row]:
-    """Every (policy, seed), in `workers` processes; rows in policy, seed, bin order. TraceError
+def run(spec: FillSpec, policies: Sequence[str], seeds: Sequence[int], workers: int,
+        done: Callable[[int], None] = lambda _: None) -> list[Row]:  # fmt: skip
+    """Every (policy, seed), in `workers` processes; rows in policy, seed, bin order (`done` is
+    told how many runs have finished, as each does). TraceError
     first if the pods name GPU models the node list cannot honour, unless the spec says to drop
     the constraint; ConfigError first for a seed the artefact's draws are not shipped for."""
     if spec.draws == "artefact":
@@ -110,10 +113,15 @@ def run(spec: FillSpec, policies: Sequence[str], seeds: Sequence[int], workers: 
                 constrainable(path, read_pods(path), spec.cluster, nodes)
     jobs = [(policy, seed) for policy in policies for seed in seeds]
     if workers <= 1 or len(jobs) == 1:
-        results = [run_one(spec, p, s) for p, s in jobs]
+        results = []
+        for p, s in jobs:
+            results.append(run_one(spec, p, s))
+            done(len(results))
     else:
         with stopping(quiet_pool(min(workers, len(jobs)))) as pool:
             futures = [pool.submit(run_one, spec, p, s) for p, s in jobs]
+            for finished, _ in enumerate(as_completed(futures), start=1):
+                done(finished)
             results = [f.result() for f in futures]
     return [row for rows in results for row in rows]
 

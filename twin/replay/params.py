@@ -9,14 +9,13 @@ from pydantic import ValidationError
 
 from twin.errors import ConfigError
 from twin.schema.scheduling import ReplayParams
+from twin.text_files import read_text
 
 
 def read_params(path: Path) -> ReplayParams:
     """Replay parameters from a calibration file (its `params`) or a bare params file."""
     try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+        data = json.loads(read_text(path))
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from None
     if isinstance(data, dict) and "params" in data:

@@ -17,6 +17,7 @@ from twin.schema.distributions import Distribution
 from twin.schema.scenario import ArrivalProcess, ClusterScenario, GpuClusterScenario, Scenario
 from twin.sim import kinds
 from twin.sim.catalog import BUILTIN, builtin_names
+from twin.text_files import read_text
 
 SCENARIO_ADAPTER: TypeAdapter[Scenario] = TypeAdapter(Scenario)
 
@@ -34,17 +35,7 @@ def load_raw(name_or_path: str) -> tuple[dict[str, Any], str]:
                 f"built-in scenarios: {', '.join(builtin_names())}"
             )
         where = str(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            bad = exc.object[exc.start]
-            raise ConfigError(
-                f"{where}: not UTF-8 text (byte {exc.start} is {bad:#04x}); save it as UTF-8"
-            ) from None
-        except OSError as exc:
-            raise ConfigError(
-                f"{where}: cannot read it ({exc.strerror or type(exc).__name__})"
-            ) from None
+        text = read_text(path, where)
     raw = parse_text(text, where, as_json=where.endswith(".json"), quote=True)
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: a scenario must be a mapping, got {type(raw).__name__}")

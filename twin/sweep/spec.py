@@ -15,6 +15,7 @@ from pydantic import Field, NonNegativeInt, PositiveInt, ValidationError
 
 from twin.errors import ConfigError
 from twin.schema.base import Frozen
+from twin.text_files import read_text
 
 Value = str | int | float | bool | None
 
@@ -94,10 +95,9 @@ def check_points(planned: list[Run]) -> None:
 
 def load_spec(path: Path) -> SweepSpec:
     """A sweep file; ConfigError names the file and what is wrong."""
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read the sweep as YAML: {exc}") from None
+    from twin.sim.scenarios import parse_text
+
+    raw = parse_text(read_text(path), str(path), as_json=False, quote=True)
     return validated(raw, str(path))
 
 
