@@ -22,7 +22,7 @@ def rollout(env: GpuClusterEnv, seed: int) -> list[tuple[list[float], float, boo
     obs, _ = env.reset(seed=seed)
     out = []
     for t in range(300):
-        obs, reward, terminated, truncated, _ = env.step(np.int64(t % 5 - 2))
+        obs, reward, terminated, truncated, _ = env.step(np.int64(t % 5 - 2 + env.max_delta))
         out.append((obs.tolist(), reward, terminated, truncated))
         if terminated or truncated:
             break
@@ -40,17 +40,17 @@ def test_max_steps_truncates_and_running_out_of_budget_terminates() -> None:
     env = GpuClusterEnv("easy")
     env.reset(seed=0)
     for _ in range(49):
-        _, _, terminated, truncated, _ = env.step(0)
+        _, _, terminated, truncated, _ = env.step(env.action_for(0))
         assert not terminated
         assert not truncated
-    _, _, terminated, truncated, _ = env.step(0)
+    _, _, terminated, truncated, _ = env.step(env.action_for(0))
     assert (terminated, truncated) == (False, True)
 
     env = GpuClusterEnv("hard")
     env.reset(seed=0)
     terminated = False
     while not terminated:
-        _, _, terminated, truncated, _ = env.step(4)
+        _, _, terminated, truncated, _ = env.step(env.action_for(4))
         assert not truncated
     assert env.state()["observation"]["current_budget"] <= 0
 
@@ -61,7 +61,7 @@ def test_state_has_openenvs_shape() -> None:
     state = env.state()
     assert set(state) == {"observation", "reward", "done", "metadata"}
     assert state["reward"] is None
-    env.step(1)
+    env.step(env.action_for(1))
     state = env.state()
     assert set(state["observation"]) == {
         "time_step", "active_gpus", "queue_size", "current_budget", "incoming_jobs"

@@ -92,7 +92,7 @@ def test_an_action_outside_its_space_is_refused_naming_the_part() -> None:
 
 
 def test_a_learner_accepts_a_negotiator_s_offer_and_the_trade_applies() -> None:
-    env = gym.make("twin/Market-v0", tenant="inference").unwrapped
+    env = gym.make("twin/Market-v0", tenant="inference", flat=False, normalised=False).unwrapped
 
     def accept_all(obs: dict[str, Any]) -> dict[str, Any]:
         action = env.whole.idle()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from typing import Any
 
 from twin.bench.harness import Result, median_cpu_s
 from twin.rl.cluster_env import ClusterEnv
@@ -22,7 +23,8 @@ def _episodes(env: GpuClusterEnv, steps: int) -> None:
     obs, _ = env.reset(seed=0)
     for _ in range(steps):
         queue, active = obs[2], obs[1]
-        obs, _, terminated, truncated, _ = env.step(min(max(int(queue - active), -1), 2))
+        gpus = min(max(int(queue - active), -1), 2)
+        obs, _, terminated, truncated, _ = env.step(env.action_for(gpus))
         if terminated or truncated:
             obs, _ = env.reset()
 
@@ -43,6 +45,10 @@ def _market(env: ClusterEnv, episodes: int) -> int:
 
 
 ENVS_PER_WORKER = 8
+AS_MEASURED: dict[str, Any] = {
+    "flat": False,
+    "normalised": False,
+}  # the dict action the figures were taken on
 
 
 def _random_rate(n: int, steps: int, workers: int | None = None) -> float:
@@ -55,7 +61,7 @@ def _random_rate(n: int, steps: int, workers: int | None = None) -> float:
     import twin.rl  # noqa: F401 (registers the environments)
 
     if n == 0:
-        env = gym.make("twin/Market-v0")
+        env = gym.make("twin/Market-v0", **AS_MEASURED)
         env.reset(seed=0)
         env.action_space.seed(0)
         actions = [env.action_space.sample() for _ in range(steps)]
@@ -68,7 +74,7 @@ def _random_rate(n: int, steps: int, workers: int | None = None) -> float:
         env.close()
         return steps / wall
     mode = {"vectorization_mode": "async"} if workers is None else {"workers": workers}
-    envs = gym.make_vec("twin/Market-v0", num_envs=n, **mode)
+    envs = gym.make_vec("twin/Market-v0", num_envs=n, **mode, **AS_MEASURED)
     envs.reset(seed=0)
     envs.action_space.seed(0)
     batches = [envs.action_space.sample() for _ in range(max(steps // n, 20))]

@@ -59,24 +59,25 @@ def whole_action(scenario: ClusterScenario, max_delta: int) -> WholeAction:
                        tuple(p.name for p in scenario.pools), max_delta)  # fmt: skip
 
 
-def state_space(scenario: ClusterScenario) -> spaces.Box:
+def state_space(scenario: ClusterScenario, bound: float = BOUND) -> spaces.Box:
     """The tenant's numbers as one vector (`Driver.observe_flat`)."""
     n = HEAD + PER_POOL * len(scenario.pools)
-    return spaces.Box(low=-BOUND, high=BOUND, shape=(n,), dtype=np.float64)
+    return spaces.Box(low=-bound, high=bound, shape=(n,), dtype=np.float64)
 
 
-def dict_space(scenario: ClusterScenario, whole: WholeAction) -> spaces.Dict:
-    one = spaces.Box(low=-BOUND, high=BOUND, shape=(1,), dtype=np.float64)
-    pool = spaces.Box(low=-BOUND, high=BOUND, shape=(PER_POOL,), dtype=np.float64)
+def dict_space(scenario: ClusterScenario, whole: WholeAction, bound: float = BOUND) -> spaces.Dict:
+    one = spaces.Box(low=-bound, high=bound, shape=(1,), dtype=np.float64)
+    pool = spaces.Box(low=-bound, high=bound, shape=(PER_POOL,), dtype=np.float64)
     pools = spaces.Dict({p.name: pool for p in scenario.pools})
     return spaces.Dict({**dict.fromkeys(HEAD_NAMES, one), "pools": pools,
-                        "queue": whole.queue_space(), "offers": whole.offers_space()})  # fmt: skip
+                        "queue": whole.queue_space(bound),
+                        "offers": whole.offers_space(bound)})  # fmt: skip
 
 
-def flat_space(scenario: ClusterScenario, whole: WholeAction) -> spaces.Box:
+def flat_space(scenario: ClusterScenario, whole: WholeAction, bound: float = BOUND) -> spaces.Box:
     parts = (state_space(scenario), whole.queue_space(), whole.offers_space())
     n = sum(int(np.prod(part.shape)) for part in parts)
-    return spaces.Box(low=-BOUND, high=BOUND, shape=(n,), dtype=np.float64)
+    return spaces.Box(low=-bound, high=bound, shape=(n,), dtype=np.float64)
 
 
 def structured(scenario: ClusterScenario, vector: np.ndarray) -> dict[str, Any]:
@@ -120,9 +121,10 @@ class ClusterEnv(gym.Env[Any, Any]):
         self.action_space: spaces.Space[Any] = (
             self.whole.flat_action_space() if flat else self.whole.action_space()
         )
+        bound = learnable.NORMALISED_BOUND if normalised else BOUND
         self.observation_space: spaces.Space[Any] = (
-            flat_space(self.scenario, self.whole) if flat
-            else dict_space(self.scenario, self.whole)
+            flat_space(self.scenario, self.whole, bound) if flat
+            else dict_space(self.scenario, self.whole, bound)
         )  # fmt: skip
         self._table: Table | None = None
         self._accrual: learnable.SlaAccrual | None = None

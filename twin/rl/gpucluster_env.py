@@ -1,8 +1,12 @@
 """A Gymnasium env for the GPUClusterEnv tasks, stepping the twin's driver.
 
 Observation: float64 vector [time_step, active_gpus, queue_size, current_budget, incoming_jobs].
-Action: the number of GPUs to provision, an integer in [-max_delta, max_delta] (negative
-releases). Termination: the budget ran out; truncation: the task's step limit.
+Action: a choice in `Discrete(2 * max_delta + 1)` (from 0, as RL libraries expect): choice `a`
+provisions `a - max_delta` GPUs (negative releases), so `max_delta` changes nothing;
+`action_for(gpus)` is the choice for a number of GPUs; `action_masks()` (and
+`info["action_mask"]`) says which choices act: none releases more GPUs than are active.
+Termination: the budget ran out; truncation: the task's step limit (registered as the id's
+`max_episode_steps`).
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ class GpuClusterEnv(gym.Env[np.ndarray, np.int64]):
         scenario = scenarios.load_task(task)
         self.scenario = scenario
         self.task = task
-        self.action_space = spaces.Discrete(2 * max_delta + 1, start=-max_delta)
+        self.max_delta = max_delta
+        self.action_space = spaces.Discrete(2 * max_delta + 1)
         self.observation_space = spaces.Box(
             low=np.array([0, 0, 0, -BOUND, 0], dtype=np.float64),
             high=np.array([scenario.max_steps, BOUND, BOUND, BOUND, BOUND], dtype=np.float64),
@@ -55,11 +60,11 @@ class GpuClusterEnv(gym.Env[np.ndarray, np.int64]):
         self._driver = Driver(self.scenario, seed=episode_seed)
         self._driver.advance()
         self._last_reward, self._total_reward = None, 0.0
-        return self._obs(), {"seed": episode_seed}
+        return self._obs(), {"seed": episode_seed, "action_mask": self.action_masks()}
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         driver = self.driver
-        n = int(action)
+        n = int(action) - self.max_delta
         played = self._moves.get(n) or GpuClusterAction(gpus_to_provision=n)
         book = driver.book(asked=(TENANT,))
         book.propose(TENANT, played)
@@ -69,7 +74,20 @@ class GpuClusterEnv(gym.Env[np.ndarray, np.int64]):
         self._total_reward += reward
         terminated = driver.ended == "budget_exhausted"
         truncated = driver.ended == "max_steps"
-        return self._obs(), reward, terminated, truncated, {}
+        return self._obs(), reward, terminated, truncated, {"action_mask": self.action_masks()}
+
+    def action_masks(self) -> np.ndarray:
+        """Per choice, whether it acts now: a release of more GPUs than are active does not
+        (sb3-contrib's MaskablePPO calls this)."""
+        active = int(self.driver.observe_flat(TENANT)[1])
+        return np.arange(-self.max_delta, self.max_delta + 1) >= -active
+
+    def action_for(self, gpus: int) -> int:
+        """The action that provisions `gpus` GPUs (releases, if negative)."""
+        if not -self.max_delta <= gpus <= self.max_delta:
+            raise ValueError(f"{gpus} GPUs: a step provisions from {-self.max_delta} to "
+                             f"{self.max_delta}")  # fmt: skip
+        return gpus + self.max_delta
 
     def state(self) -> dict[str, Any]:
         """The current observation in OpenEnv's JSON shape."""

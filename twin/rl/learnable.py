@@ -3,7 +3,8 @@ told as they accrue, and a mask of the action parts that can act.
 
 - **Scaling** (`normalised=True`): time as a share of the horizon, money as a share of the
   tenant's budget, GPUs as a share of the pool (or of the cluster), waits in hours, queue
-  lengths and job counts in tens, dollars offered in hundreds, GPUs offered in `max_delta`s.
+  lengths and job counts in tens, dollars offered in hundreds, GPUs offered in `max_delta`s;
+  every value clipped to [-100, 100] (`NORMALISED_BOUND`), the observation space's bounds.
 - **SLA accrued per round**: the summary books a job's SLA penalty when it starts (or at the
   end); told that way, a long wait costs nothing until it is over. `SlaAccrual` tells each
   round the penalty the tenant's waiting jobs ran up in it instead: the booked reward less the
@@ -59,6 +60,7 @@ def offers_scale(whole: WholeAction) -> np.ndarray:
 
 
 UNLIMITED = 1e12  # a state value this large (or infinite) is an unlimited budget
+NORMALISED_BOUND = 100.0  # a scaled value is clipped to +-100: a wait of 100 h, 1,000 jobs queued
 
 
 def scale_state(state: np.ndarray, scale: np.ndarray) -> np.ndarray:
@@ -153,4 +155,8 @@ class Lens:
         if self.scales is None:
             return (state, queue, offers), mask
         state_k, queue_k, offers_k = self.scales
-        return (scale_state(state, state_k), queue * queue_k, offers * offers_k), mask
+        bound = NORMALISED_BOUND
+        scaled = (np.clip(scale_state(state, state_k), -bound, bound),
+                  np.clip(queue * queue_k, -bound, bound),
+                  np.clip(offers * offers_k, -bound, bound))  # fmt: skip
+        return scaled, mask

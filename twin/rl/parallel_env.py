@@ -23,7 +23,7 @@ from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
 from twin.rl import learnable
-from twin.rl.cluster_env import flat, load_scenario, state_space, whole_action
+from twin.rl.cluster_env import BOUND, flat, load_scenario, state_space, whole_action
 from twin.schema.actions import Offer, ProvisionAction, TenantObservation
 from twin.schema.scenario import ClusterScenario
 from twin.schema.vocabulary import DEFAULT_MECHANISM, Mechanism
@@ -55,8 +55,10 @@ class ClusterParallelEnv(ParallelEnv[str, dict[str, np.ndarray], dict[str, Any]]
 
     @functools.cache  # noqa: B019 (one space per agent, as PettingZoo asks)
     def observation_space(self, agent: str) -> spaces.Dict:
-        return spaces.Dict({"state": state_space(self.scenario), "queue": self.whole.queue_space(),
-                            "offers": self.whole.offers_space()})  # fmt: skip
+        bound = learnable.NORMALISED_BOUND if self.normalised else BOUND
+        return spaces.Dict({"state": state_space(self.scenario, bound),
+                            "queue": self.whole.queue_space(bound),
+                            "offers": self.whole.offers_space(bound)})  # fmt: skip
 
     @functools.cache  # noqa: B019
     def action_space(self, agent: str) -> spaces.Dict:

@@ -112,11 +112,11 @@ class WholeAction:
     def offers_shape(self) -> tuple[int, int]:
         return self.offer_slots, OFFER_FIELDS + len(self.pools)
 
-    def queue_space(self) -> spaces.Box:
-        return spaces.Box(low=-BOUND, high=BOUND, shape=self.queue_shape, dtype=np.float64)
+    def queue_space(self, bound: float = BOUND) -> spaces.Box:
+        return spaces.Box(low=-bound, high=bound, shape=self.queue_shape, dtype=np.float64)
 
-    def offers_space(self) -> spaces.Box:
-        return spaces.Box(low=-BOUND, high=BOUND, shape=self.offers_shape, dtype=np.float64)
+    def offers_space(self, bound: float = BOUND) -> spaces.Box:
+        return spaces.Box(low=-bound, high=bound, shape=self.offers_shape, dtype=np.float64)
 
     def idle(self) -> dict[str, Any]:
         """The action that changes nothing, makes no offer and accepts none."""
