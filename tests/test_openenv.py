@@ -87,6 +87,56 @@ def test_openenvs_mcp_client_plays_an_episode_through_the_tools(server: str) -> 
     assert state["total_reward"] == pytest.approx(sum(r["reward"] or 0.0 for r in results[1:]))
 
 
+def test_a_generic_mcp_client_resets_then_steps_without_a_handle(server: str) -> None:
+    """The official SDK's client, as any MCP agent uses it: `reset`, then `step` and `state`
+    with only the tool's own arguments. Its MCP session is its episode; a second client's
+    session is another episode; a handle in the arguments still reaches the one it names."""
+    import httpx
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def session_plays(steps: int) -> tuple[dict[str, Any], dict[str, Any], str]:
+        async with (
+            httpx.AsyncClient(timeout=30) as http,
+            streamable_http_client(f"{server}/mcp", http_client=http) as (read, write, sid),
+            ClientSession(read, write) as mcp,
+        ):
+            await mcp.initialize()
+            reset = (await mcp.call_tool("reset", {"seed": 5})).structuredContent
+            assert reset is not None
+            for _ in range(steps):
+                step = await mcp.call_tool("step", {"action": {"gpus_to_provision": 1}})
+                assert not step.isError, step.content
+            state = (await mcp.call_tool("state", {})).structuredContent
+            assert state is not None
+            handle = reset["metadata"]["handle"]
+            named = (await mcp.call_tool("state", {"handle": handle})).structuredContent
+            assert named == state
+            return reset, state, str(sid())
+
+    async def two() -> list[tuple[dict[str, Any], dict[str, Any], str]]:
+        return list(await asyncio.gather(session_plays(3), session_plays(5)))
+
+    (first, first_state, first_id), (_, second_state, second_id) = asyncio.run(two())
+    assert first_id != second_id
+    assert first["metadata"]["handle"] == first_id  # the episode is the MCP session's
+    assert (first_state["step_count"], second_state["step_count"]) == (3, 5)
+
+
+def test_an_mcp_session_id_the_gateway_did_not_issue_reaches_nothing(server: str) -> None:
+    import httpx
+
+    step = {"name": "step", "arguments": {"action": {"gpus_to_provision": 1}}}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": step}
+    forged = httpx.post(f"{server}/mcp", json=body, headers={"Mcp-Session-Id": "mine.0123"})
+    result = forged.json()["result"]
+    assert result["isError"] is True
+    notification = httpx.post(
+        f"{server}/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}
+    )
+    assert (notification.status_code, notification.content) == (202, b"")
+
+
 def package(tmp_path: Path) -> Path:
     """The project as `openenv push` would take it: its files, not the local environment."""
     command = ["git", "ls-files", "--cached", "--others", "--exclude-standard"]

@@ -231,13 +231,15 @@ class ControlPlane:
         self.http_envs[client, handle] = Held(self.new_env(client), client, now, handle=handle)
         return handle
 
-    def for_reset(self, client: str, options: EgoOptions, handle: str | None,
-                  now: float) -> tuple[Held, EgoOptions, str, bool]:  # fmt: skip
+    def for_reset(self, client: str, options: EgoOptions, handle: str | None, now: float, *,
+                  issued: bool = False) -> tuple[Held, EgoOptions, str, bool]:  # fmt: skip
         """The HTTP environment a reset goes to (new without a handle), its options with the
-        episode's id (the client's, else the handle), its handle, and whether it is new."""
+        episode's id (the client's, else the handle), its handle, and whether it is new. An
+        `issued` handle (an MCP session's id, which the gateway issued) opens on first use."""
         if client == OPERATOR:  # its token is its secret: it may name and default its episodes
             handle = handle or options.episode_id or self.latest.get(client)
-        new = handle is None or (client == OPERATOR and (client, handle) not in self.http_envs)
+        named = client == OPERATOR or issued
+        new = handle is None or (named and (client, handle) not in self.http_envs)
         reached = self.open_http(client, now, handle) if new else str(handle)
         held = self.find(client, reached, now)
         if client == OPERATOR:

@@ -19,12 +19,14 @@ from pydantic import BaseModel
 
 from twin import __version__
 from twin.errors import ControlError, EnvNotReadyError, FrameError, TwinError
+from twin.gateway import mcp_sessions
 from twin.gateway.access import bearer, client_of, identity_of, unauthorized
 from twin.gateway.config import GatewayConfig
 from twin.gateway.control_plane import ControlPlane, Held
 from twin.gateway.frames import decode
 from twin.gateway.http import code_of, dumps, json_of, read_body, refusal, rpc_id_ok
 from twin.gateway.keys import CONFIG, CONTROL, REGISTRY
+from twin.gateway.mcp_sessions import MCP_SESSION
 from twin.gateway.socket_reader import EVICTED_CLOSE, frames, socket
 from twin.gateway.tokens import same_token
 from twin.rl.ego_env import EgoEnv, EgoOptions, EgoResult, reset_options
@@ -83,14 +85,16 @@ def _client(request: web.Request) -> str:
     return identity_of(request, request.app[CONFIG].admin_token)
 
 
-async def _reset(request: web.Request, raw: dict[str, Any], now: float) -> BaseModel:
-    """Reset the caller's environment `handle` (a new one without) with the options in `raw`;
-    the result names the handle that reaches it again."""
+async def _reset(request: web.Request, raw: dict[str, Any], now: float, *,
+                 issued: bool = False) -> BaseModel:  # fmt: skip
+    """Reset the caller's environment `handle` (a new one without; an `issued` one, an MCP
+    session's, opened on first use) with the options in `raw`; the result names the handle
+    that reaches it again."""
     control, client = request.app[CONTROL], _client(request)
     raw = dict(raw)
     handle = _address(raw.pop("handle", None))
     options = reset_options(raw)
-    held, options, handle, new = control.for_reset(client, options, handle, now)
+    held, options, handle, new = control.for_reset(client, options, handle, now, issued=issued)
     try:
         result: EgoResult = await control.call(held, held.env.reset, options)
     except TwinError:
@@ -280,7 +284,10 @@ async def mcp(request: web.Request) -> web.Response:
     is a tool result with `isError` and the coded reason, as MCP has it.
 
     `openenv/session/create` (OpenEnv's MCP client) names a new episode; calls that carry its
-    `session_id` and no `episode_id` act on that episode."""
+    `session_id` and no `episode_id` act on that episode. Any other MCP client gets an
+    `Mcp-Session-Id` with its `initialize` answer, as the streamable HTTP transport has it, and
+    its session is its episode: `reset` then `step` and `state` without a handle act on it (a
+    handle in the arguments still wins). A notification gets 202 and no body."""
     try:
         call = orjson.loads(await request.read() or b"{}")
     except orjson.JSONDecodeError:
@@ -288,8 +295,10 @@ async def mcp(request: web.Request) -> web.Response:
     if not isinstance(call, dict) or "method" not in call or not rpc_id_ok(call.get("id")):
         return _rpc(None, error=(-32600, "Invalid Request"))
     ident, method = call.get("id"), call["method"]
+    if "id" not in call:  # a notification (`notifications/initialized`): nothing to answer
+        return web.Response(status=202)
     if method == "initialize":
-        return _rpc(
+        answer = _rpc(
             ident,
             result={
                 "protocolVersion": "2025-06-18",
@@ -297,6 +306,8 @@ async def mcp(request: web.Request) -> web.Response:
                 "capabilities": {"tools": {}},
             },
         )
+        answer.headers[MCP_SESSION] = mcp_sessions.issue(_client(request))
+        return answer
     if method == "tools/list":
         return _rpc(ident, result={"tools": _tools(request)})
     if method == "openenv/session/create":  # a new environment: its handle is the session
@@ -318,9 +329,14 @@ async def mcp(request: web.Request) -> web.Response:
                                           "arguments must be an object"))  # fmt: skip
     if isinstance(session, str) and "handle" not in arguments:
         arguments = {**arguments, "handle": session}
+    bound = None if "handle" in arguments else _bound(request)
+    if bound is not None:
+        arguments = {**arguments, "handle": bound}
     try:
         _allowed(request)
-        record = await TOOLS[name][1](request, arguments, asyncio.get_running_loop().time())
+        now = asyncio.get_running_loop().time()
+        record = await (_reset(request, arguments, now, issued=True) if bound and name == "reset"
+                        else TOOLS[name][1](request, arguments, now))  # fmt: skip
     except TwinError as exc:
         text = f"{code_of(exc).value}: {exc}"
         return _rpc(ident, result={"content": [{"type": "text", "text": text}], "isError": True})
@@ -328,6 +344,12 @@ async def mcp(request: web.Request) -> web.Response:
     return _rpc(ident, result={"content": [{"type": "text", "text": dumps(data)}],
                                "structuredContent": data, "data": data,
                                "isError": False})  # fmt: skip
+
+
+def _bound(request: web.Request) -> str | None:
+    """The MCP session a call came in, if it is one this gateway issued to this caller."""
+    sent = request.headers.get(MCP_SESSION)
+    return sent if sent and mcp_sessions.issued(_client(request), sent) else None
 
 
 def _rpc(
