@@ -20,6 +20,13 @@ torch = pytest.importorskip("torch")
 ENVS = {"twin/Market-v0": 1024, "twin/GpuCluster-v0": 2048}  # steps a test learns
 
 
+def quiet_logger() -> object:
+    """SB3's logger that writes nowhere (its default makes a folder in the temp directory)."""
+    from stable_baselines3.common.logger import Logger
+
+    return Logger(folder=None, output_formats=[])
+
+
 @pytest.fixture(autouse=True)
 def one_thread() -> None:
     torch.set_num_threads(1)  # a tiny network: threads cost more than they give here
@@ -43,6 +50,7 @@ def test_ppo_learns_on_the_env_as_made(env_id: str) -> None:
     env = gym.make(env_id)
     model = sb3.PPO("MlpPolicy", env, n_steps=256, batch_size=64, n_epochs=2, seed=0,
                     device="cpu")  # fmt: skip
+    model.set_logger(quiet_logger())
     model.learn(ENVS[env_id])
     assert model.num_timesteps >= ENVS[env_id]
     obs, _ = env.reset(seed=1)
@@ -57,6 +65,7 @@ def test_maskable_ppo_takes_the_env_s_mask_and_never_picks_a_masked_choice(env_i
     env = gym.make(env_id)
     model = contrib.MaskablePPO("MlpPolicy", env, n_steps=256, batch_size=64, n_epochs=2,
                                 seed=0, device="cpu")  # fmt: skip
+    model.set_logger(quiet_logger())
     model.learn(ENVS[env_id] // 2)
     obs, _ = env.reset(seed=2)
     masked_somewhere = False
