@@ -360,7 +360,7 @@ def test_compare_and_sweep_play_it_like_any_scenario(tmp_path: Path) -> None:
     [
         (["--name", "BAD_NAME"], "field name: String should match pattern"),
         (["--name", "x", "--other", "BAD"], "field other: String should match pattern"),
-        (["--name", "x", "--decision-interval-s", "-5"], "field decisions.interval_s"),
+        (["--name", "x", "--decision-interval-s", "-5"], "argument --decision-interval-s: above 0"),
         (["--name", "x", "--top", "0"], "--top must name at least one tenant"),
         (["--name", "x", "--cloud-pool", "c:a100:x:1"], "--cloud-pool 'c:a100:x:1': expected"),
     ],
