@@ -112,8 +112,10 @@ def print_summary(summary: Summary, console: Console) -> None:
         head.add_row(
             "actions" if summary.agentic is not None else "jobs",
             f"{j.arrived} arrived · {j.finished} finished · {j.failed} failed · "
-            f"{j.unfinished} unfinished · {j.interrupted} interruptions",
-        )
+            f"{j.unfinished} unfinished · {j.interrupted} interruptions"
+            + (f" · {j.present_at_start} running at the trace's start (no completion time)"
+               if j.present_at_start else ""),
+        )  # fmt: skip
     if summary.completion_s.count:
         head.add_row("completion time", _q(summary.completion_s))
         head.add_row("queueing delay", _q(summary.queueing_delay_s))

@@ -1,6 +1,7 @@
 """Jobs folded from the log: per tenant arrived, finished and failed jobs and the value of their
-work; per finished job its completion time and queueing delay, and per job that failed after
-it started its queueing delay; per pool the GPU-seconds busy."""
+work; per finished job its completion time and queueing delay (not for a job the trace found
+already running: its submission is unknown), and per job that failed after it started its
+queueing delay; per pool the GPU-seconds busy."""
 
 from __future__ import annotations
 
@@ -27,11 +28,18 @@ class JobTally:
     _work: dict[str, float] = field(default_factory=dict)
     _wait_s: dict[str, float] = field(default_factory=dict)
     _running: dict[str, tuple[float, float, str]] = field(default_factory=dict)
+    present_at_start: int = 0
+    _present: set[str] = field(default_factory=set)
 
     def _on_job_arrived(self, rec: records.JobArrived) -> None:
         self.tenants[rec.tenant].arrived += 1
         self._submit_s[rec.job_id] = rec.t_s
         self._work[rec.job_id] = rec.work_gpu_s
+
+    def _on_job_present_at_start(self, rec: records.JobPresentAtStart) -> None:
+        """Running before the trace began: its times from submission are unknown."""
+        self.present_at_start += 1
+        self._present.add(rec.job_id)
 
     def _on_job_started(self, rec: records.JobStarted) -> None:
         job = rec.job_id
@@ -44,8 +52,12 @@ class JobTally:
         self._end_run(job, t)
         tenant.finished += 1
         self._earn(job, name)
-        self.completion_s.append(t - self._submit_s.pop(job, t))
-        self.queueing_s.append(self._wait_s.pop(job, 0.0))
+        submitted_s, waited_s = self._submit_s.pop(job, t), self._wait_s.pop(job, 0.0)
+        if job in self._present:  # left censored: its completion time is not known
+            self._present.discard(job)
+            return
+        self.completion_s.append(t - submitted_s)
+        self.queueing_s.append(waited_s)
 
     def _on_job_censored(self, rec: records.JobCensored) -> None:
         """The trace saw it run this long: its work is earned, but it counts as unfinished."""
@@ -54,6 +66,7 @@ class JobTally:
         self._earn(job, rec.tenant)
         for per_job in (self._submit_s, self._wait_s):
             per_job.pop(job, None)
+        self._present.discard(job)
 
     def _on_job_interrupted(self, rec: records.JobInterrupted) -> None:
         self._end_run(rec.job_id, rec.t_s)
@@ -68,6 +81,7 @@ class JobTally:
             self.failed_queueing_s.append(self._wait_s[job])
         for per_job in (self._submit_s, self._work, self._wait_s):
             per_job.pop(job, None)
+        self._present.discard(job)
 
     def _earn(self, job: str, tenant: str | None) -> None:
         """The value of `job`'s work, to its tenant."""

@@ -5,7 +5,8 @@ recorded as still running, `unfinished` where the trace's record of it ends) and
 the log, for every job still in the system (`unfinished`), so memory holds only the jobs in
 flight. Queueing delay
 and completion time are the summary's own definitions (waits summed over restarts; finish minus
-arrival); cost is the GPU-seconds the job ran, at its pools' prices.
+arrival); cost is the GPU-seconds the job ran, at its pools' prices. A job a replayed trace found
+already running at its start has no arrival, queueing delay or completion time (null).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ JOBS_SCHEMA = pa.schema(
 class _Job:
     row: dict[str, Any]
     running_since_s: float | None = None
+    present_at_start: bool = False
 
 
 class JobTable:
@@ -62,6 +64,7 @@ class JobTable:
             "job_started": self._started,
             "job_finished": self._finished,
             "job_censored": self._censored,
+            "job_present_at_start": self._present,
             "job_interrupted": self._interrupted,
             "job_failed": self._failed,
             "episode_ended": self._ended,
@@ -114,13 +117,21 @@ class JobTable:
             }
         )
 
+    def _present(self, e: Row) -> None:
+        job = self._jobs[e["job_id"]]
+        job.present_at_start = True
+        job.row["arrival_s"] = None  # before the trace began: unknown
+
     def _started(self, e: Row) -> None:
         job = self._jobs[e["job_id"]]
         row = job.row
         if row["start_s"] is None:
             row["start_s"] = e["t_s"]
         row["pool"], row["gpus"] = e["pool"], e["gpus"]
-        row["queueing_delay_s"] += e["wait_s"]
+        if not job.present_at_start:
+            row["queueing_delay_s"] += e["wait_s"]
+        else:
+            row["queueing_delay_s"] = None
         job.running_since_s = e["t_s"]
 
     def _stop(self, job: _Job, t_s: float) -> None:
@@ -137,7 +148,8 @@ class JobTable:
         self._stop(job, e["t_s"])
         row = job.row
         row["outcome"], row["finish_s"] = "finished", e["t_s"]
-        row["completion_s"] = e["t_s"] - row["arrival_s"]
+        if not job.present_at_start:
+            row["completion_s"] = e["t_s"] - row["arrival_s"]
         self._emit(row)
 
     def _censored(self, e: Row) -> None:

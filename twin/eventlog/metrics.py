@@ -130,7 +130,8 @@ class Metrics:
         failed = sum(t.failed for t in totals)
         return JobCounts(arrived=arrived, finished=finished, failed=failed,
                          interrupted=self.jobs.interrupted,
-                         unfinished=arrived - finished - failed)  # fmt: skip
+                         unfinished=arrived - finished - failed,
+                         present_at_start=self.jobs.present_at_start)  # fmt: skip
 
     def _tenant_summaries(self) -> list[TenantSummary]:
         return [

@@ -86,6 +86,15 @@ class JobCensored(Event):
     run_s: float
 
 
+class JobPresentAtStart(Event):
+    """A replayed job the trace found already running when its record began (left censored):
+    when it was submitted and started is unknown, so it runs from the start for as long as the
+    trace saw it, and no completion time or queueing delay is counted for it."""
+
+    kind: Literal["job_present_at_start"] = "job_present_at_start"
+    job_id: str
+
+
 class JobInterrupted(Event):
     kind: Literal["job_interrupted"] = "job_interrupted"
     job_id: str
@@ -351,6 +360,7 @@ EVENT_MODELS: tuple[type[Event], ...] = (
     RlStepFinished,
     ResourcesUsed,
     JobCensored,
+    JobPresentAtStart,
 )
 
 AnyEvent = Annotated[
@@ -395,7 +405,8 @@ AnyEvent = Annotated[
     | TrajectoryFinished
     | RlStepFinished
     | ResourcesUsed
-    | JobCensored,
+    | JobCensored
+    | JobPresentAtStart,
     Field(discriminator="kind"),
 ]
 

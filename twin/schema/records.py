@@ -434,6 +434,15 @@ class JobCensored(NamedTuple):
     run_s: float
 
 
+class JobPresentAtStart(NamedTuple):
+    """A replayed job the trace found already running when its record began (left censored): ..."""
+
+    kind: Literal["job_present_at_start"]
+    t_s: float
+    tenant: str | None
+    job_id: str
+
+
 AnyRecord = (
     EpisodeStarted
     | EpisodeEnded
@@ -477,6 +486,7 @@ AnyRecord = (
     | RlStepFinished
     | ResourcesUsed
     | JobCensored
+    | JobPresentAtStart
 )
 
 RECORDS: dict[str, type[AnyRecord]] = {
@@ -522,5 +532,6 @@ RECORDS: dict[str, type[AnyRecord]] = {
     "rl_step_finished": RlStepFinished,
     "resources_used": ResourcesUsed,
     "job_censored": JobCensored,
+    "job_present_at_start": JobPresentAtStart,
 }
 """The record type of each event kind."""

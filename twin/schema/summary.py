@@ -46,6 +46,13 @@ class JobCounts(Frozen):
     failed: int
     interrupted: int
     unfinished: int
+    present_at_start: int = Field(
+        0,
+        exclude_if=lambda v: v == 0,
+        description="Of the arrived, those a replayed trace found already running at its start "
+        "(left censored): they finish or stay unfinished as the others do, but no completion "
+        "time or queueing delay is counted for them (absent: none).",
+    )
 
 
 class ResourceUse(Frozen):

@@ -50,6 +50,7 @@ class Admits(Protocol):
         censored: bool = False,
         cpu_milli: int = 0,
         group: str = "",
+        present: bool = False,
     ) -> Job: ...
 
 
@@ -162,5 +163,6 @@ def record_arrivals(
         fails = rec.status if rec.status in ENDS_FAILED else None
         admit(tenant, rec.job_id, gpus=rec.gpus, work=work, priority=rec.priority,
               gpu_type=rec.gpu_type, fails=fails, censored=rec.censored and fails is None,
-              cpu_milli=rec.cpu_milli, group=rec.tenant)  # fmt: skip
+              cpu_milli=rec.cpu_milli, group=rec.tenant,
+              present=rec.present_at_start)  # fmt: skip
     closed()

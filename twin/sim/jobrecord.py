@@ -19,7 +19,9 @@ class JobRecord(NamedTuple):
     `submit_s` counts from the trace's first submission; `service_s` is the run time on the
     requested `gpus` (fractional for shared GPUs). `observed_start_s` / `observed_end_s` are
     what the trace recorded (validation targets, never inputs). `censored` marks a service time
-    cut short by the end of the observation window. (A NamedTuple: cheap to build per line.)
+    cut short by the end of the observation window, `present_at_start` a job already running
+    when the trace began (submitted at its start, its service time what the trace saw of it).
+    (A NamedTuple: cheap to build per line.)
     """
 
     job_id: str
@@ -35,3 +37,4 @@ class JobRecord(NamedTuple):
     censored: bool = False
     extras: Mapping[str, Any] = NO_EXTRAS
     cpu_milli: int = 0  # CPU asked of its node, milli-cores (node-level clusters); 0: none
+    present_at_start: bool = False

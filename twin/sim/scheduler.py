@@ -132,10 +132,12 @@ class Scheduler:
         censored: bool = False,
         cpu_milli: int = 0,
         group: str = "",
+        present: bool = False,
     ) -> Job:
         """A job enters its tenant's queue; a kernel job whose plan runs nowhere is rejected.
 
-        `work` is reference-GPU-seconds, or tokens for a kernel job (`option` set).
+        `work` is reference-GPU-seconds, or tokens for a kernel job (`option` set); `present`
+        marks a replayed job already running when its trace began (left censored).
         """
         now = self.env.now
         self._seq += 1
@@ -155,6 +157,8 @@ class Scheduler:
                 "job_arrived", now, name, job.job_id, gpus, work_gpu_s, priority, gpu_type
             )
         )
+        if present:
+            self._emit(records.JobPresentAtStart("job_present_at_start", now, name, job.job_id))
         if option is not None and nominal <= 0:
             self._emit(
                 records.JobFailed(

@@ -58,8 +58,9 @@ def read_openb(path: Path, log: ReadLog) -> Iterator[JobRecord]:
 
 def read_dlrm(path: Path, log: ReadLog, *, include_cpu: bool = False) -> Iterator[JobRecord]:
     """DLRM inference instances by service (`app_name`). Rows are not in time order, so the
-    file is read whole and sorted (24k rows). Instances alive at the start submit at 0 (left
-    censored); those alive at the end run to the last event (right censored). CPU-only
+    file is read whole and sorted (24k rows). Instances alive at the start submit at 0 and are
+    marked present at the start (left censored: no completion time is counted for them); those
+    alive at the end run to the last event (right censored). CPU-only
     instances are counted, not replayed, unless `include_cpu`."""
     rows: list[tuple[float, int, dict[str, str], float, float | None, float | None, float]] = []
     last = 0.0
@@ -96,6 +97,7 @@ def read_dlrm(path: Path, log: ReadLog, *, include_cpu: bool = False) -> Iterato
             observed_start_s=scheduled,
             observed_end_s=deleted,
             censored=deleted is None,
-            extras={"role": row["role"], "left_censored": scheduled is None},
+            extras={"role": row["role"]},
             cpu_milli=max(round(cpus * 1000), 0),
+            present_at_start=scheduled is None,
         )
