@@ -59,3 +59,53 @@ def test_twin_fill_plays_the_artefacts_own_runs(tmp_path: Path) -> None:
     refused = twin_command(*args, "--seeds", "1-3")
     assert refused.returncode == 2
     assert "no draws for seed 1; the artefact's seeds are 42-51" in " ".join(refused.stderr.split())
+
+
+def _oversubscribed() -> list[tuple[int, int]]:
+    """A multi-GPU-heavy list: 400 pods asking about 15 times a 100-GPU cluster."""
+    return [((1, 2, 4, 8)[i % 4], 1000 if i % 4 else (250, 500, 1000)[i % 3]) for i in range(400)]
+
+
+def test_an_oversubscribed_list_is_tuned_down_as_the_artefact_tunes_it() -> None:
+    """The artefact's tuning, restated from Go's draws: after the debug Int and the Shuffle,
+    `Intn(pods left)` picks the pod to remove until the list asks at most the target; then the
+    start-up draws and the node permutation."""
+    requests, capacity, target = _oversubscribed(), 100_000, 1.3 * 100_000
+    order, ranks = artefact_draws(requests, 25, 42, 1.3, capacity)
+    rng = GoRand(42)
+    rng.int63()
+    expected = list(range(len(requests)))
+    rng.shuffle(expected)
+    asked = sum(n * m for n, m in requests)
+    assert asked > target
+    removed = []
+    while asked > target:
+        removed.append(expected.pop(rng.intn(len(expected))))
+        asked -= requests[removed[-1]][0] * requests[removed[-1]][1]
+    for _ in range(10):
+        rng.int63()
+    assert order == expected
+    assert ranks == rng.perm(25)
+    kept = sum(requests[i][0] * requests[i][1] for i in order)
+    last = requests[removed[-1]][0] * requests[removed[-1]][1]
+    assert kept <= target < kept + last  # it stops as soon as the list fits the target
+    assert len(set(order)) == len(order)  # removal only: no pod twice
+
+
+def test_twin_fill_caps_an_oversubscribed_list_at_the_target_both_ways(tmp_path: Path) -> None:
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\n"
+                     + "".join(f"n{i},96000,786432,4,G2\n" for i in range(25)))  # fmt: skip
+    pods = tmp_path / "pods.csv"
+    pods.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli\n" + "".join(
+        f"p{i:03},4000,16384,{n},{m}\n" for i, (n, m) in enumerate(_oversubscribed())))  # fmt: skip
+    for draws in ("twin", "artefact"):
+        out = tmp_path / draws
+        done = twin_command("fill", "--trace", str(pods), "--cluster", str(nodes), "--placement",
+                            "best_fit", "--seeds", "42-43", "--draws", draws, "--out", str(out),
+                            "--workers", "1")  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        with (out / "fill.csv").open() as f:
+            arrived = [int(r["arrived_pct"]) for r in csv.DictReader(f)]
+        assert max(arrived) <= 130  # tuned down to the target (it asked ~1,500%)
+        assert max(arrived) >= 120

@@ -31,7 +31,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--inflate",
         type=positive,
         default=1.3,
-        help="arrivals until this multiple of the GPU capacity is asked for",
+        help="tune the pod list to ask this multiple of the GPU capacity (default 1.3): copies "
+        "are added to a list that asks less, pods removed from one that asks more",
     )
     fp.add_argument("--sequence", help="play this arrival order exactly (idx,pod,...,gpu_milli)")
     fp.add_argument(
@@ -88,8 +89,8 @@ def fill_command(args: argparse.Namespace) -> int:
     unknown = [p for p in policies if p not in POLICIES]
     if unknown or not policies:
         raise ConfigError(f"--placement {args.placement!r}: allowed: {', '.join(POLICIES)}")
-    if not 1.0 <= args.inflate <= 3.0:
-        raise ConfigError(f"--inflate {args.inflate}: from 1 to 3 times the capacity")
+    if not 0.0 < args.inflate <= 3.0:
+        raise ConfigError(f"--inflate {args.inflate}: above 0, up to 3 times the capacity")
     spec = FillSpec(
         Path(args.trace), Path(args.cluster), args.inflate,
         Path(args.sequence) if args.sequence else None,

@@ -308,15 +308,21 @@ def _rows(path: Path, needed: tuple[str, ...]) -> Iterator[tuple[int, dict[str, 
 
 
 def arrivals(pods: list[Pod], seed: int, inflate: float, capacity_milli: int) -> list[Pod]:
-    """The seeded arrival order: the pods sorted by name and shuffled, then copies drawn
-    uniformly with replacement (from the name-sorted pods) until the GPU milli requested would
-    pass `inflate` times the capacity (the draw that would pass is dropped; as the artefact
-    does, a copy is checked by one GPU's milli and adds all of its GPUs')."""
+    """The seeded arrival order: the pods sorted by name and shuffled, then tuned to `inflate`
+    times the capacity both ways, as the artefact tunes them. A list asking less gets copies
+    drawn uniformly with replacement (from the name-sorted pods) until the GPU milli requested
+    would pass the target (the draw that would pass is dropped; as the artefact does, a copy
+    is checked by one GPU's milli and adds all of its GPUs'). A list asking more loses pods
+    drawn uniformly from what is left until it asks at most the target."""
     ordered = sorted(pods, key=lambda p: p.name)
     rng = np.random.default_rng(seed)
     out = [ordered[i] for i in rng.permutation(len(ordered))]
     asked = sum(p.gpu_request_milli for p in out)
     limit = inflate * capacity_milli
+    if asked >= limit:  # (asking exactly the target, it is left as it is)
+        while asked > limit and out:
+            asked -= out.pop(int(rng.integers(len(out)))).gpu_request_milli
+        return out
     while True:
         pod = ordered[int(rng.integers(len(ordered)))]
         if asked + (pod.gpu_milli if pod.num_gpu else 0) > limit:

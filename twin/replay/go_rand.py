@@ -9,8 +9,10 @@ generator and the `Rand` methods the artefact calls are implemented here from th
 behaviour.
 
 What the artefact draws, in order: one `Int` (a debug line's argument, evaluated even when not
-logged); `Shuffle` of the name-sorted pods; `Intn(pods)` per inflation copy, the draw that
-would pass the target included; 10 draws the simulator's start-up takes; then `Perm(nodes)`,
+logged); `Shuffle` of the name-sorted pods; then its tuning to the target: for a list asking
+less, `Intn(pods)` per inflation copy, the draw that would pass the target included; for one
+asking more, `Intn(pods left)` per pod removed until it asks at most the target; none when it
+asks exactly the target; 10 draws the simulator's start-up takes; then `Perm(nodes)`,
 each node (sorted by name) renamed with its number in front, so ties go to the smallest.
 """
 
@@ -126,13 +128,18 @@ def artefact_draws(
     rng.shuffle(arrivals)
     asked = sum(count * milli for count, milli in requests_milli)
     target = inflate * capacity_milli
-    while True:  # it checks a copy's per-GPU milli against the target, then adds all of it
-        i = rng.intn(len(requests_milli))
-        count, milli = requests_milli[i]
-        if asked + milli > target:
-            break
-        asked += count * milli
-        arrivals.append(i)
+    if asked > target:  # tuned down: a pod drawn from what is left goes, until at most the target
+        while asked > target and arrivals:
+            count, milli = requests_milli[arrivals.pop(rng.intn(len(arrivals)))]
+            asked -= count * milli
+    elif asked < target:  # tuned up: it checks a copy's per-GPU milli, then adds all of it
+        while True:
+            i = rng.intn(len(requests_milli))
+            count, milli = requests_milli[i]
+            if asked + milli > target:
+                break
+            asked += count * milli
+            arrivals.append(i)
     for _ in range(STARTUP_DRAWS):
         rng.int63()
     return arrivals, rng.perm(nodes)
