@@ -161,8 +161,13 @@ def test_twin_fill_writes_the_table_the_csv_and_the_figure(tmp_path: Path) -> No
                         "--workers", "2")  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "FGD leaves" in done.stdout
+    assert "range at" in done.stdout  # the seeds' least and most, beside their median
     with (out / "fill.csv").open() as f:
         rows = list(csv.DictReader(f))
+    at_100 = [float(r["unallocated_gpu_pct"]) for r in rows
+              if r["policy"] == "fgd" and r["arrived_pct"] == "100"]  # fmt: skip
+    shown = " ".join(done.stdout.replace("│", " ").split())
+    assert f"{min(at_100):.2f}-{max(at_100):.2f}" in shown
     assert set(rows[0]) == {"policy", "seed", "arrived_pct", "unallocated_gpu_pct", "frag_pct"}
     assert {r["policy"] for r in rows} == {
         "best_fit",

@@ -124,6 +124,23 @@ def _tails(result: Calibration) -> str:
     )
 
 
+def _spread(result: Calibration) -> str:
+    """The validation KS and p99 over the spread's seeds: median (least-most), or nothing."""
+    from twin.schema.summary import SeedSpread
+
+    spread = result.seed_spread
+    if spread is None:
+        return ""
+    ks = SeedSpread.spread(spread.ks_validation)
+    line = (f"over seeds {spread.seeds[0]}-{spread.seeds[-1]}: validation KS median {ks[0]:.3f} "
+            f"({ks[1]:.3f}-{ks[2]:.3f})")  # fmt: skip
+    p99 = [v for v in spread.p99_simulated_s if v is not None]
+    if p99:
+        mid, low, high = SeedSpread.spread(p99)
+        line += f" · simulated p99 median {mid:,.0f} s ({low:,.0f}-{high:,.0f} s)"
+    return line + "\n"
+
+
 def _window_flags(args: argparse.Namespace) -> list[tuple[str, float]]:
     """The window options given, to repeat on the replay that uses the fit."""
     given = [("--start-h", args.start_h or None), ("--end-h", args.end_h),
@@ -156,7 +173,8 @@ def calibrate_command(args: argparse.Namespace) -> int:
                 advance(done)
 
         result = calibrate(Path(args.trace), options, hear=console.print, workers=args.workers,
-                           split=args.split, progress=progress)  # fmt: skip
+                           split=args.split, progress=progress,
+                           spread_seeds=args.spread_seeds)  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     (out / CALIBRATION_FILE).write_text(result.model_dump_json(indent=2) + "\n")
     figure = ""
@@ -183,7 +201,7 @@ def calibrate_command(args: argparse.Namespace) -> int:
         f"placement {result.params.placement or '-'}\n"
         f"KS fit {result.ks_fit:.3f} · validation ({checked}) {result.ks_validation:.3f} · "
         f"whole trace {result.ks_whole:.3f}\n"
-        f"{_tails(result)}"
+        f"{_tails(result)}{_spread(result)}"
         f"wrote {out / CALIBRATION_FILE}{figure}; replay with --params {out / CALIBRATION_FILE}"
         + "".join(f" {flag} {value:g}" for flag, value in _window_flags(args))
     )

@@ -113,8 +113,20 @@ def fill_command(args: argparse.Namespace) -> int:
     table.add_column("policy")
     for pct in SHOWN_PCT:
         table.add_column(f"{pct}% arrived", justify="right")
+    spread: dict[str, tuple[float, float]] = {}  # per policy: the seeds' least, most at 100%
+    for policy, _, pct, unallocated, _ in rows:
+        if pct == 100:
+            low, high = spread.get(policy, (unallocated, unallocated))
+            spread[policy] = (min(low, unallocated), max(high, unallocated))
+    ranged = len(chosen) > 1 and bool(spread)
+    if ranged:
+        table.add_column("range at 100%", justify="right")  # least-most over the seeds
     for policy, bins in curves.items():
-        table.add_row(policy, *(f"{bins[p][0]:.2f}" if p in bins else "-" for p in SHOWN_PCT))
+        cells = [f"{bins[p][0]:.2f}" if p in bins else "-" for p in SHOWN_PCT]
+        if ranged:
+            cells.append(f"{spread[policy][0]:.2f}-{spread[policy][1]:.2f}"
+                         if policy in spread else "-")  # fmt: skip
+        table.add_row(policy, *cells)
     console.print(table)
     fgd, bf = (curves.get(p, {}).get(100, (0.0, 0.0))[0] for p in ("fgd", "best_fit"))
     if 100 in curves.get("fgd", {}) and bf > 0:  # (best fit may fill a small cluster exactly)

@@ -83,6 +83,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     cal.add_argument("--out", type=out_dir, required=True, help=f"directory for {CALIBRATION_FILE}")
     cal.add_argument("--workers", type=at_least_one, default=os.cpu_count() or 1,
                      help="replays at once, in processes (default: the cores)")  # fmt: skip
+    cal.add_argument("--spread-seeds", type=at_least_one, default=5, metavar="N",
+                     help="replay the fitted values on N seeds from --seed on and report "
+                     "the median and range of the validation KS and p99 (default 5; 1: "
+                     "none)")  # fmt: skip
     cal.set_defaults(func=calibrate_command)
 
     tr = sub.add_parser("trace", help="synthetic traces")

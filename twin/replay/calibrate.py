@@ -35,7 +35,7 @@ from twin.replay.run import Replay, ReplayOptions, replay
 from twin.replay.tenant_delays import ReplayMetrics
 from twin.replay.trace import Reading, Trace
 from twin.schema.scheduling import ReplayParams, SchedulerConfig
-from twin.schema.summary import Calibration, CalibrationStep, DelayTail
+from twin.schema.summary import Calibration, CalibrationStep, DelayTail, SeedSpread
 from twin.schema.vocabulary import PLACEMENTS, CalibrationSplit, Placement
 from twin.sim.jobrecord import JobRecord
 
@@ -67,6 +67,7 @@ SIZED_SHARES = (1.0, 0.99, 0.98)
 """A pool sized to the trace's peak demand: a little less is plausible, much less overloads it."""
 SIZED_DEMAND_Q = 1.0  # a pool calibration sizes holds the peak: the fitted scalars queue, not it
 
+SPREAD_SEEDS = 5  # seeds the fitted values are replayed on, to report what is the seed's
 PASSES = 2
 REFINE = (0.8, 0.9, 0.95, 1.05, 1.1, 1.2)  # the share's second look, as multiples of the best
 TENANT_MIN_JOBS = 50  # a trace tenant's own KS is reported from this many validation jobs
@@ -124,9 +125,12 @@ def calibrate(
     workers: int = 1,
     split: CalibrationSplit = "halves",
     progress: Callable[[int, int], None] = lambda done, most: None,
+    spread_seeds: int = SPREAD_SEEDS,
 ) -> Calibration:
     """Fit `base.params` to `trace` (see the module doc); `hear` is told of each improvement,
     `progress` of the replays done and the most the search can take (it often stops sooner).
+    The fitted values are then replayed on `spread_seeds` seeds from the base seed on, whose
+    validation KS and p99 the result reports beside the base seed's.
     With `workers` > 1, an axis's replays run in that many processes (same result). The trace
     is read once for the fit window and once for the whole (each worker reads the fit window
     once), and its jobs are handed to every replay."""
@@ -165,6 +169,9 @@ def calibrate(
     metrics = ReplayMetrics()
     _, report = replay(trace, replace(base, params=params), metrics=metrics, trace=whole)
     validation = _ks(metrics, later)
+    spread = None
+    if spread_seeds > 1:
+        spread = _seed_spread(trace, replace(base, params=params), whole, later, spread_seeds)
     return Calibration(
         trace=str(trace),
         cluster=report.cluster_source,
@@ -184,7 +191,21 @@ def calibrate(
         simulated_cdf_s=validate.cdf_curve(_part(metrics, observed=False, keep=later)),
         observed_tail_s=_tail(_part(metrics, observed=True, keep=later)),
         simulated_tail_s=_tail(_part(metrics, observed=False, keep=later)),
+        seed_spread=spread,
     )
+
+
+def _seed_spread(trace: Path, options: ReplayOptions, whole: Trace,
+                 later: Callable[[float], bool], seeds: int) -> SeedSpread:  # fmt: skip
+    """The validation KS and simulated p99 of `options` on `seeds` seeds from its own on."""
+    chosen = [options.seed + k for k in range(seeds)]
+    ks, p99 = [], []
+    for seed in chosen:
+        metrics = ReplayMetrics()
+        replay(trace, replace(options, seed=seed), metrics=metrics, trace=whole)
+        ks.append(_ks(metrics, later))
+        p99.append(_tail(_part(metrics, observed=False, keep=later)).p99)
+    return SeedSpread(seeds=chosen, ks_validation=ks, p99_simulated_s=p99)
 
 
 def _tail(delays_s: np.ndarray) -> DelayTail:

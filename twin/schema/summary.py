@@ -184,6 +184,24 @@ class DelayTail(Frozen):
     max: float | None
 
 
+class SeedSpread(Frozen):
+    """The fitted values replayed on several seeds: how much of the fit is the seed's."""
+
+    seeds: list[int]
+    ks_validation: list[float] = Field(description="Per seed, the validation KS.")
+    p99_simulated_s: list[float | None] = Field(
+        description="Per seed, the simulated p99 delay of the validation jobs."
+    )
+
+    @staticmethod
+    def spread(values: list[float]) -> tuple[float, float, float]:
+        """Median, least and most of some values."""
+        ordered = sorted(values)
+        mid = len(ordered) // 2
+        median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+        return median, ordered[0], ordered[-1]
+
+
 class Calibration(Frozen):
     """What `twin calibrate` fitted and how well: KS distances of queueing delay, simulated
     against observed, on the first half of the trace's span (fit) and on the second (validation,
@@ -220,4 +238,10 @@ class Calibration(Frozen):
     )
     simulated_tail_s: DelayTail | None = Field(
         None, description="The simulated delay's tail on the second half, the same jobs."
+    )
+    seed_spread: SeedSpread | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="The fitted values replayed on the calibration's seed and the next ones: "
+        "the validation KS and p99 per seed (absent: one seed).",
     )
