@@ -315,6 +315,11 @@ def test_twin_calibrate_writes_params_that_replay_uses(tmp_path: Path) -> None:
     }
     assert {"params", "ks_fit", "ks_validation", "tenants", "steps"} <= result.keys()
     # The fitted values on seeds 0-2: the first is the calibration's own validation.
+    # Both parts' tails are reported: the days fitted on, and the days validated on.
+    for part in ("fit_observed_tail_s", "fit_simulated_tail_s", "observed_tail_s",
+                 "simulated_tail_s"):  # fmt: skip
+        assert result[part]["jobs"] > 1000
+        assert result[part]["p99"] is not None
     spread = result["seed_spread"]
     assert spread["seeds"] == [0, 1, 2]
     assert spread["ks_validation"][0] == result["ks_validation"]
@@ -554,3 +559,28 @@ def test_openb_calibrated_on_even_days_validates_on_odd_days_body_and_tail() -> 
     assert calibrate_module._distance(seen, simulated) <= 0.17
     p99_seen, p99_simulated = np.quantile(seen, 0.99), np.quantile(simulated, 0.99)
     assert p99_seen / 2 <= p99_simulated <= p99_seen * 2
+
+
+def test_dlrms_tail_compromise_holds_the_p99_within_2x_on_both_halves() -> None:
+    """The shipped KS fit's p99 is 3.7x low on the days it was fitted on; the compromise (a
+    pool 0.4% smaller) holds it within 2x on the even and the odd days alike, at a cost in KS
+    that docs/replay.md states."""
+    from twin.replay.calibrate import _even_day, _odd_day, _part, _tail
+    from twin.replay.params import read_params
+    from twin.replay.tenant_delays import ReplayMetrics
+
+    dlrm = TRACES / "alibaba-gpu-v2025-dlrm"
+    ratios = {}
+    for name in ("calibrated-params.json", "calibrated-params-tails.json"):
+        metrics = ReplayMetrics()
+        options = ReplayOptions(params=read_params(dlrm / name))
+        replay(dlrm / "disaggregated_DLRM_trace.csv", options, metrics=metrics)
+        for days, keep in (("even", _even_day), ("odd", _odd_day)):
+            seen = _tail(_part(metrics, observed=True, keep=keep)).p99
+            simulated = _tail(_part(metrics, observed=False, keep=keep)).p99
+            assert seen is not None
+            assert simulated is not None
+            ratios[name, days] = simulated / seen
+    assert ratios["calibrated-params.json", "even"] < 0.5  # the KS fit: its tail is low there
+    for days in ("even", "odd"):
+        assert 0.5 <= ratios["calibrated-params-tails.json", days] <= 2.0

@@ -110,18 +110,23 @@ def _cell(value: object) -> str:
 
 
 def _tails(result: Calibration) -> str:
-    """The validation jobs' delay tail, observed beside simulated (a line, or nothing)."""
-    seen, simulated = result.observed_tail_s, result.simulated_tail_s
-    if seen is None or simulated is None or not seen.jobs:
-        return ""
+    """The delay tail of the jobs fitted on and of the validation jobs, observed beside
+    simulated (a line each, or nothing)."""
 
     def s(value: float | None) -> str:
         return "-" if value is None else f"{value:,.0f} s"
 
-    return (
-        f"delay tail, validation (observed · simulated): p90 {s(seen.p90)} · {s(simulated.p90)}"
-        f", p99 {s(seen.p99)} · {s(simulated.p99)}, max {s(seen.max)} · {s(simulated.max)}\n"
-    )
+    lines = ""
+    for part, seen, simulated in (
+        ("fit", result.fit_observed_tail_s, result.fit_simulated_tail_s),
+        ("validation", result.observed_tail_s, result.simulated_tail_s),
+    ):
+        if seen is None or simulated is None or not seen.jobs:
+            continue
+        lines += (f"delay tail, {part} (observed · simulated): p90 {s(seen.p90)} · "
+                  f"{s(simulated.p90)}, p99 {s(seen.p99)} · {s(simulated.p99)}, max "
+                  f"{s(seen.max)} · {s(simulated.max)}\n")  # fmt: skip
+    return lines
 
 
 def _spread(result: Calibration) -> str:

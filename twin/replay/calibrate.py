@@ -169,6 +169,10 @@ def calibrate(
     metrics = ReplayMetrics()
     _, report = replay(trace, replace(base, params=params), metrics=metrics, trace=whole)
     validation = _ks(metrics, later)
+
+    def fit_part(at: float) -> bool:  # the jobs fitted on, in the whole trace's replay
+        return not later(at)
+
     spread = None
     if spread_seeds > 1:
         spread = _seed_spread(trace, replace(base, params=params), whole, later, spread_seeds)
@@ -191,6 +195,8 @@ def calibrate(
         simulated_cdf_s=validate.cdf_curve(_part(metrics, observed=False, keep=later)),
         observed_tail_s=_tail(_part(metrics, observed=True, keep=later)),
         simulated_tail_s=_tail(_part(metrics, observed=False, keep=later)),
+        fit_observed_tail_s=_tail(_part(metrics, observed=True, keep=fit_part)),
+        fit_simulated_tail_s=_tail(_part(metrics, observed=False, keep=fit_part)),
         seed_spread=spread,
     )
 

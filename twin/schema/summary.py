@@ -239,6 +239,17 @@ class Calibration(Frozen):
     simulated_tail_s: DelayTail | None = Field(
         None, description="The simulated delay's tail on the second half, the same jobs."
     )
+    fit_observed_tail_s: DelayTail | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="The observed delay's tail on the part fitted on (first half, even days).",
+    )
+    fit_simulated_tail_s: DelayTail | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="The simulated delay's tail on the part fitted on, the same jobs, with the "
+        "fitted values replayed over the whole trace.",
+    )
     seed_spread: SeedSpread | None = Field(
         None,
         exclude_if=lambda v: v is None,
