@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import TRACES
+from tests.conftest import TRACES, twin_command
 from twin.cli.main import main
 from twin.replay import calibrate as calibrate_module
 from twin.replay.calibrate import OVERLOAD_P99, Point, calibrate, fit_score, split_time_s
@@ -584,3 +584,25 @@ def test_dlrms_tail_compromise_holds_the_p99_within_2x_on_both_halves() -> None:
     assert ratios["calibrated-params.json", "even"] < 0.5  # the KS fit: its tail is low there
     for days in ("even", "odd"):
         assert 0.5 <= ratios["calibrated-params-tails.json", days] <= 2.0
+
+
+def test_replay_over_seeds_prints_each_figures_median_and_range(tmp_path: Path) -> None:
+    """`twin replay --seeds` replays on each seed and reports the spread, so a fidelity figure
+    is never one seed's; the JSON holds every seed's value beside the median and range."""
+    dlrm = TRACES / "alibaba-gpu-v2025-dlrm"
+    args = ["replay", "--trace", str(dlrm / "disaggregated_DLRM_trace.csv"), "--params",
+            str(dlrm / "calibrated-params.json"), "--seeds", "0-4"]  # fmt: skip
+    done = twin_command(*args, "--json")
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["seeds"] == [0, 1, 2, 3, 4]
+    ks = answer["per_seed"]["ks_distance"]
+    assert len(ks) == 5
+    assert len(set(ks)) > 1  # the seed moves it
+    spread = answer["spread"]["ks_distance"]
+    assert (spread["least"], spread["most"]) == (min(ks), max(ks))
+    assert spread["median"] == sorted(ks)[2]
+    assert "seeds 0-4: median and range" in " ".join(done.stderr.split())
+    refused = twin_command(*args, "--out", str(tmp_path / "run"))
+    assert refused.returncode == 2
+    assert "drop --out" in refused.stderr

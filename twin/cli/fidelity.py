@@ -40,6 +40,51 @@ def placements(text: str | None) -> list[Placement]:
     return names  # type: ignore[return-value]  # checked against PLACEMENTS above
 
 
+SPREAD_FIGURES = {"ks_distance": "KS", "delay_p50_s": "delay p50 s", "delay_p99_s": "p99 s",
+                  "completion_p90_s": "completion p90 s", "unfinished": "unfinished"}  # fmt: skip
+
+
+def seed_spread(trace: Path, options: ReplayOptions, seeds_text: str, *,
+                as_json: bool = False) -> int:  # fmt: skip
+    """Replay the trace on each seed and print, per fidelity figure, its median and range."""
+    from rich.console import Console
+
+    from twin.arena.lineup import parse_seeds
+    from twin.cli.render import Table, print_json
+    from twin.replay.run import replay
+    from twin.replay.trace import Trace
+    from twin.schema.summary import SeedSpread
+
+    seeds = parse_seeds(seeds_text)
+    opened = Trace(trace, options.reading)
+    per_seed: dict[str, list[float]] = {name: [] for name in SPREAD_FIGURES}
+    for seed in seeds:
+        summary, report = replay(trace, replace(options, seed=seed), trace=opened)
+        d = report.queueing_delay
+        p50, _, p99 = d.simulated if d is not None else (
+            summary.queueing_delay_s.p50, None, summary.queueing_delay_s.p99)  # fmt: skip
+        figures = {"ks_distance": None if d is None else d.ks_distance, "delay_p50_s": p50,
+                   "delay_p99_s": p99, "completion_p90_s": summary.completion_s.p90,
+                   "unfinished": float(summary.jobs.unfinished)}  # fmt: skip
+        for name, value in figures.items():
+            if value is not None:
+                per_seed[name].append(float(value))
+    rows = {name: SeedSpread.spread(values) for name, values in per_seed.items() if values}
+    contiguous = seeds == list(range(seeds[0], seeds[0] + len(seeds)))
+    named = f"{seeds[0]}-{seeds[-1]}" if contiguous and len(seeds) > 1 else seeds_text
+    table = Table(title=f"{trace.name}, seeds {named}: median and range")
+    for label in ("figure", "median", "least", "most"):
+        table.add_column(label, justify="left" if label == "figure" else "right")
+    for name, (median, least, most) in rows.items():
+        table.add_row(SPREAD_FIGURES[name], *(_cell(round(v, 4)) for v in (median, least, most)))
+    Console(stderr=as_json).print(table)
+    if as_json:
+        print_json("replay", seeds=seeds, per_seed=per_seed,
+                   spread={k: dict(zip(("median", "least", "most"), v, strict=True))
+                           for k, v in rows.items()})  # fmt: skip
+    return 0
+
+
 def what_if(
     trace: Path,
     options: ReplayOptions,

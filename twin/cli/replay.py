@@ -65,6 +65,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     rp.add_argument(
         "--out", type=out_dir, help=f"directory for {EVENTS_FILE}, {SUMMARY_FILE} and {REPLAY_FILE}"
     )
+    rp.add_argument(
+        "--seeds", metavar="SEEDS",
+        help="replay on each of these seeds (N: 0..N-1, A-B, or a list) and print the median "
+        "and range of the fidelity figures instead of one replay's summary",
+    )  # fmt: skip
     add_output_options(rp)
     add_json_option(rp)
     rp.set_defaults(func=replay_command)
@@ -106,15 +111,24 @@ def calibrate_command(args: argparse.Namespace) -> int:
 
 
 def replay_command(args: argparse.Namespace) -> int:
-    from twin.cli.fidelity import placements, what_if
+    from twin.cli.fidelity import placements, seed_spread, what_if
     from twin.cli.progress import progress_bar
     from twin.cli.render import console_for, print_json, print_summary
+    from twin.errors import ConfigError
     from twin.replay.reader import count_lines
     from twin.replay.run import replay
 
     check_output_options(args)
     options = trace_options(args)
     policies = placements(args.placement)
+    if args.seeds is not None:
+        if args.out or len(policies) > 1:
+            raise ConfigError("--seeds prints the figures' spread over seeds: it writes no run "
+                              "directory (drop --out) and takes one --placement")  # fmt: skip
+        if policies:
+            options = replace(options, params=options.params.model_copy(
+                update={"placement": policies[0]}))  # fmt: skip
+        return seed_spread(Path(args.trace), options, args.seeds, as_json=args.json)
     if len(policies) > 1:
         return what_if(Path(args.trace), options, policies, Path(args.out) if args.out else None,
                        as_json=args.json)  # fmt: skip
