@@ -1,13 +1,17 @@
 """Every `twin` command the docs show (in their console blocks and inline) is one the CLI takes
 as written: its subcommand, flags and values parse with the real parser, from the repository's
-root as the docs assume. (The README's tour also runs each of its commands and compares the
-output: tests/test_readme.py; here the docs' longer runs, the arena and training, are parsed,
-not run.)"""
+root as the docs assume; and those that finish in seconds (`run`, `bound`, `replay`, `kernel`)
+run, in a scratch copy of the paths they write, and exit 0. (The README's tour also runs each of
+its commands and compares the output: tests/test_readme.py; the docs' longer runs, the arena
+and training, are parsed, not run: tests/test_arena.py and tests/test_training.py run them
+smaller.)"""
 
 from __future__ import annotations
 
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 PLACEHOLDER = re.compile(r"[<>|\[\]…]|\.\.\.|\bNAME\b|\bFILE\b|\bDIR\b|\bN\b|=X\b|\bURL\b")
 INLINE = re.compile(r"`(twin [^`]+)`")
+QUICK = {"run", "bound", "replay", "kernel", "scenarios", "schema"}  # commands of seconds
 
 
 def _commands() -> list[tuple[str, str]]:
@@ -63,3 +68,23 @@ def test_a_documented_command_parses_as_written(
     except SystemExit as exc:
         if exc.code != 0:  # `--help` and `--version` are fine
             pytest.fail(f"{where}: `{command}` does not parse: {capsys.readouterr().err}")
+
+
+QUICK_COMMANDS = [(w, c) for w, c in COMMANDS if shlex.split(c)[1] in QUICK]
+
+
+def test_some_documented_commands_are_quick_enough_to_run() -> None:
+    assert len(QUICK_COMMANDS) >= 2
+
+
+@pytest.mark.parametrize(("where", "command"), QUICK_COMMANDS,
+                         ids=[f"{w}: {c}" for w, c in QUICK_COMMANDS])  # fmt: skip
+def test_a_quick_documented_command_runs_as_written(where: str, command: str,
+                                                    tmp_path: Path) -> None:  # fmt: skip
+    argv = shlex.split(command)[1:]
+    for flag in ("--out",):  # what it writes goes to a scratch directory, not the checkout
+        if flag in argv:
+            argv[argv.index(flag) + 1] = str(tmp_path / "out")
+    done = subprocess.run([sys.executable, "-m", "twin", *argv], cwd=ROOT, capture_output=True,
+                          text=True, check=False, timeout=300)  # fmt: skip
+    assert done.returncode == 0, f"{where}: `{command}`: {done.stderr[-2000:]}"
