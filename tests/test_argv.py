@@ -168,7 +168,7 @@ def _verdict(done: Finished) -> str | None:
 def test_no_command_line_gets_a_traceback(command: str, scratch: Path) -> None:
     env = {SOCKET_ENV: str(scratch / "warm.sock"), "COLUMNS": "80"}
 
-    @settings(max_examples=20, deadline=None, derandomize=True, database=None,
+    @settings(max_examples=12, deadline=None, derandomize=True, database=None,
               suppress_health_check=[HealthCheck.function_scoped_fixture,
                                      HealthCheck.too_slow])  # fmt: skip
     @given(argv=command_lines(command))

@@ -305,23 +305,23 @@ def test_twin_calibrate_writes_params_that_replay_uses(tmp_path: Path) -> None:
     out = tmp_path / "cal"
     dlrm = TRACES / "alibaba-gpu-v2025-dlrm/disaggregated_DLRM_trace.csv"
     assert main(["calibrate", "--trace", str(dlrm), "--out", str(out), "--workers", "2",
-                 "--split", "alternate-days", "--spread-seeds", "3"]) == 0  # fmt: skip
+                 "--split", "alternate-days", "--spread-seeds", "2"]) == 0  # fmt: skip
     result = json.loads((out / CALIBRATION_FILE).read_text())
     # Replays in two processes fit exactly what one process does.
     alone = calibrate(dlrm, ReplayOptions(), workers=1, split="alternate-days",
-                      spread_seeds=3).model_dump(mode="json")  # fmt: skip
+                      spread_seeds=2).model_dump(mode="json")  # fmt: skip
     assert {k: v for k, v in alone.items() if k != "evaluations"} == {
         k: v for k, v in result.items() if k != "evaluations"
     }
     assert {"params", "ks_fit", "ks_validation", "tenants", "steps"} <= result.keys()
-    # The fitted values on seeds 0-2: the first is the calibration's own validation.
+    # The fitted values on seeds 0-1: the first is the calibration's own validation.
     # Both parts' tails are reported: the days fitted on, and the days validated on.
     for part in ("fit_observed_tail_s", "fit_simulated_tail_s", "observed_tail_s",
                  "simulated_tail_s"):  # fmt: skip
         assert result[part]["jobs"] > 1000
         assert result[part]["p99"] is not None
     spread = result["seed_spread"]
-    assert spread["seeds"] == [0, 1, 2]
+    assert spread["seeds"] == [0, 1]
     assert spread["ks_validation"][0] == result["ks_validation"]
     assert spread["p99_simulated_s"][0] == result["simulated_tail_s"]["p99"]
     # The search at least halves the KS of its starting point (a plain 1 s scheduler).
