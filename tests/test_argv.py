@@ -10,6 +10,7 @@ directory, Ctrl-C after a deadline): it ends with 0 (done), 2 (refused, one line
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import shutil
 from collections.abc import Iterator
@@ -36,6 +37,13 @@ HOSTILE = (
     "-1", "0", "99999999999999999999", "-99999999999999999999", "nan", "inf", "1e309", "",
     "existing.txt", "a_dir", "/proc/no-such/x", "missing/deeper/x", "latin1.yaml", "\udcff",
     "   ", "--", "a,b,,c", "3-1", "held-out:-1",
+)  # fmt: skip
+
+PRELOADED = (
+    "numpy", "pyarrow.parquet", "matplotlib.pyplot", "aiohttp.web", "rich.console", "yaml",
+    "twin.kernel.jit", "twin.sim.runner", "twin.replay.run", "twin.replay.calibrate",
+    "twin.replay.fill_run", "twin.eventlog.report", "twin.gateway.app", "twin.rl",
+    "twin.arena.lineup", "twin.bound", "twin.sweep.execute", "twin.cli.main",
 )  # fmt: skip
 
 # A line that makes each command valid, so a hostile value reaches the command itself.
@@ -124,13 +132,13 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     try:
         done = run_forked(["run", "--scenario", "default", "--out", "run"], deadline_s=60, env={})
         assert done.code == 0, done.stderr
-        # Load what the commands load once, here, so each forked line starts warm.
-        for argv in (["kernel", "catalog"], ["scenarios"]):
+        # Load what the commands load, here, once: each forked line starts with it imported,
+        # so the deadline's Ctrl-C lands in the command, not in a slow machine's import of a
+        # C extension (which can turn it into an ImportError).
+        for module in PRELOADED:
+            importlib.import_module(module)
+        for argv in (["kernel", "catalog"], ["scenarios"]):  # the kernel's compiled code too
             run_forked(argv, deadline_s=60, env={})
-        import pyarrow.parquet  # noqa: F401
-
-        import twin.replay.run
-        import twin.sim.runner  # noqa: F401
 
         yield where
     finally:
