@@ -12,6 +12,7 @@ A real aiohttp server on loopback; the clients connect from their own loopback a
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import select
 import socket
@@ -395,6 +396,10 @@ async def test_environments_with_steps_queued_behind_their_own_cannot_pin_the_bu
     config = GatewayConfig(admin_token=ADMIN, max_envs=16, max_envs_per_client=4,
                            max_episode_jobs=10**9, max_client_jobs=10**12, env_workers=8,
                            max_call_s=0.6)  # fmt: skip
+    # As `twin serve` does before it serves: what earlier tests left on the heap is frozen, so
+    # no full collection of it pauses the loop mid-test (this test's timing is its subject).
+    gc.collect()
+    gc.freeze()
     server = await aiohttp_server(create_app(config))
     url = f"http://{server.host}:{server.port}"
     sessions = {a: from_address(a) for a in ATTACKERS}
@@ -431,6 +436,7 @@ async def test_environments_with_steps_queued_behind_their_own_cannot_pin_the_bu
         assert len(evicted) == 1, answered
         assert "closed to make room" in evicted[0]["detail"]
     finally:
+        gc.unfreeze()
         for task in calls:
             task.cancel()
         for http in sessions.values():
