@@ -20,7 +20,7 @@ from twin.schema.vocabulary import (
 
 if TYPE_CHECKING:
     from twin.replay.run import ReplayOptions
-    from twin.schema.summary import Calibration
+    from twin.schema.summary import Calibration, ReplayReport, Summary
 
 LABELS = {"delay_p50_s": "delay p50 s", "delay_p99_s": "p99 s", "ks_distance": "KS",
           "fragmentation": "frag.", "blocked_by_fragmentation": "frag. blocks",
@@ -61,8 +61,7 @@ def seed_spread(trace: Path, options: ReplayOptions, seeds_text: str, *,
     for seed in seeds:
         summary, report = replay(trace, replace(options, seed=seed), trace=opened)
         d = report.queueing_delay
-        p50, _, p99 = d.simulated if d is not None else (
-            summary.queueing_delay_s.p50, None, summary.queueing_delay_s.p99)  # fmt: skip
+        p50, p99 = _delay_p50_p99(summary, report)
         figures = {"ks_distance": None if d is None else d.ks_distance, "delay_p50_s": p50,
                    "delay_p99_s": p99, "completion_p90_s": summary.completion_s.p90,
                    "unfinished": float(summary.jobs.unfinished)}  # fmt: skip
@@ -112,9 +111,7 @@ def what_if(
         held = sum(p.held_gpu_h for p in summary.pools)
         busy = sum(p.busy_gpu_h for p in summary.pools)
         d = report.queueing_delay
-        # Delay to first start of every started job (as the trace counts it), else finished jobs'.
-        p50, _, p99 = d.simulated if d is not None else (
-            summary.queueing_delay_s.p50, None, summary.queueing_delay_s.p99)  # fmt: skip
+        p50, p99 = _delay_p50_p99(summary, report)
         rows.append({
             "placement": policy,
             "delay_p50_s": p50,
@@ -142,6 +139,15 @@ def what_if(
     if as_json:
         print_json("replay", what_if=rows, out=None if out is None else str(out))
     return 0
+
+
+def _delay_p50_p99(summary: Summary, report: ReplayReport) -> tuple[float | None, float | None]:
+    """Delay to first start of every started job (as the trace counts it), else the finished
+    jobs' queueing delay: its p50 and p99."""
+    d = report.queueing_delay
+    if d is not None:
+        return d.simulated[0], d.simulated[2]
+    return summary.queueing_delay_s.p50, summary.queueing_delay_s.p99
 
 
 def _cell(value: object) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import statistics
+
 from pydantic import Field
 
 from twin.schema.base import Frozen
@@ -196,10 +198,7 @@ class SeedSpread(Frozen):
     @staticmethod
     def spread(values: list[float]) -> tuple[float, float, float]:
         """Median, least and most of some values."""
-        ordered = sorted(values)
-        mid = len(ordered) // 2
-        median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-        return median, ordered[0], ordered[-1]
+        return statistics.median(values), min(values), max(values)
 
 
 class Calibration(Frozen):
