@@ -20,6 +20,7 @@ from twin.schema.vocabulary import (
     PLACED_ONLY,
     PLACEMENTS,
     QUEUE_POLICIES,
+    ROUND_POLICIES,
     mechanism_names,
 )
 from twin.sim import catalog, scenarios
@@ -46,8 +47,10 @@ def test_every_queue_policy_has_a_queue_and_the_schema_lists_them_all() -> None:
     assert QueueConfig.model_json_schema()["properties"]["policy"]["enum"] == list(QUEUE_POLICIES)
 
 
-def test_replay_offers_every_queue_policy_an_unattended_run_can_use() -> None:
-    assert choices("replay", "--policy") == [p for p in QUEUE_POLICIES if p != "manual"]
+def test_replay_offers_every_queue_policy_an_unattended_run_can_use_and_gavels() -> None:
+    unattended = [p for p in QUEUE_POLICIES if p != "manual"]
+    gavels = [p for p in ROUND_POLICIES if p not in QUEUE_POLICIES]
+    assert choices("replay", "--policy") == unattended + gavels
 
 
 def test_every_mechanism_has_a_rule_and_serve_offers_them_all() -> None:

@@ -15,7 +15,7 @@ from twin.cli.analyse import (
     check_output_options,
     write_outputs,
 )
-from twin.cli.arg_types import at_least_one, out_dir, out_file, seed
+from twin.cli.arg_types import at_least_one, out_dir, out_file, positive, seed
 from twin.cli.trace_args import (
     add_trace_options,
     add_window_options,
@@ -29,6 +29,7 @@ from twin.schema.vocabulary import (
     PLACEMENTS,
     QUEUE_POLICIES,
     REPLAY_FILE,
+    ROUND_POLICIES,
     SPLITS,
     SUMMARY_FILE,
 )
@@ -44,11 +45,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     add_trace_options(rp)
     rp.add_argument(
         "--policy",
-        choices=[
-            p for p in QUEUE_POLICIES if p not in PLACED_ONLY
-        ],  # a replay has no agent to place
+        choices=[  # a replay has no agent to place
+            *(p for p in QUEUE_POLICIES if p not in PLACED_ONLY),
+            *(p for p in ROUND_POLICIES if p not in QUEUE_POLICIES),
+        ],
         default="fifo",
-        help="queue order",
+        help="queue order; with --rounds, Gavel's policy (fifo, max-min-fairness)",
     )
     rp.add_argument("--backfill", action="store_true", help="EASY backfill behind a blocked head")
     add_window_options(rp)
@@ -69,6 +71,22 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--seeds", metavar="SEEDS",
         help="replay on each of these seeds (N: 0..N-1, A-B, or a list) and print the median "
         "and range of the fidelity figures instead of one replay's summary",
+    )  # fmt: skip
+    rounds = rp.add_argument_group("round-based scheduling (Gavel workloads)")
+    rounds.add_argument(
+        "--rounds", type=positive, nargs="?", const=360.0, metavar="S",
+        help="schedule in rounds of S seconds (default 360) as Gavel's simulator does: its "
+        "allocation, its priorities and its worker types (a Gavel workload only)",
+    )  # fmt: skip
+    rounds.add_argument(
+        "--cluster-spec", metavar="SPEC", default="25:0:0",
+        help="GPUs by worker type for --rounds: V100:P100:K80 as Gavel writes it (default "
+        "25:0:0), or v100=N,p100=N,k80=N",
+    )  # fmt: skip
+    rounds.add_argument(
+        "--throughputs", type=trace_file,
+        help="steps/s by job type and worker type for --rounds: Gavel's "
+        "simulation_throughputs.json or the twin's layout (default: the shipped table)",
     )  # fmt: skip
     add_output_options(rp)
     add_json_option(rp)
@@ -119,6 +137,10 @@ def replay_command(args: argparse.Namespace) -> int:
     from twin.replay.run import replay
 
     check_output_options(args)
+    if args.rounds is not None or args.policy not in QUEUE_POLICIES:
+        from twin.cli.rounds import rounds_command
+
+        return rounds_command(args)
     options = trace_options(args)
     policies = placements(args.placement)
     if args.seeds is not None:

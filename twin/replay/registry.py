@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from twin.replay.formats import alibaba, flat, philly, requests, slurm
+from twin.replay.formats import alibaba, flat, gavel, philly, requests, slurm
 from twin.replay.formats.flat import ColumnMap
 from twin.replay.formats.nodes import INVENTORY_COLUMNS
 from twin.replay.formats.requests import DEFAULT_MODEL, RequestModel
@@ -69,6 +69,8 @@ JOB_READERS: Mapping[str, JobFormat] = {
                       header("instance_sn", "role", "app_name", "gpu_request")),
     "azure": JobFormat(lambda path, log, options: requests.read_azure(path, log, options.requests),
                        header("TIMESTAMP", "ContextTokens", "GeneratedTokens")),
+    "gavel": JobFormat(lambda path, log, options: gavel.records(path, log),
+                       lambda path, text, first: gavel.recognise(text)),
     "mooncake": JobFormat(
         lambda path, log, options: requests.read_mooncake(path, log, options.requests),
         lambda path, text, first: first.startswith("{") and '"timestamp"' in first),

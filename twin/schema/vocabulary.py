@@ -15,6 +15,9 @@ QUEUE_POLICIES: tuple[QueuePolicy, ...] = get_args(QueuePolicy)
 """Queue order: first come first served, highest priority, shortest job first, or jobs start
 only when a placement names them (manual)."""
 PLACED_ONLY: frozenset[QueuePolicy] = frozenset({"manual"})
+RoundPolicy = Literal["fifo", "max-min-fairness"]
+ROUND_POLICIES: tuple[RoundPolicy, ...] = get_args(RoundPolicy)
+"""Gavel's policies a round-based replay (`twin replay --rounds`) plays."""
 """The queue policies under which a job starts only when an agent's placement names it."""
 
 
