@@ -27,6 +27,7 @@ from twin.cli.warm_client import SOCKET_ENV
 ROOT = Path(__file__).resolve().parents[1]
 TRACE = str(ROOT / "traces" / "samples" / "itp_synthetic.csv")
 OPENB = ROOT / "traces" / "alibaba-gpu-v2023-openb"
+SAMPLES = ROOT / "traces" / "samples"
 DEADLINE_S = 1.0
 EXITS = {0, 2, 3, 130}
 DAEMONS = {"start"}  # `twin warm start` detaches a process by design (tests/test_warm.py has it)
@@ -44,6 +45,7 @@ PRELOADED = (
     "twin.kernel.jit", "twin.sim.runner", "twin.replay.run", "twin.replay.calibrate",
     "twin.replay.fill_run", "twin.eventlog.report", "twin.gateway.app", "twin.rl",
     "twin.arena.lineup", "twin.bound", "twin.sweep.execute", "twin.cli.main",
+    "twin.replay.forecast", "twin.replay.rounds",
 )  # fmt: skip
 
 # A line that makes each command valid, so a hostile value reaches the command itself.
@@ -68,6 +70,8 @@ BASE: dict[str, list[str]] = {
     "warm": ["status"],
     "bench": ["kernel", "--quick"],
     "serve": ["--port", "0"],
+    "forecast": ["--squeue", str(SAMPLES / "slurm_squeue.json"),
+                 "--sinfo", str(SAMPLES / "slurm_sinfo.json"), "--samples", "3"],
 }  # fmt: skip
 
 

@@ -90,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
         bound,
         compare,
         fill,
+        forecast,
         kernel,
         play,
         replay,
@@ -129,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_parsers(sub)
     trace_scenario.add_parser(sub)
     fill.add_parser(sub)
+    forecast.add_parser(sub)
     serve.add_parser(sub)
     play.add_parser(sub)
     arena.add_parser(sub)

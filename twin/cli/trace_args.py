@@ -24,9 +24,10 @@ def trace_file(text: str) -> Path:
     return trace_path(text)
 
 
-def add_trace_options(rp: argparse.ArgumentParser) -> None:
-    """The trace and the cluster it replays on (shared by `replay` and `calibrate`)."""
-    rp.add_argument("--trace", required=True, type=trace_file, help="the trace file")
+def add_trace_options(rp: argparse.ArgumentParser, *, required: bool = True) -> None:
+    """The trace and the cluster it replays on (shared by `replay`, `calibrate` and
+    `forecast`)."""
+    rp.add_argument("--trace", required=required, type=trace_file, help="the trace file")
     rp.add_argument("--format", choices=JOB_FORMATS, help="override format detection")
     rp.add_argument(
         "--columns",

@@ -62,7 +62,7 @@ def build(
         for g in groups:
             totals[g.pool] = totals.get(g.pool, 0) + g.count * g.gpus
         models = {slug(m): m for m in inv.gpus}
-        pools = [_pool(models[name], n) for name, n in sorted(totals.items())]
+        pools = [pool_of(models[name], n) for name, n in sorted(totals.items())]
         nodes = NodeConfig(groups=groups, placement=params.placement or DEFAULT_PLACEMENT)
         kept = sum(g.count for g in groups)
         source = f"{path} ({kept} GPU nodes" + (f", {share:.3g} of them" if share < 1 else "")
@@ -72,7 +72,7 @@ def build(
         if gpus <= 0:
             raise ConfigError(f"--gpus must be a positive number of GPUs, got {gpus}")
         size = max(round(gpus * share), 1)
-        return Cluster([_pool("gpu", size)], None, f"{size} GPUs")
+        return Cluster([pool_of("gpu", size)], None, f"{size} GPUs")
     return _sized(records, share, params.demand_quantile)
 
 
@@ -93,7 +93,8 @@ def _share(inv: Inventory, share: float) -> list[NodeGroup]:
     ]
 
 
-def _pool(name: str, gpus: int) -> PoolConfig:
+def pool_of(name: str, gpus: int) -> PoolConfig:
+    """A pool of `gpus` GPUs of the model `name`, priced from the catalog ($2/GPU-h if unknown)."""
     kernel = catalog_gpu(name)
     price = gpu_price_usd_h(kernel)
     if price is None:
@@ -115,7 +116,7 @@ def _sized(records: Iterator[JobRecord], share: float, q: float) -> Cluster:
           f"below this {q * 100:g}% of the time)" if share == 1 else \
           f"{size} GPUs ({share:.3g} of the {math.ceil(demand)} that the trace's demand stays " \
           f"at or below {q * 100:g}% of the time)"  # fmt: skip
-    return Cluster([_pool("gpu", size)], None, why)
+    return Cluster([pool_of("gpu", size)], None, why)
 
 
 def demand_quantile(times: Sequence[float], deltas: Sequence[float], q: float) -> float:

@@ -20,7 +20,7 @@ from twin.replay.trace import Reading, Trace
 from twin.replay.window import BEFORE, WHOLE, Window
 from twin.schema.base import Frozen
 from twin.schema.scenario import ClusterScenario, PoolConfig
-from twin.schema.scheduling import ReplayParams
+from twin.schema.scheduling import ReplayParams, SchedulerConfig
 from twin.schema.summary import DelayComparison, ReplayReport, Summary
 from twin.schema.vocabulary import REPLAY_FILE, QueuePolicy
 from twin.sim.driver import Driver
@@ -77,6 +77,33 @@ def replay(
     return plan.run(out_dir=out_dir, progress=progress, metrics=metrics)
 
 
+@dataclass(frozen=True)
+class Queue:
+    policy: QueuePolicy = "fifo"
+    backfill: bool = False
+
+
+def replay_scenario(
+    name: str, description: str, cluster: Cluster, queue: Queue, scheduler: SchedulerConfig
+) -> ClusterScenario:
+    """The scenario a trace's jobs play on: `cluster`'s pools (and nodes) wholly held by one
+    tenant that never provisions, no decisions, the queue and the scheduler model given."""
+    pools = cluster.pools
+    return ClusterScenario.model_validate(
+        {
+            "name": name,
+            "description": description,
+            "pools": pools,
+            "tenants": [{"name": TENANT, "policy": "static",
+                         "initial_gpus": {p.name: p.max_gpus for p in pools}}],
+            "queue": {"policy": queue.policy, "backfill": queue.backfill},
+            "decisions": {"interval_s": None, "triggers": []},
+            "nodes": cluster.nodes,
+            "scheduler": scheduler,
+        }
+    )  # fmt: skip
+
+
 class Replay:
     """A trace on the cluster the options give, sized once; `run` plays it."""
 
@@ -89,19 +116,10 @@ class Replay:
         self.scenario = self._scenario()
 
     def _scenario(self) -> ClusterScenario:
-        pools, options, path = self.cluster.pools, self.options, self.trace.path
-        return ClusterScenario.model_validate(
-            {
-                "name": "replay-" + slug(path.stem),
-                "description": f"{path.name} ({self.trace.fmt}) on {self.cluster.source}",
-                "pools": pools,
-                "tenants": [{"name": TENANT, "policy": "static",
-                             "initial_gpus": {p.name: p.max_gpus for p in pools}}],
-                "queue": {"policy": options.policy, "backfill": options.backfill},
-                "decisions": {"interval_s": None, "triggers": []},
-                "nodes": self.cluster.nodes,
-                "scheduler": options.params.scheduler,
-            }
+        options, path = self.options, self.trace.path
+        return replay_scenario(
+            "replay-" + slug(path.stem), f"{path.name} ({self.trace.fmt}) on {self.cluster.source}",
+            self.cluster, Queue(options.policy, options.backfill), options.params.scheduler,
         )  # fmt: skip
 
     def run(

@@ -16,6 +16,7 @@ from twin.schema.actions import (
 )
 from twin.schema.events import AnyEvent
 from twin.schema.scenario import Scenario
+from twin.schema.snapshot import Snapshot
 from twin.schema.summary import Summary
 from twin.schema.wire import AgentMessage, GatewayMessage
 
@@ -29,6 +30,7 @@ MODELS: dict[str, Any] = {
     "summary": Summary,
     "agent_message": AgentMessage,
     "gateway_message": GatewayMessage,
+    "snapshot": Snapshot,
 }
 
 SHIPPED = Path(__file__).parent / "jsonschema"

@@ -1,0 +1,171 @@
+"""`twin forecast`: a cluster's state at an instant (a trace cut, a Kubernetes or Slurm export,
+a snapshot file) played forward many times, reading nothing that was unknown at the instant."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import TRACES, twin_command
+from twin.errors import ConfigError
+from twin.replay import load, snapshot
+from twin.replay.cluster import build
+from twin.replay.forecast import Forecast, Known, forecast
+from twin.replay.params import read_params
+from twin.replay.reader import ReadLog
+from twin.replay.run import Queue, replay_scenario
+from twin.schema.scheduling import ReplayParams
+from twin.schema.snapshot import SnapshotJob
+from twin.sim.jobrecord import JobRecord
+from twin.sim.runner import run_episode
+
+OPENB = TRACES / "alibaba-gpu-v2023-openb"
+PODS = OPENB / "openb_pod_list_default.csv"
+SAMPLES = TRACES / "samples"
+
+
+def openb_cut(pods: Path, at_s: float) -> snapshot.Snapshot:
+    params = read_params(OPENB / "calibrated-params.json")
+    cluster = build(iter(()), (OPENB / "openb_node_list_gpu_node.csv", None), None, params)
+    return snapshot.cut(load.records(pods, "openb", ReadLog()), at_s, window_s=7 * 86400,
+                        cluster=cluster, scheduler=params.scheduler)  # fmt: skip
+
+
+def same(a: Forecast, b: Forecast) -> bool:
+    return a.jobs == b.jobs and all(
+        x.name == y.name and np.array_equal(x.quantiles, y.quantiles)
+        for x, y in zip(a.bands, b.bands, strict=True)
+    )
+
+
+def test_a_forecast_reads_nothing_after_its_instant(tmp_path: Path) -> None:
+    """Every start and end time after the instant moved: the same snapshot, the same forecast,
+    bit for bit."""
+    with PODS.open() as f:
+        rows = list(csv.DictReader(f))
+    waited = [r for r in rows if r["scheduled_time"] and
+              int(r["scheduled_time"]) - int(r["creation_time"]) > 300]  # fmt: skip
+    at_s = float(int(waited[5]["creation_time"]) + 1 - int(rows[0]["creation_time"]))
+    moved = tmp_path / "openb_moved.csv"
+    cutoff = at_s + int(rows[0]["creation_time"])
+    with moved.open("w", newline="") as f:
+        out = csv.DictWriter(f, fieldnames=list(rows[0]))
+        out.writeheader()
+        for original in rows:
+            row = dict(original)
+            if row["scheduled_time"] and int(row["scheduled_time"]) > cutoff:
+                row["scheduled_time"] = str(int(row["scheduled_time"]) + 97)
+            if int(row["deletion_time"]) > cutoff:
+                row["deletion_time"] = str(int(row["deletion_time"]) + 86_400)
+            out.writerow(row)
+    before, after = openb_cut(PODS, at_s), openb_cut(moved, at_s)
+    assert before.waiting, "the instant has a job waiting"
+    assert before == after
+    assert same(forecast(before, samples=20, seed=3), forecast(after, samples=20, seed=3))
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(
+    jobs=st.lists(
+        st.tuples(st.integers(0, 3_000), st.integers(1, 8), st.integers(60, 4_000)),
+        min_size=3,
+        max_size=25,
+    ),
+    cut_share=st.floats(0.1, 0.9),
+)
+def test_with_nothing_uncertain_a_forecast_is_the_rest_of_the_run(
+    jobs: list[tuple[int, int, int]], cut_share: float
+) -> None:
+    """Run the twin on a workload, cut its own run at an instant, and forecast from the cut
+    with the run times and arrivals known: each waiting job starts when it did in the run."""
+    jobs.sort()
+    records = [JobRecord(job_id=f"j{i}", submit_s=float(t), service_s=float(s), gpus=float(g),
+                         tenant="t") for i, (t, g, s) in enumerate(jobs)]  # fmt: skip
+    cluster = build(iter(()), None, 8, ReplayParams())
+    scenario = replay_scenario("run", "a run", cluster, Queue(), ReplayParams().scheduler)
+    _, driver = run_episode(scenario, sources=[records], keep_log=True)
+    started = {e.job_id: e.t_s for e in driver.log if e.kind == "job_started"}
+    ended = {e.job_id: e.t_s for e in driver.log if e.kind == "job_finished"}
+    observed = [r._replace(observed_start_s=started[r.job_id], observed_end_s=ended[r.job_id])
+                for r in records]  # fmt: skip
+    at_s = float(np.quantile([r.submit_s for r in records], cut_share))
+    state = snapshot.cut(observed, at_s, window_s=1e6, cluster=cluster)
+    future = [(r.submit_s - at_s, SnapshotJob(job_id=r.job_id, gpus=r.gpus, submit_s=r.submit_s),
+               r.service_s) for r in records if r.submit_s > at_s]  # fmt: skip
+    known = Known(run_s={r.job_id: r.service_s for r in records}, arrivals=future)
+    result = forecast(state, samples=1, known=known, horizon_s=1e6, step_s=1e5)
+    assert [j.job_id for j in result.jobs] == [j.job_id for j in state.waiting]
+    for job in result.jobs:
+        assert job.start_s is not None
+        assert job.start_s[1] == pytest.approx(started[job.job_id], abs=1e-6)
+
+
+def test_kubernetes_and_slurm_exports_forecast_end_to_end() -> None:
+    k8s = twin_command("forecast", "--kubernetes", str(SAMPLES / "kubernetes_pods_nodes.json"),
+                       "--samples", "20", "--json")  # fmt: skip
+    assert k8s.returncode == 0, k8s.stderr
+    body: dict[str, Any] = json.loads(k8s.stdout)["forecast"]
+    assert (body["running"], body["waiting"], body["runs_fitted"]) == (11, 6, 40)
+    for job in body["jobs"]:
+        assert job["start_p10_s"] <= job["start_p50_s"] <= job["start_p90_s"]
+    assert "pod.spec.tolerations" in body["unused_fields"]  # named, not dropped silently
+    jobs, nodes = str(SAMPLES / "slurm_squeue.json"), str(SAMPLES / "slurm_sinfo.json")
+    slurm = twin_command("forecast", "--squeue", jobs, "--sinfo", nodes, "--samples", "20",
+                         "--json")  # fmt: skip
+    assert slurm.returncode == 0, slurm.stderr
+    body = json.loads(slurm.stdout)["forecast"]
+    assert (body["running"], body["waiting"]) == (8, 5)
+    assert body["unused_fields"]["job.dependency"] == 1
+
+
+def test_adding_nodes_now_brings_every_start_forward() -> None:
+    from twin.replay import snapshot_sources
+
+    state = snapshot_sources.from_slurm(SAMPLES / "slurm_squeue.json", SAMPLES / "slurm_sinfo.json")
+    base = forecast(state, samples=30, seed=1)
+    more = forecast(snapshot.what_if(state, ["pools.a100.nodes=+2"]), samples=30, seed=1)
+    assert sum(p.max_gpus for p in snapshot.what_if(state, ["pools.a100.nodes=+2"]).pools) == 40
+    late = [j.start_s[1] for j in base.jobs if j.start_s and j.start_s[1] > state.at_s]
+    assert late, "some job waits without the nodes"
+    for a, b in zip(base.jobs, more.jobs, strict=True):
+        assert a.start_s is not None
+        assert b.start_s is not None
+        assert b.start_s[1] <= a.start_s[1]
+    with pytest.raises(ConfigError, match="no pool 'h100'"):
+        snapshot.what_if(state, ["pools.h100.nodes=+2"])
+
+
+def test_a_snapshot_round_trips_and_a_bad_one_is_named(tmp_path: Path) -> None:
+    state = openb_cut(PODS, 3_000_000.0)
+    path = tmp_path / "snap.json"
+    snapshot.write(state, path)
+    assert snapshot.read(path) == state
+    raw = json.loads(path.read_text())
+    raw["running"][0]["gpus"] = -1
+    path.write_text(json.dumps(raw))
+    with pytest.raises(ConfigError, match=r"running\.0\.gpus"):
+        snapshot.read(path)
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--trace", str(PODS), "--gpus", "8"], "--trace needs --at"),
+        (["--trace", str(PODS), "--at", "10h"], "give the cluster"),
+        (["--squeue", str(SAMPLES / "slurm_squeue.json")], "--squeue and --sinfo go together"),
+        (["--trace", str(PODS), "--gpus", "8", "--at", "yesterday"], "--at: 'yesterday'"),
+        (["--kubernetes", str(SAMPLES / "slurm_squeue.json")], "not a Kubernetes List"),
+    ],
+)
+def test_a_wrong_state_is_one_line_naming_it(argv: list[str], says: str) -> None:
+    done = twin_command("forecast", *argv)
+    assert done.returncode == 2
+    assert says in done.stderr
+    assert "Traceback" not in done.stderr

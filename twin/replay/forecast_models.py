@@ -1,0 +1,136 @@
+"""What a forecast does not know at its instant, modelled from what it does: how long each job
+runs (by class of GPU count) and which jobs arrive next.
+
+- Run times: a Kaplan-Meier survival curve per class from the window's runs, those that ended
+  (observed) and those still running at the instant (censored at their age), so long runs
+  still going are not left out. A running job's remaining time is drawn from the curve beyond
+  its age (its residual life); past the curve's last drop, from an exponential tail whose mean
+  is the larger of its age and the class's mean. A class with fewer than `MIN_RUNS` ended runs
+  takes the pooled curve. A time limit caps a draw.
+- Arrivals: a Poisson process at the window's rate; each arrival is one of the window's jobs,
+  drawn at random (its shape: GPUs, tenant, GPU model, priority, CPU), with a run time drawn
+  from its class's curve.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from twin.schema.snapshot import Snapshot, SnapshotJob
+
+MIN_RUNS = 5
+CLASSES = ("share", "1", "2", "4", "8+")
+"""Classes of GPU count: a share of one GPU, 1, 2-3, 4-7, 8 or more."""
+
+
+def gpu_class(gpus: float) -> str:
+    if gpus < 1:
+        return "share"
+    if gpus < 2:
+        return "1"
+    if gpus < 4:
+        return "2"
+    return "4" if gpus < 8 else "8+"
+
+
+@dataclass(frozen=True)
+class Survival:
+    """A Kaplan-Meier curve: S(t) just after each time of `times` is `surviving`."""
+
+    times: np.ndarray
+    surviving: np.ndarray
+    mean_s: float
+
+    @classmethod
+    def fit(cls, ended_s: Sequence[float], censored_s: Sequence[float]) -> Survival:
+        ended = np.sort(np.asarray(ended_s, dtype=float))
+        censored = np.sort(np.asarray(censored_s, dtype=float))
+        times = np.unique(ended)
+        at_risk = (len(ended) - np.searchsorted(ended, times, side="left")) + (
+            len(censored) - np.searchsorted(censored, times, side="left")
+        )
+        deaths = np.searchsorted(ended, times, side="right") - np.searchsorted(
+            ended, times, side="left"
+        )
+        surviving = np.cumprod(1.0 - deaths / np.maximum(at_risk, 1))
+        mean_s = float(ended.mean()) if len(ended) else 3600.0
+        return cls(times, surviving, mean_s)
+
+    def at(self, t_s: float) -> float:
+        """S(t): the chance a run lasts longer than `t_s`."""
+        i = int(np.searchsorted(self.times, t_s, side="right"))
+        return 1.0 if i == 0 else float(self.surviving[i - 1])
+
+    def remaining(self, age_s: float, rng: np.random.Generator) -> float:
+        """A draw of the time left to a run that has lasted `age_s`."""
+        alive = self.at(age_s)
+        target = rng.random() * alive
+        if alive > 0:
+            first = int(np.searchsorted(self.times, age_s, side="right"))
+            below = np.nonzero(self.surviving[first:] <= target)[0]
+            if len(below):
+                return float(self.times[first + below[0]] - age_s)
+        last = float(self.times[-1]) if len(self.times) else age_s
+        return max(last - age_s, 0.0) + float(rng.exponential(max(age_s, self.mean_s)))
+
+
+class RunTimes:
+    """A survival curve per class of GPU count, fitted on a snapshot's window."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        ended: dict[str, list[float]] = {c: [] for c in CLASSES}
+        censored: dict[str, list[float]] = {c: [] for c in CLASSES}
+        for run in snapshot.history:
+            ended[gpu_class(run.gpus)].append(run.end_s - run.start_s)
+        for job in snapshot.running:
+            if job.start_s is not None:
+                censored[gpu_class(job.gpus)].append(snapshot.at_s - job.start_s)
+        pooled = Survival.fit([x for c in CLASSES for x in ended[c]],
+                              [x for c in CLASSES for x in censored[c]])  # fmt: skip
+        self.curves = {
+            c: Survival.fit(ended[c], censored[c]) if len(ended[c]) >= MIN_RUNS else pooled
+            for c in CLASSES
+        }
+        self.runs = sum(len(v) for v in ended.values())
+
+    def remaining(self, job: SnapshotJob, age_s: float, rng: np.random.Generator) -> float:
+        left = self.curves[gpu_class(job.gpus)].remaining(age_s, rng)
+        if job.time_limit_s is not None:
+            left = min(left, max(job.time_limit_s - age_s, 0.0))
+        return left
+
+
+@dataclass(frozen=True)
+class Arrival:
+    offset_s: float
+    shape: SnapshotJob
+
+
+class Arrivals:
+    """The window's jobs, replayed as a Poisson process of its rate."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        since = snapshot.at_s - snapshot.window_s
+        shapes: list[SnapshotJob] = [j for j in (*snapshot.running, *snapshot.waiting)
+                                     if j.submit_s >= since]  # fmt: skip
+        shapes += [
+            SnapshotJob(job_id="h", tenant=r.tenant, gpus=r.gpus, gpu_type=r.gpu_type,
+                        priority=r.priority, cpu_milli=r.cpu_milli, submit_s=r.submit_s)
+            for r in snapshot.history if r.submit_s >= since
+        ]  # fmt: skip
+        shapes.sort(key=lambda j: (j.submit_s, j.job_id))
+        self.shapes = shapes
+        self.rate_per_s = len(shapes) / snapshot.window_s
+
+    def draw(self, horizon_s: float, rng: np.random.Generator) -> Iterable[Arrival]:
+        if not self.shapes:
+            return
+        t = 0.0
+        while True:
+            t += float(rng.exponential(1.0 / self.rate_per_s))
+            if t > horizon_s:
+                return
+            yield Arrival(t, self.shapes[int(rng.integers(len(self.shapes)))])

@@ -1,0 +1,72 @@
+"""A cluster's state at one instant: what `twin forecast` starts from.
+
+Read from a trace cut at an instant (`twin forecast --trace X --at T`), from Kubernetes
+(`kubectl get pods,nodes -o json`) or from Slurm (`squeue --json`, `sinfo --json`); written
+with `twin forecast --write-snapshot`. It holds only what was known at `at_s`: the running jobs
+(when each started, not when it will end), the waiting jobs, the finished runs of a window
+before `at_s` (what the run-time and arrival models are fitted on), the cluster and the queue
+policy. Times are seconds on the source's clock (a trace's: from its first submission).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, NonNegativeInt, PositiveFloat
+
+from twin.schema.base import Frozen
+from twin.schema.scenario import PoolConfig
+from twin.schema.scheduling import NodeConfig, SchedulerConfig
+from twin.schema.vocabulary import QueuePolicy
+
+SNAPSHOT_FORMAT: Literal["twin-snapshot/1"] = "twin-snapshot/1"
+
+
+class SnapshotJob(Frozen):
+    """A job running or waiting at the snapshot's instant."""
+
+    job_id: str = Field(min_length=1)
+    tenant: str = "default"
+    gpus: Annotated[float, Field(gt=0.0, le=1024.0)]
+    gpu_type: str | None = Field(None, description="The GPU model the job is held to, if any.")
+    priority: float = 0.0
+    cpu_milli: NonNegativeInt = 0
+    submit_s: float
+    start_s: float | None = Field(None, description="When it started (running jobs only).")
+    time_limit_s: PositiveFloat | None = Field(
+        None, description="Its requested time limit, where the source has one (Slurm)."
+    )
+
+
+class FinishedRun(Frozen):
+    """A run that ended within the window before the instant: what the models learn from."""
+
+    tenant: str = "default"
+    gpus: Annotated[float, Field(gt=0.0, le=1024.0)]
+    gpu_type: str | None = None
+    priority: float = 0.0
+    cpu_milli: NonNegativeInt = 0
+    submit_s: float
+    start_s: float
+    end_s: float
+
+
+class Snapshot(Frozen):
+    format: Literal["twin-snapshot/1"] = SNAPSHOT_FORMAT
+    at_s: float = Field(description="The instant, on the source's clock.")
+    source: str = Field(description="Where the state came from.")
+    window_s: PositiveFloat = Field(
+        description="How far back `history` reaches: runs that ended in [at_s - window_s, at_s)."
+    )
+    pools: list[PoolConfig] = Field(min_length=1)
+    nodes: NodeConfig | None = None
+    queue: QueuePolicy = "fifo"
+    backfill: bool = False
+    scheduler: SchedulerConfig = SchedulerConfig()
+    running: list[SnapshotJob] = Field(default_factory=list)
+    waiting: list[SnapshotJob] = Field(default_factory=list)
+    history: list[FinishedRun] = Field(default_factory=list)
+    unused_fields: dict[str, NonNegativeInt] = Field(
+        default_factory=dict,
+        description="Fields of the source the twin cannot use, with how many records had them.",
+    )
