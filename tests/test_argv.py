@@ -45,7 +45,7 @@ PRELOADED = (
     "twin.kernel.jit", "twin.sim.runner", "twin.replay.run", "twin.replay.calibrate",
     "twin.replay.fill_run", "twin.eventlog.report", "twin.gateway.app", "twin.rl",
     "twin.arena.lineup", "twin.bound", "twin.sweep.execute", "twin.cli.main",
-    "twin.replay.forecast", "twin.replay.rounds",
+    "twin.replay.forecast", "twin.replay.backtest", "twin.replay.rounds",
 )  # fmt: skip
 
 # A line that makes each command valid, so a hostile value reaches the command itself.
@@ -70,6 +70,7 @@ BASE: dict[str, list[str]] = {
     "warm": ["status"],
     "bench": ["kernel", "--quick"],
     "serve": ["--port", "0"],
+    "backtest": ["--trace", TRACE, "--gpus", "8", "--max-cuts", "2", "--samples", "2"],
     "forecast": ["--squeue", str(SAMPLES / "slurm_squeue.json"),
                  "--sinfo", str(SAMPLES / "slurm_sinfo.json"), "--samples", "3"],
 }  # fmt: skip

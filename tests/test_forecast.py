@@ -169,3 +169,44 @@ def test_a_wrong_state_is_one_line_naming_it(argv: list[str], says: str) -> None
     assert done.returncode == 2
     assert says in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_backtest_scores_the_twin_beside_the_baselines_on_held_out_instants() -> None:
+    from twin.replay import backtest as bt
+
+    params = read_params(OPENB / "calibrated-params-alternate-days.json")
+    records = list(load.records(PODS, "openb", ReadLog()))
+    cluster = build(iter(()), (OPENB / "openb_node_list_gpu_node.csv", None), None, params)
+    times = bt.instants(records, "alternate-days", every_h=None, max_cuts=12)
+    assert len(times) == 12
+    assert all(int(t // 86_400) % 2 == 1 for t in times)  # odd days only
+    setup = bt.Setup(cluster, Queue(), params.scheduler, samples=4)
+    scored, queues = bt.backtest(records, times, setup)
+    assert len(scored) >= 12  # each instant's job just submitted, at least
+    actual = {r.job_id: r.observed_start_s for r in records}
+    for s in scored:
+        assert s.actual_s == actual[s.job_id]
+        assert s.actual_s >= s.at_s >= s.submit_s
+        for band in s.predicted.values():
+            assert band is None or band[0] <= band[1] <= band[2]
+    scores = {(c.method, c.gpu_class): c for c in bt.summarise(scored)}
+    assert {m for m, _ in scores} == set(bt.METHODS)
+    assert scores["median", "all"].coverage is None
+    assert 0 <= scores["twin", "all"].coverage <= 1
+    assert queues
+
+
+def test_the_backtest_command_writes_its_tables_and_page(tmp_path: Path) -> None:
+    done = twin_command("backtest", "--trace", str(PODS), "--cluster",
+                        str(OPENB / "openb_node_list_gpu_node.csv"), "--params",
+                        str(OPENB / "calibrated-params-alternate-days.json"), "--max-cuts", "4",
+                        "--samples", "3", "--out", str(tmp_path), "--json")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    body = json.loads(done.stdout)["backtest"]
+    assert body["instants"] == 4
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(tmp_path / "backtest.parquet").to_pylist()
+    assert len(rows) == body["starts"]
+    assert {"twin_p50_s", "oracle_p50_s", "median_p50_s", "qbets_p90_s"} <= set(rows[0])
+    assert "<table>" in (tmp_path / "backtest.html").read_text()

@@ -135,10 +135,10 @@ class TestRealTraces:
             for p in real_traces.glob("*/*")
             if p.is_file()
             and (p.parent / "SOURCE.md").exists()  # a real dataset, not samples/
-            and p.suffix not in (".md", ".header", ".json")  # calibrated params beside a trace
+            and p.suffix not in (".md", ".header", ".json", ".py")  # params, scripts beside it
             and p.name != "topo.csv"
         }
-        assert seen == {"itp", "openb", "dlrm", "azure", "mooncake", *NODE_FORMATS}
+        assert seen == {"itp", "openb", "dlrm", "azure", "mooncake", "gavel", *NODE_FORMATS}
 
 
 class TestSyntheticFormats:

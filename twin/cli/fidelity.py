@@ -177,6 +177,11 @@ def _tails(result: Calibration) -> str:
         lines += (f"delay tail, {part} (observed · simulated): p90 {s(seen.p90)} · "
                   f"{s(simulated.p90)}, p99 {s(seen.p99)} · {s(simulated.p99)}, max "
                   f"{s(seen.max)} · {s(simulated.max)}\n")  # fmt: skip
+    for c in result.class_tails:
+        seen, simulated = c.observed, c.simulated
+        lines += (f"  {c.gpu_class} GPU{'s' if c.gpu_class != '1' else ''} ({seen.jobs:,} jobs): "
+                  f"p99 {s(seen.p99)} · {s(simulated.p99)}, max {s(seen.max)} · "
+                  f"{s(simulated.max)}\n")  # fmt: skip
     return lines
 
 

@@ -280,3 +280,140 @@ def write_forecast(state: Snapshot, result: Forecast, out: Path) -> None:
     fig.savefig(out / FORECAST_FILES[2])
     plt.close(fig)
     snapshot.write(state, out / FORECAST_FILES[3])
+
+
+BACKTEST_FILES = ("backtest.parquet", "backtest_scores.parquet", "backtest.html")
+
+
+def add_backtest_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from twin.schema.vocabulary import SPLITS
+
+    bt = sub.add_parser(
+        "backtest", help="forecast from many instants of a trace and score against it",
+        description="Cut a trace at many instants of its held-out part, forecast each, and "
+        "score the starts against what the trace recorded, beside the class's historical "
+        "median wait, a QBETS-style quantile and the twin told the true run times.",
+    )  # fmt: skip
+    add_trace_options(bt)
+    bt.add_argument("--params", type=trace_file, help="scheduler model and cluster share (a "
+                    "calibration.json or its params)")  # fmt: skip
+    bt.add_argument("--split", choices=SPLITS, default="alternate-days",
+                    help="held-out instants: odd days (default) or the second half")  # fmt: skip
+    bt.add_argument("--every-h", type=positive,
+                    help="cut every H hours and score the jobs waiting then (default: cut at "
+                    "each held-out submission, scoring the job just submitted)")  # fmt: skip
+    bt.add_argument("--max-cuts", type=at_least_one, default=200,
+                    help="at most this many instants, evenly spread (default 200)")  # fmt: skip
+    bt.add_argument("--window-h", type=positive, default=168.0,
+                    help="hours of history before each instant the models are fitted on "
+                    "(default 168)")  # fmt: skip
+    add_forecast_options(bt)
+    bt.add_argument("--out", type=out_dir, help=f"directory for {', '.join(BACKTEST_FILES)}")
+    bt.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    bt.set_defaults(func=backtest_command, samples=20)
+
+
+def backtest_command(args: argparse.Namespace) -> int:
+    from twin.cli.progress import progress_bar
+    from twin.cli.render import console_for, print_json
+    from twin.cli.trace_args import trace_options
+    from twin.replay import backtest as bt
+    from twin.replay import load
+    from twin.replay.cluster import build
+    from twin.replay.reader import ReadLog
+    from twin.replay.run import Queue
+
+    if args.samples > MAX_SAMPLES or args.horizon_h > MAX_HORIZON_H:
+        raise ConfigError(f"--samples at most {MAX_SAMPLES:,}, --horizon-h at most "
+                          f"{MAX_HORIZON_H:g}")  # fmt: skip
+    options = trace_options(args)
+    if options.cluster is None and options.gpus is None:
+        raise ConfigError("--trace: give the cluster (--cluster or --gpus); sizing it from the "
+                          "trace's demand would read past each instant")  # fmt: skip
+    path = Path(args.trace)
+    fmt = load.job_format(path, options.fmt, options.trace)
+    records = list(load.records(path, fmt, ReadLog(skip_bad=options.skip_bad), options.trace))
+    inventory = None if options.cluster is None else (options.cluster, options.cluster_format)
+    cluster = build(iter(()), inventory, options.gpus, options.params)
+    setup = bt.Setup(cluster, Queue(options.policy, options.backfill), options.params.scheduler,
+                     window_s=args.window_h * 3600, samples=args.samples,
+                     horizon_s=args.horizon_h * 3600, seed=args.seed)  # fmt: skip
+    times = bt.instants(records, args.split, every_h=args.every_h, max_cuts=args.max_cuts)
+    console = console_for(args)
+    with progress_bar(console, "forecasting", len(times), "instants") as advance:
+        scored, queues = bt.backtest(records, times, setup, progress=advance)
+    scores = bt.summarise(scored)
+    queue_error = {
+        f"+{h:g} h": (float(sum(abs(q.predicted - q.actual) for q in queues if q.ahead_h == h))
+                      / max(1, sum(1 for q in queues if q.ahead_h == h)))
+        for h in bt.QUEUE_AT_H
+    }  # fmt: skip
+    title = f"backtest: {path.name} ({fmt}), {len(times)} instants, {len(scored)} starts"
+    table = _scores_table(title, scores)
+    console.print(table)
+    console.print("queue length, mean absolute error: "
+                  + ", ".join(f"{k} {v:.2f} jobs" for k, v in queue_error.items()))  # fmt: skip
+    body = {"trace": str(path), "format": fmt, "split": args.split, "instants": len(times),
+            "starts": len(scored), "samples": args.samples, "queue_mae_jobs": queue_error,
+            "scores": [_score_json(s) for s in scores]}  # fmt: skip
+    if args.out:
+        out = Path(args.out)
+        _write_backtest(out, scored, scores, table, console)
+        console.print(f"wrote {', '.join(str(out / f) for f in BACKTEST_FILES)}")
+    if args.json:
+        print_json("backtest", backtest=body, out=args.out)
+    return 0
+
+
+def _score_json(s: Any) -> dict[str, Any]:
+    return {"method": s.method, "class": s.gpu_class, "jobs": s.jobs,
+            "median_abs_error_s": s.median_abs_error_s, "mean_abs_error_s": s.mean_abs_error_s,
+            "within_1min": s.within_s[60.0], "within_10min": s.within_s[600.0],
+            "within_1h": s.within_s[3600.0], "coverage_80": s.coverage,
+            "actual_median_wait_s": s.actual_median_wait_s}  # fmt: skip
+
+
+def _scores_table(title: str, scores: list[Any]) -> Any:
+    from twin.cli.render import Table
+
+    table = Table(title=title)
+    for name in ("class", "method", "jobs", "median wait", "median |error|", "mean |error|",
+                 "<= 1 min", "<= 10 min", "80% covers"):  # fmt: skip
+        table.add_column(name, justify="left" if name in ("class", "method") else "right")
+    for s in scores:
+        table.add_row(s.gpu_class, s.method, str(s.jobs), _offset(s.actual_median_wait_s),
+                      _offset(s.median_abs_error_s), _offset(s.mean_abs_error_s),
+                      f"{s.within_s[60.0]:.0%}", f"{s.within_s[600.0]:.0%}",
+                      "-" if s.coverage is None else f"{s.coverage:.0%}")  # fmt: skip
+    return table
+
+
+def _write_backtest(out: Path, scored: list[Any], scores: list[Any], table: Any,
+                    console: Console) -> None:  # fmt: skip
+    import html
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for s in scored:
+        row = {"at_s": s.at_s, "job_id": s.job_id, "gpu_class": s.gpu_class, "tenant": s.tenant,
+               "submit_s": s.submit_s, "actual_start_s": s.actual_s}  # fmt: skip
+        for method, band in s.predicted.items():
+            for q, value in zip(("p10", "p50", "p90"), band or (None, None, None), strict=True):
+                row[f"{method}_{q}_s"] = value
+        rows.append(row)
+    pq.write_table(pa.Table.from_pylist(rows), out / BACKTEST_FILES[0])
+    pq.write_table(pa.Table.from_pylist([_score_json(s) for s in scores]), out / BACKTEST_FILES[1])
+    head = "".join(f"<th>{html.escape(str(c.header))}</th>" for c in table.columns)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in cells) + "</tr>"
+        for cells in zip(*(c._cells for c in table.columns), strict=True)
+    )
+    (out / BACKTEST_FILES[2]).write_text(
+        f"<!doctype html><meta charset=utf-8><title>{html.escape(str(table.title))}</title>"
+        f"<style>body{{font:14px sans-serif}}td,th{{padding:2px 8px;text-align:right}}</style>"
+        f"<h1>{html.escape(str(table.title))}</h1><table><tr>{head}</tr>{body}</table>\n",
+        encoding="utf-8",
+    )

@@ -131,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     trace_scenario.add_parser(sub)
     fill.add_parser(sub)
     forecast.add_parser(sub)
+    forecast.add_backtest_parser(sub)
     serve.add_parser(sub)
     play.add_parser(sub)
     arena.add_parser(sub)

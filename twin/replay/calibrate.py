@@ -31,11 +31,18 @@ from twin.errors import TraceError
 from twin.processes import quiet_pool, stopping
 from twin.replay import validate
 from twin.replay.cluster import build
+from twin.replay.common import GPU_CLASSES
 from twin.replay.run import Replay, ReplayOptions, replay
 from twin.replay.tenant_delays import ReplayMetrics
 from twin.replay.trace import Reading, Trace
 from twin.schema.scheduling import ReplayParams, SchedulerConfig
-from twin.schema.summary import Calibration, CalibrationStep, DelayTail, SeedSpread
+from twin.schema.summary import (
+    Calibration,
+    CalibrationStep,
+    ClassTail,
+    DelayTail,
+    SeedSpread,
+)
 from twin.schema.vocabulary import PLACEMENTS, CalibrationSplit, Placement
 from twin.sim.jobrecord import JobRecord
 
@@ -198,6 +205,7 @@ def calibrate(
         fit_observed_tail_s=_tail(_part(metrics, observed=True, keep=fit_part)),
         fit_simulated_tail_s=_tail(_part(metrics, observed=False, keep=fit_part)),
         seed_spread=spread,
+        class_tails=_class_tails(metrics, later),
     )
 
 
@@ -212,6 +220,17 @@ def _seed_spread(trace: Path, options: ReplayOptions, whole: Trace,
         ks.append(_ks(metrics, later))
         p99.append(_tail(_part(metrics, observed=False, keep=later)).p99)
     return SeedSpread(seeds=chosen, ks_validation=ks, p99_simulated_s=p99)
+
+
+def _class_tails(metrics: ReplayMetrics, keep: Callable[[float], bool]) -> list[ClassTail]:
+    """Observed beside simulated tails per class of GPU count (classes with jobs)."""
+    out = []
+    for index, name in enumerate(GPU_CLASSES):
+        seen = _part(metrics, observed=True, keep=keep, gpu_class=index)
+        if len(seen):
+            simulated = _part(metrics, observed=False, keep=keep, gpu_class=index)
+            out.append(ClassTail(gpu_class=name, observed=_tail(seen), simulated=_tail(simulated)))
+    return out
 
 
 def _tail(delays_s: np.ndarray) -> DelayTail:
@@ -405,23 +424,32 @@ def _first_pass(trace: Trace, base: ReplayOptions, *, size: bool) -> tuple[list[
 
 
 def _part(
-    metrics: ReplayMetrics, *, observed: bool, keep: Callable[[float], bool], group: int = -1
+    metrics: ReplayMetrics,
+    *,
+    observed: bool,
+    keep: Callable[[float], bool],
+    group: int = -1,
+    gpu_class: int = -1,
 ) -> np.ndarray:
     """Observed or simulated first-start delays of the jobs whose submit time `keep`s (of one
-    trace tenant's group code, or all)."""
+    trace tenant's group code and one class of GPU count (a GPU_CLASSES index), or all)."""
     if observed:
         at = np.frombuffer(metrics.observed_at_s, dtype=float)
         values = np.frombuffer(metrics.observed_delay_s, dtype=float)
         codes = np.frombuffer(metrics.groups.observed, dtype=np.uint16)
+        classes = np.frombuffer(metrics.observed_class, dtype=np.uint8)
     else:
         at = np.frombuffer(metrics.first_start_at_s, dtype=float)
         values = np.frombuffer(metrics.first_start_wait_s, dtype=float)
         codes = np.frombuffer(metrics.first_start_group, dtype=np.uint16)
+        classes = np.frombuffer(metrics.first_start_class, dtype=np.uint8)
     mask = np.fromiter((keep(t) for t in at), dtype=bool, count=len(at))
     if not observed:  # only jobs the trace recorded a start for are compared
         mask &= np.frombuffer(metrics.first_start_observed, dtype=np.uint8).astype(bool)
     if group >= 0:
         mask &= codes == group
+    if gpu_class >= 0:
+        mask &= classes == gpu_class
     kept: np.ndarray = values[mask]
     return kept
 

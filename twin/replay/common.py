@@ -13,6 +13,22 @@ FAILED = ("failed", "fail", "failure", "node_fail", "timeout", "timed_out", "err
           "out_of_memory", "crashed")  # fmt: skip
 KILLED = ("killed", "kill", "cancelled", "canceled", "cancel", "preempted", "evicted", "stopped",
           "aborted")  # fmt: skip
+GPU_CLASSES = ("share", "1", "2", "4", "8+")
+"""Classes of GPU count a fidelity figure is broken down by: a share of one GPU, 1, 2-3, 4-7,
+8 or more."""
+
+
+def gpu_class(gpus: float) -> str:
+    """The class of `gpus` (see GPU_CLASSES)."""
+    if gpus < 1:
+        return "share"
+    if gpus < 2:
+        return "1"
+    if gpus < 4:
+        return "2"
+    return "4" if gpus < 8 else "8+"
+
+
 PENDING = ("pending", "waiting", "queued", "queueing", "submitted", "scheduling")
 STATUS: dict[str, Status] = {
     **dict.fromkeys(COMPLETED, "completed"),

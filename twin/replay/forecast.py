@@ -246,7 +246,7 @@ def _record(job: SnapshotJob, submit_s: float, run_s: float, *, present: bool = 
     return JobRecord(
         job_id=job.job_id, submit_s=submit_s, service_s=run_s, gpus=job.gpus,
         tenant=job.tenant, gpu_type=job.gpu_type, priority=job.priority,
-        cpu_milli=job.cpu_milli, present_at_start=present,
+        cpu_milli=job.cpu_milli, present_at_start=present, bound=present,
     )  # fmt: skip
 
 

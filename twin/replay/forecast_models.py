@@ -19,21 +19,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from twin.replay.common import GPU_CLASSES, gpu_class
 from twin.schema.snapshot import Snapshot, SnapshotJob
 
 MIN_RUNS = 5
-CLASSES = ("share", "1", "2", "4", "8+")
-"""Classes of GPU count: a share of one GPU, 1, 2-3, 4-7, 8 or more."""
-
-
-def gpu_class(gpus: float) -> str:
-    if gpus < 1:
-        return "share"
-    if gpus < 2:
-        return "1"
-    if gpus < 4:
-        return "2"
-    return "4" if gpus < 8 else "8+"
+CLASSES = GPU_CLASSES
 
 
 @dataclass(frozen=True)

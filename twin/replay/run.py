@@ -14,6 +14,7 @@ from pathlib import Path
 from twin.errors import ConfigError, TraceError
 from twin.replay import load, validate
 from twin.replay.cluster import Cluster, build, slug
+from twin.replay.common import GPU_CLASSES, gpu_class
 from twin.replay.reader import ReadLog
 from twin.replay.tenant_delays import LIMIT_GROUPS, MAX_GROUPS, ReplayMetrics
 from twin.replay.trace import Reading, Trace
@@ -178,6 +179,7 @@ class Replay:
             else:
                 metrics.observed_at_s.append(rec.submit_s)
                 metrics.observed_delay_s.append(rec.observed_start_s - rec.submit_s)
+                metrics.observed_class.append(GPU_CLASSES.index(gpu_class(rec.gpus)))
                 groups.observed.append(code)
             counts["replayed"] += 1
             yield playable.constrained(rec)

@@ -24,6 +24,7 @@ from twin.sim.jobrecord import JobRecord
 from twin.sim.scenarios import describe, override
 from twin.text_files import read_text
 
+NEVER_STARTED = "jobs the trace never started (left out, as a replay leaves them out)"
 FIFO = Queue()
 DEFAULT_SCHEDULER = SchedulerConfig()
 
@@ -44,6 +45,7 @@ def cut(
     running: list[SnapshotJob] = []
     waiting: list[SnapshotJob] = []
     history: list[FinishedRun] = []
+    never = 0
     stream = iter(records)
     for rec in stream:
         if rec.submit_s > at_s:
@@ -52,6 +54,9 @@ def cut(
                 close()
             break
         if rec.gpus <= 0:
+            continue
+        if rec.status == "pending":  # never started in the trace: left out, as a replay does
+            never += 1
             continue
         start = rec.observed_start_s
         if start is None and rec.present_at_start:
@@ -72,6 +77,7 @@ def cut(
         at_s=at_s, source=source, window_s=window_s, pools=cluster.pools, nodes=cluster.nodes,
         queue=queue.policy, backfill=queue.backfill, scheduler=scheduler, running=running,
         waiting=waiting, history=history,
+        unused_fields={NEVER_STARTED: never} if never else {},
     )  # fmt: skip
 
 

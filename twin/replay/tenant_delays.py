@@ -16,6 +16,7 @@ import numpy as np
 
 from twin.eventlog.metrics import Metrics
 from twin.eventlog.quantiles import quantiles
+from twin.replay.common import GPU_CLASSES, gpu_class
 from twin.schema import records
 from twin.schema.summary import TraceTenant
 
@@ -107,8 +108,10 @@ class ReplayMetrics(Metrics):
     first_start_wait_s: array[float] = field(default_factory=lambda: array("d"))
     first_start_group: array[int] = field(default_factory=lambda: array("H"))
     first_start_observed: array[int] = field(default_factory=lambda: array("B"))
+    first_start_class: array[int] = field(default_factory=lambda: array("B"))  # GPU_CLASSES index
     observed_at_s: array[float] = field(default_factory=lambda: array("d"))
     observed_delay_s: array[float] = field(default_factory=lambda: array("d"))
+    observed_class: array[int] = field(default_factory=lambda: array("B"))
     _started: set[str] = field(default_factory=set)  # jobs in flight that have started
     unobserved: set[str] = field(default_factory=set)  # jobs in flight the trace has no start for
 
@@ -121,6 +124,7 @@ class ReplayMetrics(Metrics):
             self.first_start_wait_s.append(wait_s)
             self.first_start_group.append(self.groups.in_flight(job))
             self.first_start_observed.append(job not in self.unobserved)
+            self.first_start_class.append(GPU_CLASSES.index(gpu_class(rec.gpus)))
 
     def _on_job_finished(self, rec: records.JobFinished) -> None:
         self._ended(rec.job_id, finished=True)

@@ -186,6 +186,15 @@ class DelayTail(Frozen):
     max: float | None
 
 
+class ClassTail(Frozen):
+    """The delay tails of one class of GPU count (share, 1, 2, 4, 8+) on the validation part:
+    what an aggregate tail hides when the class is a sliver of the jobs."""
+
+    gpu_class: str
+    observed: DelayTail
+    simulated: DelayTail
+
+
 class SeedSpread(Frozen):
     """The fitted values replayed on several seeds: how much of the fit is the seed's."""
 
@@ -254,4 +263,9 @@ class Calibration(Frozen):
         exclude_if=lambda v: v is None,
         description="The fitted values replayed on the calibration's seed and the next ones: "
         "the validation KS and p99 per seed (absent: one seed).",
+    )
+    class_tails: list[ClassTail] = Field(
+        default_factory=list,
+        exclude_if=lambda v: not v,
+        description="Validation delay tails by class of GPU count, observed beside simulated.",
     )

@@ -51,6 +51,7 @@ class Admits(Protocol):
         cpu_milli: int = 0,
         group: str = "",
         present: bool = False,
+        bound: bool = False,
     ) -> Job: ...
 
 
@@ -164,5 +165,5 @@ def record_arrivals(
         admit(tenant, rec.job_id, gpus=rec.gpus, work=work, priority=rec.priority,
               gpu_type=rec.gpu_type, fails=fails, censored=rec.censored and fails is None,
               cpu_milli=rec.cpu_milli, group=rec.tenant,
-              present=rec.present_at_start)  # fmt: skip
+              present=rec.present_at_start, bound=rec.bound)  # fmt: skip
     closed()

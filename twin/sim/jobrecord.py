@@ -20,7 +20,9 @@ class JobRecord(NamedTuple):
     requested `gpus` (fractional for shared GPUs). `observed_start_s` / `observed_end_s` are
     what the trace recorded (validation targets, never inputs). `censored` marks a service time
     cut short by the end of the observation window, `present_at_start` a job already running
-    when the trace began (submitted at its start, its service time what the trace saw of it).
+    when the trace began (submitted at its start, its service time what the trace saw of it);
+    `bound` a job running on a node at a forecast's instant (placed at once, with no scheduler
+    cycle or bind race).
     (A NamedTuple: cheap to build per line.)
     """
 
@@ -38,3 +40,4 @@ class JobRecord(NamedTuple):
     extras: Mapping[str, Any] = NO_EXTRAS
     cpu_milli: int = 0  # CPU asked of its node, milli-cores (node-level clusters); 0: none
     present_at_start: bool = False
+    bound: bool = False  # running at a snapshot's instant: placed at once (a forecast)

@@ -133,11 +133,13 @@ class Scheduler:
         cpu_milli: int = 0,
         group: str = "",
         present: bool = False,
+        bound: bool = False,
     ) -> Job:
         """A job enters its tenant's queue; a kernel job whose plan runs nowhere is rejected.
 
         `work` is reference-GPU-seconds, or tokens for a kernel job (`option` set); `present`
-        marks a replayed job already running when its trace began (left censored).
+        marks a replayed job already running when its trace began (left censored); `bound` one
+        running at a snapshot's instant, placed at once.
         """
         now = self.env.now
         self._seq += 1
@@ -176,6 +178,13 @@ class Scheduler:
             )
             return job
         self.jobs_in_system += 1
+        if bound and self.cycles is not None and (h := self.fit(job)) is not None:
+            # Already running on a node when the state was taken (a forecast's snapshot):
+            # placed at once, without the scheduler's cycles and bind races.
+            self.queued_milli[tenant] += job.milli
+            self.queued_gpuless[tenant] += int(job.milli == 0)
+            self.run(job, h)
+            return job
         self.enqueue(job)
         self.schedule(tenant)
         if self.decisions.on_arrival:
