@@ -16,7 +16,9 @@ from twin.errors import ConfigError
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from twin.replay.cluster import Cluster
     from twin.replay.forecast import Forecast
+    from twin.replay.run import ReplayOptions
     from twin.schema.snapshot import Snapshot
 
 MAX_SAMPLES = 10_000
@@ -121,24 +123,29 @@ def load_snapshot(args: argparse.Namespace) -> Snapshot:
     return snapshot.what_if(state, args.set) if args.set else state
 
 
+def trace_cluster(options: ReplayOptions, path: Path) -> tuple[Path, str, Cluster]:
+    """The trace's format and the cluster the options give (never sized from the trace: that
+    would read past the instant)."""
+    from twin.replay import load
+    from twin.replay.cluster import build
+
+    if options.cluster is None and options.gpus is None:
+        raise ConfigError("--trace: give the cluster (--cluster or --gpus); sizing it from the "
+                          "trace's demand would read past the instant")  # fmt: skip
+    fmt = load.job_format(path, options.fmt, options.trace)
+    inventory = None if options.cluster is None else (options.cluster, options.cluster_format)
+    return path, fmt, build(iter(()), inventory, options.gpus, options.params)
+
+
 def trace_cut(args: argparse.Namespace, at_s: float, window_s: float) -> Snapshot:
     """The trace cut at `at_s`, on the cluster a replay with the same options plays on."""
     from twin.cli.trace_args import trace_options
     from twin.replay import load, snapshot
-    from twin.replay.cluster import build
     from twin.replay.reader import ReadLog
     from twin.replay.run import Queue
 
     options = trace_options(args)
-    if options.cluster is None and options.gpus is None:
-        raise ConfigError("--trace: give the cluster (--cluster or --gpus); sizing it from the "
-                          "trace's demand would read past the instant")  # fmt: skip
-    path = Path(args.trace)
-    fmt = load.job_format(path, options.fmt, options.trace)
-    inventory = None if options.cluster is None else (options.cluster, options.cluster_format)
-    log = ReadLog(skip_bad=options.skip_bad)
-    cluster = build(load.records(path, fmt, log, options.trace), inventory, options.gpus,
-                    options.params)  # fmt: skip
+    path, fmt, cluster = trace_cluster(options, Path(args.trace))
     return snapshot.cut(
         load.records(path, fmt, ReadLog(skip_bad=options.skip_bad), options.trace), at_s,
         window_s=window_s, cluster=cluster, queue=Queue(options.policy, options.backfill),
@@ -319,7 +326,6 @@ def backtest_command(args: argparse.Namespace) -> int:
     from twin.cli.trace_args import trace_options
     from twin.replay import backtest as bt
     from twin.replay import load
-    from twin.replay.cluster import build
     from twin.replay.reader import ReadLog
     from twin.replay.run import Queue
 
@@ -327,14 +333,8 @@ def backtest_command(args: argparse.Namespace) -> int:
         raise ConfigError(f"--samples at most {MAX_SAMPLES:,}, --horizon-h at most "
                           f"{MAX_HORIZON_H:g}")  # fmt: skip
     options = trace_options(args)
-    if options.cluster is None and options.gpus is None:
-        raise ConfigError("--trace: give the cluster (--cluster or --gpus); sizing it from the "
-                          "trace's demand would read past each instant")  # fmt: skip
-    path = Path(args.trace)
-    fmt = load.job_format(path, options.fmt, options.trace)
+    path, fmt, cluster = trace_cluster(options, Path(args.trace))
     records = list(load.records(path, fmt, ReadLog(skip_bad=options.skip_bad), options.trace))
-    inventory = None if options.cluster is None else (options.cluster, options.cluster_format)
-    cluster = build(iter(()), inventory, options.gpus, options.params)
     setup = bt.Setup(cluster, Queue(options.policy, options.backfill), options.params.scheduler,
                      window_s=args.window_h * 3600, samples=args.samples,
                      horizon_s=args.horizon_h * 3600, seed=args.seed)  # fmt: skip
