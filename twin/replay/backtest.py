@@ -222,15 +222,12 @@ def _baselines(history: dict[str, list[float]], job: SnapshotJob,
 
 
 def _queue_at(records: Sequence[JobRecord], submits: list[float], t_s: float) -> int:
-    """Jobs the trace shows waiting at `t_s` (submitted, not yet started)."""
+    """Jobs the trace shows waiting at `t_s`: submitted, and started later (a job with no
+    recorded start, never started or running before the trace began, is not counted)."""
     waiting = 0
     for i in range(bisect.bisect_right(submits, t_s)):
-        start = records[i].observed_start_s
-        if (
-            records[i].gpus > 0
-            and records[i].status != "pending"
-            and (start is None or start > t_s)
-        ):
+        rec = records[i]
+        if rec.gpus > 0 and rec.observed_start_s is not None and rec.observed_start_s > t_s:
             waiting += 1
     return waiting
 
