@@ -329,6 +329,9 @@ def test_twin_calibrate_writes_params_that_replay_uses(tmp_path: Path) -> None:
     assert 0 <= result["ks_validation"] <= 1
     seen, simulated = result["observed_tail_s"], result["simulated_tail_s"]
     assert seen["jobs"] == simulated["jobs"] > 0  # the same jobs, side by side
+    # Tails by class of GPU count: DLRM's instances all ask one GPU.
+    assert [c["gpu_class"] for c in result["class_tails"]] == ["1"]
+    assert result["class_tails"][0]["observed"] == seen
     assert seen["p90"] <= seen["p99"] <= seen["max"]
     assert simulated["p90"] <= simulated["p99"] <= simulated["max"]
     assert seen["p99"] / 2 <= simulated["p99"] <= seen["p99"] * 2  # 9,506 s against 11,348 s
@@ -364,6 +367,22 @@ def test_calibrating_a_window_fits_its_first_half_and_replays_on_the_same_window
     report = json.loads((replayed / "replay.json").read_text())
     assert report["jobs_replayed"] == 1500
     assert report["queueing_delay"]["ks_distance"] == pytest.approx(result["ks_whole"])
+
+
+def test_tails_by_gpu_class_show_what_the_aggregate_hides() -> None:
+    """openb's eight-GPU pods are 44 of 7,255: the aggregate p99 cannot show their tail; the
+    per-class tails do (observed beside simulated, the same jobs)."""
+    metrics = ReplayMetrics()
+    openb = TRACES / "alibaba-gpu-v2023-openb"
+    options = ReplayOptions(cluster=openb / "openb_node_list_gpu_node.csv",
+                            params=ReplayParams.model_validate_json(
+                                (openb / "calibrated-params.json").read_text()))  # fmt: skip
+    replay(openb / "openb_pod_list_default.csv", options, metrics=metrics)
+    tails = {c.gpu_class: c for c in calibrate_module._class_tails(metrics, lambda t: True)}
+    assert {k: c.observed.jobs for k, c in tails.items()} == {
+        "share": 3625, "1": 3556, "2": 15, "4": 15, "8+": 44}  # fmt: skip
+    assert all(c.observed.jobs == c.simulated.jobs for c in tails.values())
+    assert tails["8+"].observed.max == 412.0
 
 
 def test_a_pool_whose_delay_tail_dwarfs_the_observed_one_scores_as_overloaded() -> None:
