@@ -210,3 +210,41 @@ def test_the_backtest_command_writes_its_tables_and_page(tmp_path: Path) -> None
     assert len(rows) == body["starts"]
     assert {"twin_p50_s", "oracle_p50_s", "median_p50_s", "qbets_p90_s"} <= set(rows[0])
     assert "<table>" in (tmp_path / "backtest.html").read_text()
+
+
+SHAPES = st.one_of(
+    st.none(), st.booleans(), st.integers(-5, 10**20), st.text(max_size=8),
+    st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.integers()),
+)  # fmt: skip
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(which=st.integers(0, 10**6), field_at=st.integers(0, 10**6), value=SHAPES)
+def test_an_export_of_the_wrong_shape_is_one_error_naming_the_file(
+    which: int, field_at: int, value: object, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Any one field of any one record replaced by a value of another shape: a forecast or one
+    ConfigError naming the file, never another exception."""
+    from twin.replay import snapshot_sources
+
+    where = tmp_path_factory.mktemp("shape")
+    for name, key in (("kubernetes_pods_nodes.json", "items"), ("slurm_squeue.json", "jobs")):
+        doc = json.loads((SAMPLES / name).read_text())
+        record = doc[key][which % len(doc[key])]
+        paths = [(record, k) for k in record] + [
+            (record[k], j) for k in record if isinstance(record[k], dict) for j in record[k]
+        ]
+        parent, field = paths[field_at % len(paths)]
+        parent[field] = value
+        broken = where / name
+        broken.write_text(json.dumps(doc))
+        try:
+            if key == "items":
+                snapshot_sources.from_kubernetes(broken)
+            else:
+                snapshot_sources.from_slurm(broken, SAMPLES / "slurm_sinfo.json")
+        except ConfigError as exc:
+            message = str(exc)
+        else:
+            message = str(broken)
+        assert str(broken) in message

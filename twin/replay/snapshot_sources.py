@@ -26,18 +26,21 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
+from pydantic import ValidationError
 
 from twin.errors import ConfigError
 from twin.replay.cluster import pool_of, slug
 from twin.schema.scenario import PoolConfig
 from twin.schema.scheduling import NodeConfig, NodeGroup
 from twin.schema.snapshot import FinishedRun, Snapshot, SnapshotJob
+from twin.sim.scenarios import describe
 from twin.text_files import read_text
 
 GPU = "nvidia.com/gpu"
@@ -122,6 +125,32 @@ def from_kubernetes(path: Path, *, at_s: float | None = None,
                     window_s: float = DEFAULT_WINDOW_S) -> Snapshot:  # fmt: skip
     """A snapshot from `kubectl get pods,nodes -o json` (a `List`; `at_s`: the newest time in
     it unless given)."""
+    with _shaped(path, "kubectl get pods,nodes -o json"):
+        return _kubernetes(path, at_s, window_s)
+
+
+def from_slurm(squeue: Path, sinfo: Path, *, at_s: float | None = None,
+               window_s: float = DEFAULT_WINDOW_S) -> Snapshot:  # fmt: skip
+    """A snapshot from `squeue --json` and `sinfo --json` (`at_s`: the newest submit or start
+    time in the jobs unless given)."""
+    with _shaped(squeue, "squeue --json (with sinfo --json)"):
+        return _slurm(squeue, sinfo, at_s, window_s)
+
+
+@contextmanager
+def _shaped(path: Path, what: str) -> Iterator[None]:
+    """A record of the wrong shape (a list where a mapping goes, text where a number goes) is
+    one error naming the file, not a traceback."""
+    try:
+        yield
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: a record the snapshot cannot hold: {describe(exc)}") from None
+    except (AttributeError, TypeError, KeyError, ValueError, IndexError) as exc:
+        raise ConfigError(f"{path}: not in the shape of {what} ({type(exc).__name__}: "
+                          f"{str(exc)[:200]})") from None  # fmt: skip
+
+
+def _kubernetes(path: Path, at_s: float | None, window_s: float) -> Snapshot:
     doc = _json(path, "Kubernetes export")
     items = doc.get("items") if isinstance(doc, dict) else None
     if not isinstance(items, list):
@@ -248,10 +277,7 @@ def _gres_gpus(text: object) -> tuple[int, str | None]:
     return (int(found["count"]), found["model"]) if found else (0, None)
 
 
-def from_slurm(squeue: Path, sinfo: Path, *, at_s: float | None = None,
-               window_s: float = DEFAULT_WINDOW_S) -> Snapshot:  # fmt: skip
-    """A snapshot from `squeue --json` and `sinfo --json` (`at_s`: the newest submit or start
-    time in the jobs unless given)."""
+def _slurm(squeue: Path, sinfo: Path, at_s: float | None, window_s: float) -> Snapshot:
     nodes, models = _slurm_nodes(_json(sinfo, "sinfo --json"), sinfo)
     doc = _json(squeue, "squeue --json")
     jobs = doc.get("jobs") if isinstance(doc, dict) else None
