@@ -12,8 +12,8 @@ jobs furthest below their share.
   with every worker type's capacity and each job's whole round as limits. Its solutions are
   not unique (every type counts the same); Gavel takes the interior point its solver (ECOS)
   ends at, which spreads each job over the types, and so does the twin, with the same solver
-  (a simplex vertex would put jobs on one type each, and another interior-point code ends at
-  another point of the same face: about 1% on the average JCT).
+  from the data cvxpy hands it (another interior-point code, or ECOS on another layout of the
+  same programme, ends at another point of the optimal face: about 1% on the average JCT).
 """
 
 from __future__ import annotations
