@@ -33,6 +33,7 @@ BENCHMARKS = {
     "arena": "twin.bench.parallel:bench_arena",
     "tenants": "twin.bench.tenants:bench_tenants",
     "fill": "twin.bench.fill:bench_fill",
+    "forecast": "twin.bench.forecast:bench_forecast",
 }
 """Each benchmark by name, as `module:function` (imported only when it runs)."""
 
