@@ -141,8 +141,7 @@ def backtest(
 
 def _cut(records: Sequence[JobRecord], submits: list[float], at_s: float,
          setup: Setup) -> Snapshot:  # fmt: skip
-    """The snapshot at `at_s` (reading from the window's first submission: the runs that
-    ended in the window began at most `window_s` before... or earlier; running jobs too)."""
+    """The snapshot at `at_s`, with the job submitted at that instant waiting in it."""
     state = cut(records, at_s, window_s=setup.window_s, cluster=setup.cluster,
                 queue=setup.queue, scheduler=setup.scheduler)  # fmt: skip
     # The job submitted at the instant waits at it even when the trace started it then.

@@ -43,6 +43,9 @@ class _Active:
     deficit_s: dict[str, float]
     steps_done: int = 0
     failed_rounds: int = 0
+    rounds: int = 0  # rounds it was run in
+    starts: int = 0  # times it started after not running
+    gpu_s: float = 0.0  # GPU-seconds of steps counted
 
     @property
     def steps_left(self) -> int:
@@ -183,9 +186,6 @@ class _Rounds:
         self.emit: Append = lambda record: None
         self.results: list[JobResult] = []
         self.busy_gpu_s = dict.fromkeys(self.types, 0.0)
-        self.rounds_of: dict[int, int] = {}
-        self.gpu_s_of: dict[int, float] = {}
-        self.starts: dict[int, int] = {}  # job id -> times it started after not running
         self.ran_last: dict[int, str] = {}  # job id -> the type it ran on in the last round
 
     def run(self) -> RoundRun:
@@ -238,7 +238,7 @@ class _Rounds:
         self.type_time_s[worker_type] += ran_s
         gpu_s = d.steps / active.throughput[worker_type] * active.job.scale_factor
         self.busy_gpu_s[worker_type] += gpu_s
-        self.gpu_s_of[active.job_id] = self.gpu_s_of.get(active.job_id, 0.0) + gpu_s
+        active.gpu_s += gpu_s
         if active.steps_left <= 0:
             result = self._finish(active, d.end_s)
             self.results.append(result)
@@ -257,10 +257,10 @@ class _Rounds:
             thr = active.throughput[worker_type]
             steps = min(int(thr * self.round_s), active.steps_left)
             running.append(_Dispatch(active, worker_type, steps, self.now + steps / thr))
-            self.rounds_of[active.job_id] = self.rounds_of.get(active.job_id, 0) + 1
+            active.rounds += 1
             this_round[active.job_id] = worker_type
             if self.ran_last.get(active.job_id) != worker_type:
-                self.starts[active.job_id] = self.starts.get(active.job_id, 0) + 1
+                active.starts += 1
                 events.append(r.JobStarted("job_started", self.now, None, _name(active),
                                            worker_type, active.job.scale_factor, steps / thr,
                                            self.now - active.job.arrival_s))  # fmt: skip
@@ -268,7 +268,7 @@ class _Rounds:
             if this_round.get(job_id) != worker_type:
                 events.append(r.JobInterrupted("job_interrupted", self.now, None, _name(job_id),
                                                worker_type, "preempted", 0.0,
-                                               self.starts.get(job_id, 0)))  # fmt: skip
+                                               self.active[job_id].starts))  # fmt: skip
         self.ran_last = this_round
         return running
 
@@ -301,8 +301,7 @@ class _Rounds:
         self.stale = True
         job = active.job
         return JobResult(active.job_id, job.line, job.job_type, job.scale_factor, job.arrival_s,
-                         end_s, self.rounds_of.get(active.job_id, 0),
-                         self.gpu_s_of.get(active.job_id, 0.0), dropped)  # fmt: skip
+                         end_s, active.rounds, active.gpu_s, dropped)  # fmt: skip
 
     def _reallocate(self) -> None:
         """Reset every job's credit (its shortfall against the old allocation kept as a
