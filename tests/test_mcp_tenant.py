@@ -112,7 +112,7 @@ async def test_an_mcp_client_plays_a_whole_market_session_as_one_tenant(
         *(c.run() for c in others),
     )
     assert set(tools) == {"observe", "provision", "place", "bid", "sell", "buy", "make_offer",
-                          "answer_offer", "wait"}  # fmt: skip
+                          "answer_offer", "forecast", "wait"}  # fmt: skip
     assert final["ended"]["reason"] == "horizon"
     assert all(s.end_reason == "horizon" for s in stats)
     records = [json.loads(line) for line in session.events().splitlines()]

@@ -22,7 +22,14 @@ from twin.gateway.socket_reader import frames, socket
 from twin.gateway.tokens import same_token
 from twin.schema.codes import ErrorCode
 from twin.schema.vocabulary import MECHANISM_TRAITS
-from twin.schema.wire import AGENT_MESSAGE, AGENT_TYPES, SCHEMA_VERSION, Hello, Welcomed
+from twin.schema.wire import (
+    AGENT_MESSAGE,
+    AGENT_TYPES,
+    SCHEMA_VERSION,
+    AskForecast,
+    Hello,
+    Welcomed,
+)
 
 log = structlog.get_logger()
 
@@ -152,6 +159,9 @@ async def _serve(
                 raise FrameError(
                     ErrorCode.VALIDATION_ERROR, "already welcomed; hello only opens a connection"
                 )
+            if isinstance(message, AskForecast):
+                await link.send(await session.forecasts.answer(session, link.tenant, message))
+                continue
             session.deliver(link.tenant, message)
         except (FrameError, RoundError) as exc:
             await link.send(

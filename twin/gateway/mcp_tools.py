@@ -1,7 +1,8 @@
 """The tools a tenant plays a negotiation session with over MCP: `observe` (the round, the
 tenant's view, open offers and their reasons, its draft, the last round's outcome),
 `provision`, `place`, `bid`, `sell` and `buy` (each adds to the round's draft proposal),
-`make_offer`, `answer_offer`, and `wait` (end the turn with the draft; return when an offer
+`make_offer`, `answer_offer`, `forecast` (when its waiting jobs start, and what GPUs added
+would save), and `wait` (end the turn with the draft; return when an offer
 needs an answer, the next round asks, or the session ends, with what the committed round gave,
 the final settlement included). A refusal is a `ToolError` with the gateway's code; each
 tool's input schema is in `TOOLS`: a call is checked against it before the tool runs, so a
@@ -18,14 +19,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from twin.errors import RoundError
+from twin.errors import FrameError, RoundError
 from twin.gateway.round_intake import Forward, RoundMessage
 from twin.gateway.session import Session
 from twin.gateway.tenant_link import TenantLink
 from twin.schema.actions import Bundle, Placement
 from twin.schema.codes import ErrorCode
 from twin.schema.wire import (
+    MAX_ADD_GPUS,
     AcceptOffer,
+    AskForecast,
     MakeOffer,
     OfferReceived,
     Propose,
@@ -95,6 +98,19 @@ async def _propose(session: Session, link: TenantLink, *, final: bool, reason: s
 
 async def observe(session: Session, link: TenantLink, args: dict[str, Any]) -> dict[str, Any]:
     return _state(link)
+
+
+async def forecast(session: Session, link: TenantLink, args: dict[str, Any]) -> dict[str, Any]:
+    """When the tenant's waiting jobs start, as things are and with `add_gpus` more."""
+    try:
+        ask = AskForecast(add_gpus=args.get("add_gpus") or {},
+                          horizon_s=args.get("horizon_s", 6 * 3600.0))  # fmt: skip
+        ready = await session.forecasts.answer(session, link.tenant, ask)
+    except ValidationError as exc:
+        raise ToolError(ErrorCode.VALIDATION_ERROR.value, first_error(exc)) from None
+    except FrameError as exc:
+        raise ToolError(exc.code.value, str(exc)) from None
+    return ready.model_dump(mode="json")
 
 
 async def _amend(session: Session, link: TenantLink, part: str, key: str,
@@ -231,6 +247,14 @@ TOOLS: dict[str, tuple[Tool, str, dict[str, Any]]] = {
     "answer_offer": (answer_offer, "Accept or reject an offer made to you, with a reason.",
                      _schema({"offer_id": NAME, "accept": {"type": "boolean"},
                               "reason": {"type": "string"}}, ["offer_id", "accept"])),
+    "forecast": (forecast, "When your waiting jobs will start (median and 80% interval, session "
+                 "seconds), as things are and with add_gpus more GPUs per pool, and what those "
+                 "GPUs save in job-hours of waiting and SLA dollars. Changes nothing; any time.",
+                 _schema({"add_gpus": {"type": "object", "additionalProperties": {
+                              "type": "integer", "minimum": 1, "maximum": MAX_ADD_GPUS},
+                              "description": "GPUs to add per pool"},
+                          "horizon_s": {"type": "number", "minimum": 600, "maximum": 86400}},
+                         [])),
     "wait": (wait, "End your turn with your draft, then wait until an offer needs your answer, "
              "the next round asks you, or the session ends (at most timeout_s).",
              _schema({"reason": {"type": "string"},

@@ -19,6 +19,7 @@ import structlog
 
 from twin.gateway import analysis, recovery
 from twin.gateway.config import GatewayConfig, SessionRequest
+from twin.gateway.forecasts import ForecastDesk
 from twin.gateway.heard import Heard
 from twin.gateway.links import Link
 from twin.gateway.round_intake import Forward, Intake, RoundMessage
@@ -89,6 +90,7 @@ class Session:
         self.intake = Intake(self._awaited)
         self.round: OpenRound | None = None
         self._sends: set[asyncio.Task[bool]] = set()  # forwards under way, owned till done
+        self.forecasts = ForecastDesk()
         self.ended: str | None = None
         self.rounds = 0
         self.round_wall_ms: list[float] = []

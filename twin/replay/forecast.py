@@ -51,6 +51,7 @@ class JobForecast:
     submit_s: float
     start_s: tuple[float, float, float] | None  # p10, p50, p90 on the source's clock
     started_share: float  # share of samples in which it started
+    median_s: float = float("inf")  # its median start over every sample (inf: most never did)
 
 
 @dataclass(frozen=True)
@@ -256,5 +257,8 @@ def _job_forecast(job: SnapshotJob, starts: np.ndarray, at_s: float) -> JobForec
     if len(seen):
         p10, p50, p90 = (float(at_s + q) for q in np.quantile(seen, QUANTILES))
         quantiles = (p10, p50, p90)
+    median = float("inf")
+    if len(starts):
+        median = at_s + float(np.quantile(np.nan_to_num(starts, nan=np.inf), 0.5, method="lower"))
     return JobForecast(job.job_id, job.tenant, job.gpus, job.submit_s, quantiles,
-                       len(seen) / len(starts) if len(starts) else 0.0)  # fmt: skip
+                       len(seen) / len(starts) if len(starts) else 0.0, median)  # fmt: skip

@@ -10,6 +10,7 @@ runs (by class of GPU count) and which jobs arrive next.
 - Arrivals: a Poisson process at the window's rate; each arrival is one of the window's jobs,
   drawn at random (its shape: GPUs, tenant, GPU model, priority, CPU), with a run time drawn
   from its class's curve.
+- A job whose run time the snapshot knows (`run_s`: a twin session's own jobs) runs for it.
 """
 
 from __future__ import annotations
@@ -87,6 +88,8 @@ class RunTimes:
         self.runs = sum(len(v) for v in ended.values())
 
     def remaining(self, job: SnapshotJob, age_s: float, rng: np.random.Generator) -> float:
+        if job.run_s is not None:  # known (nothing is drawn)
+            return max(job.run_s - age_s, 0.0)
         left = self.curves[gpu_class(job.gpus)].remaining(age_s, rng)
         if job.time_limit_s is not None:
             left = min(left, max(job.time_limit_s - age_s, 0.0))
@@ -104,7 +107,8 @@ class Arrivals:
 
     def __init__(self, snapshot: Snapshot) -> None:
         since = snapshot.at_s - snapshot.window_s
-        shapes: list[SnapshotJob] = [j for j in (*snapshot.running, *snapshot.waiting)
+        shapes: list[SnapshotJob] = [j.model_copy(update={"run_s": None})  # its size, not its
+                                     for j in (*snapshot.running, *snapshot.waiting)  # run time
                                      if j.submit_s >= since]  # fmt: skip
         shapes += [
             SnapshotJob(job_id="h", tenant=r.tenant, gpus=r.gpus, gpu_type=r.gpu_type,

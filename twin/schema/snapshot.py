@@ -36,6 +36,11 @@ class SnapshotJob(Frozen):
     time_limit_s: PositiveFloat | None = Field(
         None, description="Its requested time limit, where the source has one (Slurm)."
     )
+    run_s: PositiveFloat | None = Field(
+        None,
+        description="Its whole run time on a speed-1 GPU, where the source knows it (a twin "
+        "session's own jobs, whose work the tenant is told); else drawn from the window's runs.",
+    )
 
 
 class FinishedRun(Frozen):

@@ -1,9 +1,9 @@
 """Messages on the agent negotiation channel: one schema, validated at the edge.
 
 Agents send imperative requests (`Hello`, `Propose`, `MakeOffer`, `AcceptOffer`, `RejectOffer`,
-`EndTurn`); the gateway answers with facts (`Welcomed`, `DecisionRequested`, `OfferReceived`,
-`Acknowledged`, `RoundCommitted`, `SessionEnded`, `Error`). Both unions are discriminated on
-`type`; every frame is one JSON object.
+`EndTurn`, `AskForecast`); the gateway answers with facts (`Welcomed`, `DecisionRequested`,
+`OfferReceived`, `Acknowledged`, `RoundCommitted`, `SessionEnded`, `ForecastReady`, `Error`).
+Both unions are discriminated on `type`; every frame is one JSON object.
 """
 
 from __future__ import annotations
@@ -108,8 +108,28 @@ class EndTurn(Frozen):
     seq: NonNegativeInt
 
 
+MAX_ADD_GPUS = 1024
+"""GPUs a forecast's what-if may add to one pool."""
+
+
+class AskForecast(Frozen):
+    """When will my waiting jobs start? The twin plays the tenant's own GPUs and queue forward
+    from now (its jobs for their known work; arrivals like its recent ones), as they are and with
+    `add_gpus` more per pool, and answers with a `forecast` frame. It changes nothing, takes no
+    turn and may be sent at any time."""
+
+    type: Literal["ask_forecast"] = "ask_forecast"
+    add_gpus: dict[str, Annotated[int, Field(ge=1, le=MAX_ADD_GPUS)]] = Field(
+        default_factory=dict,
+        max_length=16,
+        description="GPUs to add per pool in the what-if (none: the forecast as things are).",
+    )
+    horizon_s: Annotated[float, Field(ge=600.0, le=86_400.0)] = 6 * 3600.0
+
+
 AgentMessage = Annotated[
-    Hello | Propose | MakeOffer | AcceptOffer | RejectOffer | EndTurn, Field(discriminator="type")
+    Hello | Propose | MakeOffer | AcceptOffer | RejectOffer | EndTurn | AskForecast,
+    Field(discriminator="type"),
 ]
 AGENT_MESSAGE: TypeAdapter[AgentMessage] = TypeAdapter(AgentMessage)
 AGENT_TYPES: tuple[str, ...] = tuple(
@@ -249,6 +269,43 @@ class SessionEnded(Frozen):
     )
 
 
+class JobWait(Frozen):
+    """One waiting job's forecast start, as things are and with the GPUs added."""
+
+    job_id: str
+    gpus: float
+    start_s: list[float] | None = Field(
+        description="10th, 50th and 90th percentile of its start (session seconds); None when "
+        "no sample started it within the horizon."
+    )
+    started_share: float = Field(description="Share of samples that started it in the horizon.")
+    with_added_start_s: list[float] | None = Field(
+        description="The same with `added_gpus` (equal to `start_s` when none were added)."
+    )
+    saved_s: float = Field(
+        description="How much earlier its median start is with the GPUs added (a start beyond "
+        "the horizon counted at the horizon, so a lower bound)."
+    )
+
+
+class ForecastReady(Frozen):
+    """The answer to `ask_forecast`: each of the tenant's waiting jobs (the first 200), and
+    what the added GPUs save, in job-hours of waiting and in SLA dollars (the job-hours times
+    the tenant's SLA cost per job-hour): what a GPU is worth to it in wait."""
+
+    type: Literal["forecast"] = "forecast"
+    t_s: float
+    horizon_s: float
+    samples: int
+    added_gpus: dict[str, int]
+    jobs: list[JobWait]
+    saved_job_h: float
+    saved_sla_usd: float
+    runs_fitted: int = Field(description="The tenant's finished runs its arrivals were fitted on.")
+    arrivals_per_h: float
+    cpu_s: float
+
+
 class Error(Frozen):
     type: Literal["error"] = "error"
     code: ErrorCode
@@ -263,6 +320,7 @@ GatewayMessage = Annotated[
     | Acknowledged
     | RoundCommitted
     | SessionEnded
+    | ForecastReady
     | Error,
     Field(discriminator="type"),
 ]

@@ -21,6 +21,7 @@ from twin.errors import ActionError
 from twin.schema import records
 from twin.schema.actions import ProvisionAction, TenantObservation
 from twin.schema.scenario import ClusterScenario
+from twin.schema.snapshot import Snapshot
 from twin.schema.vocabulary import EndReason
 from twin.sim.arrivals import job_arrivals, record_arrivals
 from twin.sim.billing import Billing
@@ -41,6 +42,7 @@ from twin.sim.scheduler import Scheduler
 from twin.sim.scoring import PlanScorer
 from twin.sim.settlement import Settlements
 from twin.sim.state import ClusterState
+from twin.sim.tenant_snapshot import tenant_snapshot
 
 
 class ClusterModel:
@@ -137,6 +139,9 @@ class ClusterModel:
 
     def observe_flat(self, tenant: int) -> tuple[float, ...]:
         return observe_flat(self.state, self.scheduler, tenant)
+
+    def snapshot(self, tenant: int) -> Snapshot:
+        return tenant_snapshot(self.state, self.scheduler, self.cfg, tenant)
 
     def commit(self, inputs: RoundInputs[ProvisionAction]) -> Mapping[str, TenantOutcome]:
         """Commit a round (its book checked the pools it names)."""

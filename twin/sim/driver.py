@@ -23,6 +23,7 @@ from twin.schema.actions import (
 )
 from twin.schema.base import Frozen
 from twin.schema.scenario import Scenario
+from twin.schema.snapshot import Snapshot
 from twin.schema.vocabulary import DEFAULT_MECHANISM, EndReason, Mechanism
 from twin.sim.jobrecord import JobRecord
 from twin.sim.kinds import Kind, kind_of
@@ -153,6 +154,11 @@ class Driver(Generic[Obs, Act]):
     def observe_flat(self, tenant: str) -> tuple[float, ...]:
         """The tenant's view now as one vector of numbers (the model kind documents its layout)."""
         return self.model.observe_flat(self._tenant(tenant))
+
+    def snapshot(self, tenant: str) -> Snapshot | None:
+        """The tenant's own GPUs and jobs now, as a forecast starts from them (None: the
+        model kind has no job queue to forecast)."""
+        return self.model.snapshot(self._tenant(tenant))
 
     def parse_action(self, raw: Any) -> Act:
         """An action for this model kind from its JSON form (pydantic's ValidationError if not)."""

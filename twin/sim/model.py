@@ -14,6 +14,7 @@ from typing import Literal, Protocol, TypeVar
 import simpy
 
 from twin.eventlog.log import EventLog
+from twin.schema.snapshot import Snapshot
 from twin.schema.vocabulary import EndReason
 from twin.sim.rng import Streams
 from twin.sim.round import RoundInputs
@@ -93,6 +94,11 @@ class Model(Protocol[O_co, A]):
 
     def observe_flat(self, tenant: int) -> tuple[float, ...]:
         """The numbers of the tenant's view as one vector (for RL), cheaper than `observe`."""
+        ...
+
+    def snapshot(self, tenant: int) -> Snapshot | None:
+        """The tenant's own GPUs and jobs now, as a forecast starts from them (None: the kind
+        has no job queue to forecast)."""
         ...
 
     def commit(self, inputs: RoundInputs[A]) -> Mapping[str, TenantOutcome]:

@@ -114,6 +114,10 @@ class Scheduler:
         self.running_jobs = 0
         self._seq = 0
         self._fastest = max((p.speed for p in cfg.pools), default=1.0)
+        # Finished runs are kept for a tenant's forecast where someone decides (asks); a replay,
+        # with no decision points, keeps none.
+        asks = cfg.decisions.interval_s is not None or bool(cfg.decisions.triggers)
+        self._runs = state.runs if asks else None
 
     # -- admission ------------------------------------------------------------------------
 
@@ -368,6 +372,9 @@ class Scheduler:
                now - job.start_s)  # fmt: skip
         self._emit(records.JobCensored("job_censored", *ran) if job.censored  # seen no further
                    else records.JobFinished("job_finished", *ran))  # fmt: skip
+        if self._runs is not None:
+            self._runs[tenant].append((job.submit_s, job.start_s, now, job.gpus,
+                                       h.pool.cfg.gpu_type))  # fmt: skip
         self.billing.earn(tenant, job.work_gpu_s)
         self._left(tenant)
 

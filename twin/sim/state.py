@@ -7,8 +7,9 @@ it: what a part calls on a sibling is a small interface of its own.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import simpy
 
@@ -21,6 +22,10 @@ from twin.sim.rng import Streams
 from twin.sim.sampling import sampler
 
 Emit = Callable[[AnyRecord], None]
+Run = tuple[float, float, float, float, str]
+"""A finished run: submitted, started and ended (s), GPUs, the pool's GPU model."""
+RUNS_KEPT = 512
+"""Finished runs kept per tenant (the newest): what a forecast of its queue learns from."""
 
 
 @dataclass(slots=True, eq=False)
@@ -37,6 +42,8 @@ class ClusterState:
     holdings: list[list[Holding]]
     ledgers: list[Ledger]
     ended: EndReason | None = None  # why the episode ended, once it has
+    runs: list[deque[Run]] = field(default_factory=list)  # per tenant, the newest finished (kept
+    # where the scenario has decision points: the scheduler keeps none on a replay)
 
     @classmethod
     def build(
@@ -65,6 +72,7 @@ class ClusterState:
             {p.name: i for i, p in enumerate(cfg.pools)},
             holdings,
             [_ledger(t, cfg, holdings[t]) for t in range(len(cfg.tenants))],
+            runs=[deque(maxlen=RUNS_KEPT) for _ in cfg.tenants],
         )
 
 

@@ -89,6 +89,9 @@ class StepModel:
         return (self.time_step, self.active_gpus, self.queue_size, self.budget_usd,
                 self.incoming_jobs)  # fmt: skip
 
+    def snapshot(self, tenant: int) -> None:
+        """No job queue of its own to forecast."""
+
     def commit(self, inputs: RoundInputs[GpuClusterAction]) -> Mapping[str, TenantOutcome]:
         """Play one step per action (the task has one tenant); its reward is the step's."""
         out = {}

@@ -145,6 +145,9 @@ class AgenticModel:
         orch = self.orchestrator
         return (self.env.now, float(self.step), *(float(orch.queued(r)) for r in RESOURCES))
 
+    def snapshot(self, tenant: int) -> None:
+        """No job queue of its own to forecast."""
+
     def commit(self, inputs: RoundInputs[AgenticAction]) -> Mapping[str, TenantOutcome]:
         """Set the elastic orchestrator's knobs (orchestration `agent` only)."""
         self._act_s, self._acts = 0.0, 0  # the next view reports from this decision on

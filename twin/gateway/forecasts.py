@@ -1,0 +1,110 @@
+"""Forecasts a session's agents ask for (`ask_forecast` on the channel, the `forecast` MCP
+tool): when the tenant's waiting jobs start, as things are and with GPUs added.
+
+The tenant's snapshot is taken on the event loop, between the session's steps; the forecast
+plays it on a worker thread, `SAMPLES` times as things are and the same samples with the GPUs
+added (common random numbers: the difference is the GPUs', not the draws'). One forecast at a
+time per session: another asked meanwhile is refused as RATE_LIMITED, so what a client can
+claim is one worker thread's time per session. Seeded by the session's seed and the instant:
+asked again at the same instant, the same answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from typing import TYPE_CHECKING
+
+from twin.errors import FrameError
+from twin.replay.forecast import Forecast, JobForecast, forecast
+from twin.replay.snapshot import what_if
+from twin.schema.codes import ErrorCode
+from twin.schema.snapshot import Snapshot
+from twin.schema.wire import AskForecast, ForecastReady, JobWait
+
+if TYPE_CHECKING:
+    from twin.gateway.session import Session
+
+SAMPLES = 20
+STEP_S = 600.0
+
+
+class ForecastDesk:
+    """A session's forecasts: one under way at a time."""
+
+    def __init__(self) -> None:
+        self.busy = False
+
+    async def answer(self, session: Session, tenant: str, ask: AskForecast) -> ForecastReady:
+        """The forecast for `tenant`, or a FrameError saying why not."""
+        if session.ended is not None:
+            raise FrameError(ErrorCode.SESSION_ENDED, f"the session ended ({session.ended})")
+        if self.busy:
+            raise FrameError(
+                ErrorCode.RATE_LIMITED,
+                "a forecast is under way in this session; ask when it is answered",
+            )
+        snapshot = session.driver.snapshot(tenant)
+        if snapshot is None:
+            raise FrameError(ErrorCode.NOT_AVAILABLE, "this session's model has no job queue")
+        shared = {p.name for p in session.scenario.pools if p.shared}
+        added = _added(snapshot, ask, shared)
+        seed = session.request.seed * 1_000_003 + int(snapshot.at_s)
+        self.busy = True
+        try:
+            base, more = await asyncio.to_thread(_both, snapshot, added, ask.horizon_s, seed)
+        finally:
+            self.busy = False
+        sla_usd_per_job_h = session.driver.observe(tenant).sla_usd_per_job_h
+        return _ready(snapshot, ask, base, more, sla_usd_per_job_h)
+
+
+def _added(snapshot: Snapshot, ask: AskForecast, shared: set[str]) -> Snapshot | None:
+    """The snapshot with the GPUs added, or None when none are (a shared pool's GPUs are
+    nobody's to add)."""
+    if not ask.add_gpus:
+        return None
+    pools = {p.name: p for p in snapshot.pools}
+    for name in ask.add_gpus:
+        pool = pools.get(name)
+        if pool is None:
+            raise FrameError(ErrorCode.VALIDATION_ERROR,
+                             f"ask_forecast: add_gpus: no pool {name!r} "
+                             f"(pools: {', '.join(pools)})")  # fmt: skip
+        if name in shared:
+            raise FrameError(ErrorCode.VALIDATION_ERROR,
+                             f"ask_forecast: add_gpus: pool {name!r} is shared; its GPUs are "
+                             "not provisioned")  # fmt: skip
+    return what_if(snapshot, [f"pools.{n}.gpus=+{g}" for n, g in ask.add_gpus.items()])
+
+
+def _both(snapshot: Snapshot, added: Snapshot | None, horizon_s: float,
+          seed: int) -> tuple[Forecast, Forecast]:  # fmt: skip
+    base = forecast(snapshot, samples=SAMPLES, horizon_s=horizon_s, step_s=STEP_S, seed=seed)
+    if added is None:
+        return base, base
+    return base, forecast(added, samples=SAMPLES, horizon_s=horizon_s, step_s=STEP_S, seed=seed)
+
+
+def _ready(snapshot: Snapshot, ask: AskForecast, base: Forecast, more: Forecast,
+           sla_usd_per_job_h: float) -> ForecastReady:  # fmt: skip
+    end_s = snapshot.at_s + ask.horizon_s
+    jobs = [_wait(a, b, end_s) for a, b in zip(base.jobs, more.jobs, strict=True)]
+    saved_h = sum(j.saved_s for j in jobs) / 3600.0
+    return ForecastReady(
+        t_s=snapshot.at_s, horizon_s=ask.horizon_s, samples=base.samples,
+        added_gpus=dict(ask.add_gpus), jobs=jobs, saved_job_h=saved_h,
+        saved_sla_usd=saved_h * sla_usd_per_job_h, runs_fitted=base.runs_fitted,
+        arrivals_per_h=base.arrivals_per_h, cpu_s=base.cpu_s + (more.cpu_s if more is not base
+                                                                 else 0.0),
+    )  # fmt: skip
+
+
+def _wait(base: JobForecast, more: JobForecast, end_s: float) -> JobWait:
+    saved = min(base.median_s, end_s) - min(more.median_s, end_s)
+    return JobWait(
+        job_id=base.job_id, gpus=base.gpus, started_share=base.started_share,
+        start_s=None if base.start_s is None else list(base.start_s),
+        with_added_start_s=None if more.start_s is None else list(more.start_s),
+        saved_s=saved if math.isfinite(saved) else 0.0,
+    )  # fmt: skip
