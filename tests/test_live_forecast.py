@@ -14,8 +14,6 @@ from aiohttp import ClientWebSocketResponse
 from aiohttp.test_utils import TestClient, TestServer
 
 from twin.eventlog.log import EventLog
-from twin.gateway.app import create_app
-from twin.gateway.config import GatewayConfig
 from twin.gateway.keys import REGISTRY
 from twin.replay.cluster import Cluster
 from twin.replay.forecast import forecast
@@ -68,18 +66,22 @@ async def test_an_agent_asks_when_its_waiting_jobs_start_and_what_more_gpus_woul
 
     same = await ask(ws)
     assert same["type"] == "forecast", same
-    assert same["t_s"] == t_s and same["added_gpus"] == {} and same["saved_job_h"] == 0
+    assert same["t_s"] == t_s
+    assert same["added_gpus"] == {}
+    assert same["saved_job_h"] == 0
     assert [j["job_id"] for j in same["jobs"]] == [j["job_id"] for j in view["head"]]
     for job in same["jobs"]:
         p10, p50, p90 = job["start_s"] or (t_s, t_s + 1e9, t_s + 1e9)
         assert t_s <= p10 <= p50 <= p90
     # FIFO on one GPU: the queue starts in order, 15 minutes apart after the running job ends.
     medians = [j["start_s"][1] for j in same["jobs"] if j["start_s"] is not None]
-    assert medians == sorted(medians) and len(medians) >= 2
+    assert medians == sorted(medians)
+    assert len(medians) >= 2
     assert medians[1] - medians[0] == pytest.approx(900, abs=1)
 
     more = await ask(ws, add_gpus={"h100": 4}, horizon_s=7200)
-    assert more["added_gpus"] == {"h100": 4} and more["samples"] >= 10
+    assert more["added_gpus"] == {"h100": 4}
+    assert more["samples"] >= 10
     assert all(j["saved_s"] >= 0 for j in more["jobs"])
     assert more["saved_job_h"] > 0.5  # the second to fifth jobs start at once rather than later
     assert more["saved_sla_usd"] == pytest.approx(more["saved_job_h"] * 2.0)
@@ -93,7 +95,7 @@ async def test_an_agent_asks_when_its_waiting_jobs_start_and_what_more_gpus_woul
                      ({"add_gpus": {"h100": 0}}, "add_gpus.h100"),
                      ({"horizon_s": 10}, "horizon_s")):  # fmt: skip
         refused = await ask(ws, **bad)
-        assert refused["type"] == "error" and refused["code"] == "VALIDATION_ERROR", refused
+        assert (refused["type"], refused["code"]) == ("error", "VALIDATION_ERROR"), refused
         assert why in refused["detail"]
     await ws.send_json({"type": "end_turn", "round": request["round"], "seq": 1})
     assert (await next_of(ws, "round_committed"))["round"] == request["round"]
@@ -135,7 +137,8 @@ async def test_one_forecast_at_a_time_per_session(aiohttp_client: MakeClient) ->
     assert live is not None
     live.forecasts.busy = True  # as while another agent's forecast runs on its worker thread
     refused = await ask(ws)
-    assert refused["code"] == "RATE_LIMITED" and "under way" in refused["detail"]
+    assert refused["code"] == "RATE_LIMITED"
+    assert "under way" in refused["detail"]
     live.forecasts.busy = False
     assert (await ask(ws))["type"] == "forecast"
     await ws.close()
@@ -148,10 +151,13 @@ async def test_the_forecast_is_an_mcp_tool(aiohttp_server: MakeServer) -> None:
         result = await mcp.call_tool("forecast", {"add_gpus": {"a100": 2}, "horizon_s": 3600})
         assert not result.isError, result.content
         answer = result.structuredContent
-        assert answer is not None and answer["added_gpus"] == {"a100": 2}
-        assert answer["horizon_s"] == 3600 and isinstance(answer["jobs"], list)
+        assert answer is not None
+        assert answer["added_gpus"] == {"a100": 2}
+        assert answer["horizon_s"] == 3600
+        assert isinstance(answer["jobs"], list)
         bad = await mcp.call_tool("forecast", {"add_gpus": {"tpu": 2}})
-        assert bad.isError and "VALIDATION_ERROR" in str(bad.content)
+        assert bad.isError
+        assert "VALIDATION_ERROR" in str(bad.content)
 
 
 def test_from_a_tenants_snapshot_the_forecast_is_the_sessions_own_future() -> None:
@@ -168,12 +174,14 @@ def test_from_a_tenants_snapshot_the_forecast_is_the_sessions_own_future() -> No
     snapshot = driver.snapshot("trace")
     assert snapshot is not None
     assert [p.max_gpus for p in snapshot.pools] == [4]
-    assert len(snapshot.running) == 2 and len(snapshot.waiting) >= 6
+    assert len(snapshot.running) == 2
+    assert len(snapshot.waiting) >= 6
     assert all(j.run_s is not None for j in (*snapshot.running, *snapshot.waiting))
     predicted = forecast(snapshot, samples=3, horizon_s=6 * 3600.0, seed=1)
     driver.env.run()
     log.flush()
     started = {r.job_id: r.t_s for r in log if r.kind == "job_started"}
     for job in predicted.jobs:
-        assert job.start_s is not None and job.started_share == 1.0
+        assert job.start_s is not None
+        assert job.started_share == 1.0
         assert job.start_s == pytest.approx((started[job.job_id],) * 3, abs=1e-6), job.job_id

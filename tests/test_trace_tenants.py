@@ -276,7 +276,7 @@ BUILTIN_ARGS = {
     "openb-tenants": [
         "--trace", "traces/alibaba-gpu-v2023-openb/openb_pod_list_default.csv",
         "--cluster", "traces/alibaba-gpu-v2023-openb/openb_node_list_gpu_node.csv",
-        "--params", "traces/alibaba-gpu-v2023-openb/calibrated-params.json",
+        "--params", "traces/alibaba-gpu-v2023-openb/calibrated-params-ten-nodes.json",
         "--tenants-by", "qos", "--top", "3", "--name", "openb-tenants",
         "--cloud-pool", "cloud:a100-80gb:32:2.75:600", "--decision-interval-s", "3600",
         "--budget-usd", "20000", "--value-usd-per-gpu-h", "6", "--sla-usd-per-job-h", "2",

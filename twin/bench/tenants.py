@@ -91,7 +91,7 @@ def bench_tenants(quick: bool) -> Result:
     configure_logging("warning")  # the gateway's connection lines are not figures
     options = ReplayOptions(
         cluster=openb / "openb_node_list_gpu_node.csv",
-        params=read_params(openb / "calibrated-params.json"),
+        params=read_params(openb / "calibrated-params-ten-nodes.json"),
         window=Window(START_H * 3600, END_H * 3600),
     )
     pods = openb / "openb_pod_list_default.csv"

@@ -259,7 +259,8 @@ def calibrate_command(args: argparse.Namespace) -> int:
         f"{result.params.capacity_share:g}, cycle {s.cycle_s:g} s, bind {s.bind_s:g} s, "
         f"back-off {s.backoff_s:g}-{s.backoff_max_s:g} s, bind conflicts {s.bind_conflict:g} "
         f"(held up to {s.conflict_hold_s:g} s), retry every {s.retry_s:g} s, "
-        f"placement {result.params.placement or '-'}\n"
+        + (f"background use {s.background_use:g}, " if s.background_use else "")
+        + f"placement {result.params.placement or '-'}\n"
         f"KS fit {result.ks_fit:.3f} · validation ({checked}) {result.ks_validation:.3f} · "
         f"whole trace {result.ks_whole:.3f}\n"
         f"{_tails(result)}{_spread(result)}"

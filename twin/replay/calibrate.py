@@ -52,7 +52,11 @@ SHARES = (1.0, 0.5, 0.2, 0.1, 0.05, 0.03, 0.02, 0.015, 0.01, 0.008, 0.007, 0.006
 OVERLOAD_KS = 0.15  # a smaller share this much worse than the best: stop shrinking (overload)
 OVERLOAD_P99 = 10.0
 """A point whose simulated 99th-percentile delay (over the fit window) is over this many times
-the observed one (at least a second) is overloaded: it scores KS 1."""
+the observed one (at least a second) is overloaded: it scores KS 1. So is one where a class of
+GPU count with `MIN_CLASS_JOBS` jobs or more has its p99 over this many times the larger of its
+own observed p99 and all jobs' (a few wide jobs waiting for weeks hide in an aggregate's 99th
+percentile; a class that hardly waited may still wait as long as the rest)."""
+MIN_CLASS_JOBS = 10
 GRIDS: dict[str, tuple[float, ...]] = {
     "cycle_s": (0.0, 0.5, 1.0, 2.0, 5.0, 10.0),  # a scheduler's latency is seconds, not minutes
     "backoff_s": (1.0, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 60.0),
@@ -77,6 +81,10 @@ SIZED_DEMAND_Q = 1.0  # a pool calibration sizes holds the peak: the fitted scal
 SPREAD_SEEDS = 5  # seeds the fitted values are replayed on, to report what is the seed's
 PASSES = 2
 REFINE = (0.8, 0.9, 0.95, 1.05, 1.1, 1.2)  # the share's second look, as multiples of the best
+BACKGROUND_USE = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+"""With a node inventory, the whole of it, its binds racing as if work the trace does not hold
+kept this share busy: the alternative to a share of the nodes (which a wide job may find
+fragmented by long-lived ones where the real cluster had whole nodes free)."""
 TENANT_MIN_JOBS = 50  # a trace tenant's own KS is reported from this many validation jobs
 
 
@@ -93,6 +101,7 @@ class Point:
     bind_conflict: float = 0.0
     conflict_hold_s: float = 0.0
     placement: Placement | None = None
+    background_use: float = 0.0
 
     def params(self, base: ReplayParams) -> ReplayParams:
         scheduler = SchedulerConfig(
@@ -103,6 +112,7 @@ class Point:
             retry_s=self.retry_s,
             bind_conflict=self.bind_conflict,
             conflict_hold_s=self.conflict_hold_s,
+            background_use=self.background_use,
             preemption=base.scheduler.preemption,
             quota_gpus=base.scheduler.quota_gpus,
         )
@@ -354,8 +364,8 @@ class _Search:
 
 def _axes(shares: tuple[float, ...], *, placements: bool) -> list[Axis]:
     """The search's axes in order: the share; the conflict chance with the back-off, then with
-    the hold (they trade off: fewer conflicts with longer waits look alike); each scalar; the
-    placement."""
+    the hold (they trade off: fewer conflicts with longer waits look alike); each scalar; with
+    a node inventory, the placement, and the whole inventory under background use."""
     axes: list[Axis] = [(("capacity_share",), [(v,) for v in shares])]
     axes += [(("bind_conflict", partner),
               [(c, v) for c in GRIDS["bind_conflict"] for v in GRIDS[partner]])
@@ -363,13 +373,16 @@ def _axes(shares: tuple[float, ...], *, placements: bool) -> list[Axis]:
     axes += [((name,), [(v,) for v in grid]) for name, grid in GRIDS.items()]
     if placements:
         axes.append((("placement",), [(p,) for p in PLACEMENTS]))
+        axes.append((("capacity_share", "background_use"),
+                     [(1.0, b) for b in BACKGROUND_USE]))  # fmt: skip
     return axes
 
 
 def fit_score(trace: Trace, options: ReplayOptions, params: ReplayParams,
               keep: Callable[[float], bool] | None = None) -> float:  # fmt: skip
     """The KS of queueing delay of one replay (of the fit window) with `params`, over the jobs
-    whose submit time `keep`s; 1 if its tail says the pool is overloaded (see OVERLOAD_P99)."""
+    whose submit time `keep`s; 1 if its tail, or a class's, says the pool is overloaded (see
+    OVERLOAD_P99)."""
     metrics = ReplayMetrics()
     Replay(trace, replace(options, params=params)).run(metrics=metrics)
     keep = keep or _always
@@ -377,13 +390,29 @@ def fit_score(trace: Trace, options: ReplayOptions, params: ReplayParams,
     simulated = _part(metrics, observed=False, keep=keep)
     if _overloaded(seen, simulated):
         return 1.0
+    whole_p99_s = float(np.quantile(seen, 0.99)) if len(seen) else 1.0
+    for index, part in _classes(metrics, keep):
+        mine = _part(metrics, observed=False, keep=keep, gpu_class=index)
+        if _overloaded(part, mine, floor_s=whole_p99_s):
+            return 1.0
     return _distance(seen, simulated)
 
 
-def _overloaded(seen: np.ndarray, simulated: np.ndarray) -> bool:
+def _classes(
+    metrics: ReplayMetrics, keep: Callable[[float], bool]
+) -> Iterator[tuple[int, np.ndarray]]:
+    """Each class of GPU count with `MIN_CLASS_JOBS` observed delays or more: its index and them."""
+    for index in range(len(GPU_CLASSES)):
+        seen = _part(metrics, observed=True, keep=keep, gpu_class=index)
+        if len(seen) >= MIN_CLASS_JOBS:
+            yield index, seen
+
+
+def _overloaded(seen: np.ndarray, simulated: np.ndarray, *, floor_s: float = 1.0) -> bool:
+    """The simulated p99 over OVERLOAD_P99 times the observed one (or `floor_s`, if more)."""
     if not len(seen) or not len(simulated):
         return False
-    limit_s = OVERLOAD_P99 * max(float(np.quantile(seen, 0.99)), 1.0)
+    limit_s = OVERLOAD_P99 * max(float(np.quantile(seen, 0.99)), floor_s, 1.0)
     return float(np.quantile(simulated, 0.99)) > limit_s
 
 
@@ -489,4 +518,5 @@ def _describe(point: Point) -> dict[str, float | str | None]:
         "bind_conflict": point.bind_conflict,
         "conflict_hold_s": point.conflict_hold_s,
         "placement": point.placement,
+        "background_use": point.background_use,
     }

@@ -41,6 +41,12 @@ class SchedulerConfig(Frozen):
         "trace, or another scheduler) on a full pool; it scales with the share of the pool in "
         "use. The job backs off before it is tried again.",
     )
+    background_use: Annotated[float, Field(ge=0.0, le=1.0)] = Field(
+        0.0,
+        description="Share of the pool that work the trace does not hold keeps busy, beside "
+        "the trace's own jobs: it adds to the use bind races scale with and takes no GPU, so a "
+        "whole inventory stays placeable while its binds race as on a busy cluster.",
+    )
     conflict_hold_s: NonNegativeFloat = Field(
         0.0,
         description="A bind that loses its race finds its node held by the winner for a random "

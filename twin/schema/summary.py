@@ -174,6 +174,7 @@ class CalibrationStep(Frozen):
     bind_conflict: float
     conflict_hold_s: float = 0.0
     placement: Placement | None = None
+    background_use: float = 0.0
     ks: float
 
 

@@ -3,7 +3,8 @@
 After the Kubernetes scheduler: a cycle every `cycle_s` takes at most `pods_per_cycle` pods; a
 pod that fits starts `bind_s` after its cycle (the fit is checked then), unless its bind loses
 a race for the node (with work the trace does not hold: a chance of `bind_conflict` times the
-share of the pool in use, so races grow with load) and it backs off; the winner may hold the
+share of the pool in use, so races grow with load; `background_use` counts the busy share that
+work keeps beside the trace's) and it backs off; the winner may hold the
 node for up to `conflict_hold_s`, and the loser's retries wait that out. One that does not fit
 (after trying to evict lower-priority work, if preemption is on) is unschedulable: it waits
 until something is released, and is tried again once its back-off (`backoff_s`, doubling to
@@ -48,8 +49,8 @@ class Host(Protocol):
 class Cycles:
     """When each queued job is next tried, and what happens when it is."""
 
-    __slots__ = ("_booked", "_cfg", "_conflict", "_env", "_flushing", "_held", "_parked",
-                 "_scheduler", "conflicts", "preemptions")  # fmt: skip
+    __slots__ = ("_background", "_booked", "_cfg", "_conflict", "_env", "_flushing", "_held",
+                 "_parked", "_scheduler", "conflicts", "preemptions")  # fmt: skip
 
     WAKE_SCAN = 256  # parked jobs looked at per release (in the order they were parked)
 
@@ -62,6 +63,7 @@ class Cycles:
         self._flushing = False  # a periodic retry is due (only while jobs are parked)
         self._held: dict[Job, float] = {}  # jobs that lost a bind race -> when the node frees
         self.preemptions = self.conflicts = 0
+        self._background = cfg.background_use
         self._conflict = (
             Sampler(scheduler.state.streams.get("bind_conflict"), lambda g, n: g.random(n))
             if cfg.bind_conflict > 0
@@ -128,6 +130,7 @@ class Cycles:
         if draw is None:
             return False
         use = busy_milli / (ready_gpus * 1000) if ready_gpus else 0.0
+        use = self._background + (1.0 - self._background) * use
         if draw() >= self._cfg.bind_conflict * use:
             return False
         self.conflicts += 1
