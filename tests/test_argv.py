@@ -66,6 +66,7 @@ BASE: dict[str, list[str]] = {
     "arena": ["--scenario", "market", "--seeds", "1", "--agents", "greedy", "--workers", "1"],
     "arena merge": ["a_dir", "a_dir", "--out", "merged"],
     "bound": ["--scenario", "market", "--seeds", "1"],
+    "families": ["market"],
     "train": ["--scenario", "market", "--generations", "1", "--population", "2", "--elite", "1"],
     "warm": ["status"],
     "bench": ["kernel", "--quick"],

@@ -21,8 +21,11 @@ if TYPE_CHECKING:
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     bd = sub.add_parser("bound", help="the best welfare a planner with hindsight could reach")
-    bd.add_argument("--scenario", default="market", help="built-in name or YAML/JSON file")
-    bd.add_argument("--seeds", default="1", help="N (seeds 0..N-1), A-B, or a list (default 1)")
+    bd.add_argument("--scenario", default="market", help="built-in name, YAML/JSON file, "
+                    "family member (family:market/17) or family (family:market, with --seeds "
+                    "train:N or held-out:N: its members, each on its own seed)")  # fmt: skip
+    bd.add_argument("--seeds", default="1", help="N (seeds 0..N-1), A-B, or a list (default 1); "
+                    "with a family, train:N or held-out:N")  # fmt: skip
     bd.add_argument("--slot-s", type=positive, help="the program's slot (default: the decision "
                     "interval)")  # fmt: skip
     bd.add_argument("--time-limit-s", type=positive, default=60.0, help="per program (default 60)")
@@ -37,21 +40,47 @@ def bound_command(args: argparse.Namespace) -> int:
     from twin.arena.lineup import parse_seeds
     from twin.bound.program import RELAXES
     from twin.bound.run import bound_seed, write
-    from twin.sim import scenarios
+    from twin.sim import families, scenarios
 
     if args.slot_s is not None and args.slot_s <= 0:
         raise ConfigError(f"--slot-s must be positive, got {args.slot_s:g}")
     if args.time_limit_s <= 0:
         raise ConfigError(f"--time-limit-s must be positive, got {args.time_limit_s:g}")
-    seeds = parse_seeds(args.seeds)
-    scenario = scenarios.as_cluster(scenarios.load(args.scenario, args.set or []))
-    results = [bound_seed(scenario, seed, slot_s=args.slot_s, time_limit_s=args.time_limit_s)
-               for seed in seeds]  # fmt: skip
+    plays = families.plays(args.scenario, args.seeds, parse_seeds)
+    results = [bound_seed(scenarios.as_cluster(scenarios.load(spec, args.set or [])), seed,
+                          slot_s=args.slot_s, time_limit_s=args.time_limit_s)
+               for spec, seed in plays]  # fmt: skip
     _print(results, RELAXES)
+    if families.is_family(args.scenario) and len(results) > 1:
+        _family(results)
     if args.out:
         written = write(results, Path(args.out))
         print("wrote " + " and ".join(str(p) for p in written))
     return 0
+
+
+TRADE_SHARE = 0.05
+"""A member has real gains from trade where its headroom is at least this share of its bound."""
+
+
+def _family(results: list[SeedBound]) -> None:
+    """The distribution of trade headroom over a family's members."""
+    from rich.console import Console
+
+    shares = sorted(r.headroom_usd / r.bound_usd if r.bound_usd > 0 else 0.0 for r in results)
+    dollars = sorted(r.headroom_usd for r in results)
+    traded = sum(share >= TRADE_SHARE for share in shares)
+    Console().print(
+        f"trade headroom over {len(results)} members: median {statistics.median(dollars):.1f} $ "
+        f"({statistics.median(shares):.0%} of the bound), 10-90%: "
+        f"{_quantile(dollars, 0.1):.1f}-{_quantile(dollars, 0.9):.1f} $; "
+        f"{traded} of {len(results)} ({traded / len(results):.0%}) with headroom of "
+        f"{TRADE_SHARE:.0%} of the bound or more (real gains from trade)"
+    )
+
+
+def _quantile(ordered: list[float], q: float) -> float:
+    return ordered[min(int(q * len(ordered)), len(ordered) - 1)]
 
 
 def _print(results: list[SeedBound], relaxes: tuple[str, ...]) -> None:
@@ -60,6 +89,8 @@ def _print(results: list[SeedBound], relaxes: tuple[str, ...]) -> None:
     from twin.cli.render import Table
 
     name = results[0].scenario
+    if len({r.scenario for r in results}) > 1:
+        name = f"{results[0].scenario} .. {results[-1].scenario}"
     table = Table(title=f"{name}: welfare bound (all tenants' returns together, $)")
     for column in ("seed", "jobs", "pooled", "separable", "headroom", "own policies", "planner"):
         table.add_column(column, justify="right")

@@ -89,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
         arena,
         bound,
         compare,
+        families,
         fill,
         forecast,
         kernel,
@@ -136,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     play.add_parser(sub)
     arena.add_parser(sub)
     bound.add_parser(sub)
+    families.add_parser(sub)
     train.add_parser(sub)
     warm.add_parser(sub, entry=main, prepare=keep_parser)
 

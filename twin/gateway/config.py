@@ -143,7 +143,9 @@ class SessionRequest(Frozen):
     """POST /v1/sessions: what to simulate and how agents take part."""
 
     scenario: str | dict[str, Any] | None = Field(
-        None, description="A built-in name, a file in the scenario directory, or a scenario."
+        None,
+        description="A built-in name, a family member (family:market/17), a file in the "
+        "scenario directory, or a scenario.",
     )
     seed: NonNegativeInt = Field(0, le=2**63 - 1)
     mechanism: RegisteredMechanism = DEFAULT_MECHANISM

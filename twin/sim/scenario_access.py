@@ -13,7 +13,7 @@ from typing import Any
 
 from twin.errors import ConfigError, ScenarioNotFoundError
 from twin.schema.scenario import ClusterScenario, Scenario
-from twin.sim import kinds
+from twin.sim import families, kinds
 from twin.sim.catalog import builtin_names
 from twin.sim.job_sources import inside, lexically_inside, shipped_traces
 from twin.sim.scenarios import UNREADABLE, as_cluster, load_raw, override, parse_text, validate
@@ -63,7 +63,7 @@ class ScenarioAccess:
                 return copy.deepcopy(spec), "inline scenario", True
             except RecursionError:
                 raise ConfigError(f"inline scenario: {UNREADABLE}") from None
-        if spec in builtin_names():
+        if spec in builtin_names() or families.is_family(spec):  # generated: no file opened
             raw, where = load_raw(spec)
             return raw, where, True
         path = self._file(spec)

@@ -15,7 +15,7 @@ from pydantic import TypeAdapter, ValidationError
 from twin.errors import ConfigError, ScenarioNotFoundError
 from twin.schema.distributions import Distribution
 from twin.schema.scenario import ArrivalProcess, ClusterScenario, GpuClusterScenario, Scenario
-from twin.sim import kinds
+from twin.sim import families, kinds
 from twin.sim.catalog import BUILTIN, builtin_names
 from twin.text_files import read_text
 
@@ -23,7 +23,10 @@ SCENARIO_ADAPTER: TypeAdapter[Scenario] = TypeAdapter(Scenario)
 
 
 def load_raw(name_or_path: str) -> tuple[dict[str, Any], str]:
-    """The scenario's raw mapping and where it came from."""
+    """The scenario's raw mapping and where it came from (a built-in's name, a family member's
+    `family:NAME/SEED`, or a file)."""
+    if families.is_family(name_or_path):
+        return families.member(name_or_path), f"scenario {name_or_path!r}"
     if name_or_path in builtin_names():
         text = (BUILTIN / f"{name_or_path}.yaml").read_text()
         where = f"built-in scenario {name_or_path!r}"
