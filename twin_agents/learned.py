@@ -3,7 +3,9 @@ view, trained by `twin train` and seated like any agent (in the arena, `twin pla
 opponent).
 
 Each round, per pool, it computes features of the tenant's view (scaled to about one: GPUs as
-counts, time in hours, money as shares) and asks for `round(weights . features)` GPUs there
+counts, time in hours, money as shares; among them the scenario's own terms, the pool's
+provisioning delay and billing, so one policy can act differently where GPUs are minutes or
+hours away) and asks for `round(weights . features)` GPUs there
 (negative: release), clipped to what the pool can give and what the tenant holds idle or
 pending. The features are chosen so that one setting of the weights is the scenarios' own
 `autoscale` policy (`AUTOSCALE_WEIGHTS`): training starts there and moves away only where that
@@ -39,14 +41,18 @@ FEATURES: tuple[str, ...] = (
     "pending_if_empty",  # GPUs on their way here when the queue is empty
     "idle_if_waiting",  # idle GPUs held here while jobs wait (for other pools, say)
     "holding",  # GPUs held here (ready and pending)
+    "deficit_x_delay_h",  # the deficit, times the pool's median provisioning delay in hours
+    "idle_if_empty_x_delay_h",  # idle GPUs held here when the queue is empty, times that delay
+    "idle_if_empty_x_from_request",  # the same, where the pool bills from the request
 )
 """The features, in the order of a row of weights."""
 
-AUTOSCALE_WEIGHTS: tuple[float, ...] = (1.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0, -1.0, 0.0, 0.0)
+AUTOSCALE_WEIGHTS: tuple[float, ...] = (1.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0, -1.0, 0.0, 0.0,
+                                         0.0, 0.0, 0.0)  # fmt: skip
 """The weights that make this policy the scenarios' `autoscale` (without its budget reserve)."""
 
 FORMAT = "cluster-twin/linear-policy"
-VERSION = 1
+VERSION = 2  # 2: the scenario's provisioning delay and billing among the features
 
 
 def features(view: TenantObservation) -> dict[str, list[float]]:
@@ -70,6 +76,9 @@ def features(view: TenantObservation) -> dict[str, list[float]]:
             view.value_usd_per_gpu_h / p.price_usd_per_gpu_h - 1.0 if p.price_usd_per_gpu_h else 0.0
         )
         is_usable = 1.0 if p.name in usable else 0.0
+        delay_h = p.provision_delay_s[1] if p.provision_delay_s else p.mean_provision_delay_s
+        delay_h /= 3600.0
+        idle_empty = float(p.idle_gpus) if empty else 0.0
         out[p.name] = [
             share, share * hours, share * spent, share * margin,
             is_usable, is_usable * hours,
@@ -77,6 +86,8 @@ def features(view: TenantObservation) -> dict[str, list[float]]:
             float(p.pending) if empty else 0.0,
             0.0 if empty else float(p.idle_gpus),
             float(p.ready + p.pending),
+            share * delay_h, idle_empty * delay_h,
+            idle_empty if p.billing == "from_request" else 0.0,
         ]  # fmt: skip
     return out
 

@@ -7,7 +7,10 @@ tenant as an agent, for PettingZoo.)
 Observation (a dict): the tenant's numbers `t_s`, `budget_left_usd`, `spent_usd`,
 `queue_length`, `queued_gpus`, `running_jobs`; per pool `[ready, busy, pending, down, free]`
 GPUs; `queue`, the head of its queue, and `offers`, the offers made to it this round (see
-`whole_action`). With `flat=True` (what standard RL libraries take) the same numbers as one
+`whole_action`); `terms`, the scenario's terms as the tenant knows them, fixed for the episode
+(per pool its price, provisioning delay quantiles, billing and capacity; its own value, SLA
+cost and budget: `learnable.terms`), so one policy can tell a scenario's members apart. With
+`flat=True` (what standard RL libraries take) the same numbers as one
 float64 vector in that order, and the action as one `MultiDiscrete`.
 Action: the whole action of `whole_action` (provision, place, bid, offer, answer).
 Reward: the tenant's money reward for the round (value earned and traded, minus spend and SLA
@@ -65,17 +68,25 @@ def state_space(scenario: ClusterScenario, bound: float = BOUND) -> spaces.Box:
     return spaces.Box(low=-bound, high=bound, shape=(n,), dtype=np.float64)
 
 
+def terms_space(scenario: ClusterScenario, bound: float = BOUND) -> spaces.Box:
+    """The scenario's terms as the tenant knows them (`learnable.terms`)."""
+    n = learnable.TERMS_PER_POOL * len(scenario.pools) + learnable.TENANT_TERMS
+    return spaces.Box(low=-bound, high=bound, shape=(n,), dtype=np.float64)
+
+
 def dict_space(scenario: ClusterScenario, whole: WholeAction, bound: float = BOUND) -> spaces.Dict:
     one = spaces.Box(low=-bound, high=bound, shape=(1,), dtype=np.float64)
     pool = spaces.Box(low=-bound, high=bound, shape=(PER_POOL,), dtype=np.float64)
     pools = spaces.Dict({p.name: pool for p in scenario.pools})
     return spaces.Dict({**dict.fromkeys(HEAD_NAMES, one), "pools": pools,
                         "queue": whole.queue_space(bound),
-                        "offers": whole.offers_space(bound)})  # fmt: skip
+                        "offers": whole.offers_space(bound),
+                        "terms": terms_space(scenario, bound)})  # fmt: skip
 
 
 def flat_space(scenario: ClusterScenario, whole: WholeAction, bound: float = BOUND) -> spaces.Box:
-    parts = (state_space(scenario), whole.queue_space(), whole.offers_space())
+    parts = (state_space(scenario), whole.queue_space(), whole.offers_space(),
+             terms_space(scenario))  # fmt: skip
     n = sum(int(np.prod(part.shape)) for part in parts)
     return spaces.Box(low=-bound, high=bound, shape=(n,), dtype=np.float64)
 
@@ -132,6 +143,7 @@ class ClusterEnv(gym.Env[Any, Any]):
         self._mask = np.ones(0, dtype=bool)
         self._lens = learnable.Lens(self.scenario, self.whole, self.tenant, trading=self.trading,
                                     mechanism=mechanism, normalised=normalised)  # fmt: skip
+        self._terms = learnable.terms(self.scenario, self.tenant, normalised=normalised)
 
     @property
     def driver(self) -> Driver[TenantObservation, ProvisionAction]:
@@ -219,5 +231,6 @@ class ClusterEnv(gym.Env[Any, Any]):
         offers = self.whole.offers_block(table.offers_to_ego)
         (state, queue, offers), self._mask = self._lens(state, queue, offers)
         if self.flat:
-            return np.concatenate([state, queue.ravel(), offers.ravel()])
-        return {**structured(self.scenario, state), "queue": queue, "offers": offers}
+            return np.concatenate([state, queue.ravel(), offers.ravel(), self._terms])
+        return {**structured(self.scenario, state), "queue": queue, "offers": offers,
+                "terms": self._terms.copy()}  # fmt: skip

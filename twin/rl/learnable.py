@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from twin.rl.whole_action import BID_LEVELS_USD, QUEUE_FIELDS, USD_LEVELS, WholeAction
+from twin.schema.distributions import quantile
 from twin.schema.scenario import ClusterScenario
 from twin.schema.vocabulary import MECHANISM_TRAITS, Mechanism
 from twin.sim.driver import Driver
@@ -57,6 +58,32 @@ def offers_scale(whole: WholeAction) -> np.ndarray:
     """Multipliers for an offers block's columns: made, maker, dollars, then GPUs per pool."""
     return np.array([1.0, 1.0 / max(len(whole.tenants), 1), USD_SCALE]
                     + [1.0 / whole.max_delta] * len(whole.pools))  # fmt: skip
+
+
+TERMS_PER_POOL = 6  # price, provisioning delay p10/p50/p90, billed from the request, capacity
+TENANT_TERMS = 3  # value per GPU-hour, SLA cost per job-hour, budget
+PRICE_SCALE = 0.1  # dollars per GPU-hour (and per job-hour), in tens
+BUDGET_SCALE = 0.001  # a budget, in thousands
+
+
+def terms(scenario: ClusterScenario, tenant: str, *, normalised: bool) -> np.ndarray:
+    """The scenario's terms as the tenant knows them, fixed for an episode: per pool (scenario
+    order) its price per GPU-hour, its provisioning delay's 10th/50th/90th percentiles, 1 where
+    it bills from the request, its capacity; then the tenant's value per GPU-hour, SLA cost per
+    job-hour and budget (0: unlimited). Scaled (`normalised`): dollars in tens, delays in hours,
+    capacity as a share of the cluster, the budget in thousands; else in their own units."""
+    t = next(x for x in scenario.tenants if x.name == tenant)
+    cluster = max(sum(p.max_gpus for p in scenario.pools), 1)
+    price_k, delay_k, gpus_k, budget_k = ((PRICE_SCALE, 1.0 / HOUR_S, 1.0 / cluster, BUDGET_SCALE)
+                                          if normalised else (1.0, 1.0, 1.0, 1.0))  # fmt: skip
+    out: list[float] = []
+    for p in scenario.pools:
+        delays = [quantile(p.provision_delay_s, q) * delay_k for q in (0.1, 0.5, 0.9)]
+        out += [p.price_usd_per_gpu_h * price_k, *delays,
+                1.0 if p.billing == "from_request" else 0.0, p.max_gpus * gpus_k]  # fmt: skip
+    out += [t.value_usd_per_gpu_h * price_k, t.sla_usd_per_job_h * price_k,
+            (t.budget_usd or 0.0) * budget_k]  # fmt: skip
+    return np.array(out)
 
 
 UNLIMITED = 1e12  # a state value this large (or infinite) is an unlimited budget

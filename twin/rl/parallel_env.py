@@ -23,7 +23,14 @@ from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
 from twin.rl import learnable
-from twin.rl.cluster_env import BOUND, flat, load_scenario, state_space, whole_action
+from twin.rl.cluster_env import (
+    BOUND,
+    flat,
+    load_scenario,
+    state_space,
+    terms_space,
+    whole_action,
+)
 from twin.schema.actions import Offer, ProvisionAction, TenantObservation
 from twin.schema.scenario import ClusterScenario
 from twin.schema.vocabulary import DEFAULT_MECHANISM, Mechanism
@@ -52,13 +59,16 @@ class ClusterParallelEnv(ParallelEnv[str, dict[str, np.ndarray], dict[str, Any]]
         self._lenses = {a: learnable.Lens(self.scenario, self.whole, a, trading=True,
                                           mechanism=mechanism, normalised=normalised)
                         for a in self.possible_agents}  # fmt: skip
+        self._terms = {a: learnable.terms(self.scenario, a, normalised=normalised)
+                       for a in self.possible_agents}  # fmt: skip
 
     @functools.cache  # noqa: B019 (one space per agent, as PettingZoo asks)
     def observation_space(self, agent: str) -> spaces.Dict:
         bound = learnable.NORMALISED_BOUND if self.normalised else BOUND
         return spaces.Dict({"state": state_space(self.scenario, bound),
                             "queue": self.whole.queue_space(bound),
-                            "offers": self.whole.offers_space(bound)})  # fmt: skip
+                            "offers": self.whole.offers_space(bound),
+                            "terms": terms_space(self.scenario, bound)})  # fmt: skip
 
     @functools.cache  # noqa: B019
     def action_space(self, agent: str) -> spaces.Dict:
@@ -134,5 +144,10 @@ class ClusterParallelEnv(ParallelEnv[str, dict[str, np.ndarray], dict[str, Any]]
                 else empty  # fmt: skip
             offers = self.whole.offers_block(self._to(a))
             (state, queue, offers), self._masks[a] = self._lenses[a](state, queue, offers)
-            out[a] = {"state": state, "queue": queue, "offers": offers}
+            out[a] = {
+                "state": state,
+                "queue": queue,
+                "offers": offers,
+                "terms": self._terms[a].copy(),
+            }
         return out

@@ -15,7 +15,8 @@ episode and stopping early never pays.
 
 Two row columns shape it for training:
 - `view="compact"`: observations as a few hundred characters (time in hours, budget, the head
-  of the queue with each job's fitting pools and scores, each pool's GPUs and price, offers)
+  of the queue with each job's fitting pools and scores, each pool's GPUs, price, delay
+  quantiles and billing, its own value and SLA cost, offers)
   instead of the whole record (`view="full"`, the default);
 - `reward="gain"`: `get_reward()` is the return less the paired baseline's, the tenant's return
   on the same seed against the same opponents when it follows its own policy throughout (played
@@ -299,9 +300,13 @@ class ClusterTenantEnv:
             for j in seen.head[:COMPACT_HEAD]
         ]  # fmt: skip
         out["queue"] = {"jobs": seen.queue_length, "gpus": seen.queued_gpus, "head": head}
+        out["value_usd_h"], out["sla_usd_job_h"] = seen.value_usd_per_gpu_h, seen.sla_usd_per_job_h
         out["pools"] = {p.name: {"ready": p.ready, "busy": round(p.busy_gpus, 1),
                                  "pending": p.pending, "free": p.free_capacity,
-                                 "usd_h": p.price_usd_per_gpu_h} for p in seen.pools}  # fmt: skip
+                                 "usd_h": p.price_usd_per_gpu_h,
+                                 "delay_h": [round(d / 3600, 2) for d in p.provision_delay_s],
+                                 "billed": p.billing.removeprefix("from_")}
+                        for p in seen.pools}  # fmt: skip
         offers = table.offers_to_ego
         if offers:
             out["offers"] = [{"id": o.offer_id, "from": o.from_tenant,

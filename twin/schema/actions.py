@@ -112,6 +112,15 @@ class PoolView(Frozen):
     price_usd_per_gpu_h: float
     speed: float
     mean_provision_delay_s: float
+    provision_delay_s: list[NonNegativeFloat] = Field(
+        default_factory=list,
+        description="The provisioning delay's 10th, 50th and 90th percentiles (the scenario's, "
+        "as a tenant would know its provider's).",
+    )
+    billing: Literal["from_ready", "from_request"] = Field(
+        "from_ready", description="When a GPU starts to cost: once ready, or from the request."
+    )
+    max_gpus: NonNegativeInt = Field(0, description="The pool's capacity, all tenants together.")
     ready: NonNegativeInt
     busy_gpus: NonNegativeFloat
     pending: NonNegativeInt

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from statistics import NormalDist
 from typing import Annotated, Literal, Self
 
 from pydantic import Field, NonNegativeFloat, PositiveFloat, model_validator
@@ -93,3 +95,24 @@ def mean(dist: Distribution) -> float:
         case Choice(values=vs, weights=ws):
             w = ws or [1.0] * len(vs)
             return sum(v * x for v, x in zip(vs, w, strict=True)) / sum(w)
+
+
+def quantile(dist: Distribution, q: float) -> float:
+    """The distribution's `q` quantile (0 < q < 1)."""
+    match dist:
+        case Constant(value=v):
+            return v
+        case Exponential(mean=m):
+            return -m * math.log1p(-q)
+        case LogNormal(median=med, sigma=s):
+            return med * math.exp(s * NormalDist().inv_cdf(q))
+        case Uniform(low=lo, high=hi):
+            return lo + q * (hi - lo)
+        case Choice(values=vs, weights=ws):
+            w = ws or [1.0] * len(vs)
+            total, seen = sum(w), 0.0
+            for value, weight in sorted(zip(vs, w, strict=True)):
+                seen += weight
+                if seen >= q * total:
+                    return value
+            return max(vs)

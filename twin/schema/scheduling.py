@@ -11,6 +11,10 @@ from twin.schema.base import Frozen
 from twin.schema.vocabulary import Placement
 
 
+def _zero(value: float) -> bool:
+    return value == 0.0
+
+
 class NodeGroup(Frozen):
     """`count` identical nodes of one pool: GPUs per node and CPU capacity per node."""
 
@@ -43,6 +47,7 @@ class SchedulerConfig(Frozen):
     )
     background_use: Annotated[float, Field(ge=0.0, le=1.0)] = Field(
         0.0,
+        exclude_if=_zero,  # dumps (and the logs that embed them) name it only when used
         description="Share of the pool that work the trace does not hold keeps busy, beside "
         "the trace's own jobs: it adds to the use bind races scale with and takes no GPU, so a "
         "whole inventory stays placeable while its binds race as on a busy cluster.",
