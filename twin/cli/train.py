@@ -9,9 +9,7 @@ on held-out seeds with 95% intervals. `--out DIR` gets `policy.json` (seat it wi
 from __future__ import annotations
 
 import argparse
-import csv
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,17 +18,17 @@ from twin.errors import ConfigError
 from twin.schema.vocabulary import DEFAULT_MECHANISM, mechanism_names
 
 if TYPE_CHECKING:
-    from twin.rl.training import CurvePoint, Evaluation
+    from twin.rl.training import Evaluation
 
-POLICY_FILE = "policy.json"
-CURVE_CSV = "curve.csv"
-CURVE_SVG = "curve.svg"
-EVALUATION_FILE = "evaluation.json"
+from twin.cli.curves import EVALUATION_FILE, POLICY_FILE, progress, write_curve
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     tr = sub.add_parser("train", help="train a provisioning policy; evaluate it on held-out seeds")
-    tr.add_argument("--scenario", default="market-scarce", help="built-in name or YAML/JSON file")
+    tr.add_argument("--scenario", default="market-scarce", help="built-in name, YAML/JSON file, "
+                    "or a family (family:market: one policy for every seat, trained on the "
+                    "family's train split, evaluated on its held-out members and on the named "
+                    "built-ins in it)")  # fmt: skip
     tr.add_argument("--set", action="append", metavar="PATH=VALUE", help="override a field")
     tr.add_argument(
         "--generations", type=at_least_one, default=40, help="search generations (default 40)"
@@ -46,7 +44,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     tr.add_argument("--validation-seeds", type=at_least_one, default=16,
                     help="training seeds for the learning curve, not searched on (16)")  # fmt: skip
     tr.add_argument("--held-out", type=at_least_one, default=30,
-                    help="held-out seeds to evaluate on, the split's first N (30)")  # fmt: skip
+                    help="held-out seeds to evaluate on, the split's first N (30); with a "
+                    "family, also its first N held-out members (at most 100)")  # fmt: skip
     tr.add_argument("--mechanism", choices=mechanism_names(), default=DEFAULT_MECHANISM)
     tr.add_argument("--seed", type=seed, default=0, help="the search's own seed (default 0)")
     tr.add_argument("--workers", type=at_least_one, help="processes (default: the cores)")
@@ -78,6 +77,12 @@ def train_command(args: argparse.Namespace) -> int:
         raise ConfigError(f"--elite {args.elite} is more than --population {args.population}")
     if not args.out and not args.evaluate:
         raise ConfigError("twin train needs --out (or --evaluate POLICY_FILE)")
+    from twin.sim import families
+
+    if families.is_family(args.scenario) and families.parse(args.scenario)[1] is None:
+        from twin.cli.train_family import train_family_command
+
+        return train_family_command(args)
     scenario = scenarios.as_cluster(scenarios.load(args.scenario, args.set or []))
     workers = args.workers or default_workers()
     try:
@@ -106,56 +111,17 @@ def train_command(args: argparse.Namespace) -> int:
         print(f"training on {scenario.name}: {settings.generations} generations of "
               f"{settings.cem.population} candidates x {settings.seeds_per_generation} seeds, "
               f"{workers} worker(s)", flush=True)  # fmt: skip
-        trained = train(scenario, settings, progress=_progress(settings.generations))
+        trained = train(scenario, settings, progress=progress(settings.generations))
         policy = trained.policy
         assert out is not None
         policy.save(out / POLICY_FILE)
-        _write_curve(out, trained.curve, scenario.name)
+        write_curve(out, trained.curve, scenario.name)
     result = evaluate(scenario, policy, held_out, mechanism=args.mechanism, workers=workers)
     _print(result)
     if out is not None:
         (out / EVALUATION_FILE).write_text(json.dumps(result.to_json(), indent=2) + "\n")
         print(f"wrote {', '.join(sorted(p.name for p in out.iterdir()))} in {out}")
     return 0
-
-
-def _progress(generations: int) -> Callable[[CurvePoint], None]:
-    def show(p: CurvePoint) -> None:
-        left_s = p.wall_s / p.generation * (generations - p.generation) if p.generation else None
-        eta = "" if left_s is None or p.generation >= generations else f" · ~{_span(left_s)} left"
-        print(f"generation {p.generation:>3}/{generations} · {p.episodes:,} episodes · "
-              f"validation gain {p.gain_usd:+.2f} $ a tenant · {p.wall_s:.0f} s{eta}",
-              flush=True)  # fmt: skip
-
-    return show
-
-
-def _span(seconds: float) -> str:
-    """A duration as a person reads it: 40 s, 12 min, 2.5 h."""
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
-
-
-def _write_curve(out: Path, curve: list[CurvePoint], name: str) -> None:
-    tenants = list(curve[0].tenant_gain_usd)
-    with (out / CURVE_CSV).open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["generation", "episodes", "wall_s", "cpu_s", "gain_usd",
-                    *(f"gain_{t}_usd" for t in tenants)])  # fmt: skip
-        for p in curve:
-            w.writerow([p.generation, p.episodes, f"{p.wall_s:.3f}", f"{p.cpu_s:.3f}",
-                        f"{p.gain_usd:.4f}",
-                        *(f"{p.tenant_gain_usd[t]:.4f}" for t in tenants)])  # fmt: skip
-    try:
-        from twin.eventlog.figures import learning_curve
-    except ImportError:  # matplotlib is the analysis extra's
-        print(f"(no {CURVE_SVG}: install matplotlib to draw the learning curve)")
-        return
-    svg = learning_curve([p.episodes for p in curve], [p.gain_usd for p in curve],
-                         {t: [p.tenant_gain_usd[t] for p in curve] for t in tenants},
-                         f"{name}: validation gain while training")  # fmt: skip
-    (out / CURVE_SVG).write_text(svg)
 
 
 def _print(result: Evaluation) -> None:

@@ -160,7 +160,7 @@ async def _serve(
                     ErrorCode.VALIDATION_ERROR, "already welcomed; hello only opens a connection"
                 )
             if isinstance(message, AskForecast):
-                await link.send(await session.forecasts.answer(session, link.tenant, message))
+                await link.send(await session.forecasts.answer(link.tenant, message))
                 continue
             session.deliver(link.tenant, message)
         except (FrameError, RoundError) as exc:

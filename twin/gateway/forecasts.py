@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import asyncio
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any
 
 from twin.errors import FrameError
 from twin.replay.forecast import Forecast, JobForecast, forecast
 from twin.replay.snapshot import what_if
 from twin.schema.codes import ErrorCode
+from twin.schema.scenario import ClusterScenario
 from twin.schema.snapshot import Snapshot
 from twin.schema.wire import AskForecast, ForecastReady, JobWait
-
-if TYPE_CHECKING:
-    from twin.gateway.session import Session
+from twin.sim.driver import Driver
 
 SAMPLES = 20
 STEP_S = 600.0
@@ -32,30 +32,33 @@ STEP_S = 600.0
 class ForecastDesk:
     """A session's forecasts: one under way at a time."""
 
-    def __init__(self) -> None:
+    def __init__(self, driver: Driver[Any, Any], scenario: ClusterScenario, seed: int,
+                 ended: Callable[[], str | None]) -> None:  # fmt: skip
+        self.driver, self.scenario, self.seed, self.ended = driver, scenario, seed, ended
         self.busy = False
 
-    async def answer(self, session: Session, tenant: str, ask: AskForecast) -> ForecastReady:
+    async def answer(self, tenant: str, ask: AskForecast) -> ForecastReady:
         """The forecast for `tenant`, or a FrameError saying why not."""
-        if session.ended is not None:
-            raise FrameError(ErrorCode.SESSION_ENDED, f"the session ended ({session.ended})")
+        ended = self.ended()
+        if ended is not None:
+            raise FrameError(ErrorCode.SESSION_ENDED, f"the session ended ({ended})")
         if self.busy:
             raise FrameError(
                 ErrorCode.RATE_LIMITED,
                 "a forecast is under way in this session; ask when it is answered",
             )
-        snapshot = session.driver.snapshot(tenant)
+        snapshot = self.driver.snapshot(tenant)
         if snapshot is None:
             raise FrameError(ErrorCode.NOT_AVAILABLE, "this session's model has no job queue")
-        shared = {p.name for p in session.scenario.pools if p.shared}
+        shared = {p.name for p in self.scenario.pools if p.shared}
         added = _added(snapshot, ask, shared)
-        seed = session.request.seed * 1_000_003 + int(snapshot.at_s)
+        seed = self.seed * 1_000_003 + int(snapshot.at_s)
         self.busy = True
         try:
             base, more = await asyncio.to_thread(_both, snapshot, added, ask.horizon_s, seed)
         finally:
             self.busy = False
-        sla_usd_per_job_h = session.driver.observe(tenant).sla_usd_per_job_h
+        sla_usd_per_job_h = self.driver.observe(tenant).sla_usd_per_job_h
         return _ready(snapshot, ask, base, more, sla_usd_per_job_h)
 
 

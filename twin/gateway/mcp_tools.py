@@ -105,7 +105,7 @@ async def forecast(session: Session, link: TenantLink, args: dict[str, Any]) -> 
     try:
         ask = AskForecast(add_gpus=args.get("add_gpus") or {},
                           horizon_s=args.get("horizon_s", 6 * 3600.0))  # fmt: skip
-        ready = await session.forecasts.answer(session, link.tenant, ask)
+        ready = await session.forecasts.answer(link.tenant, ask)
     except ValidationError as exc:
         raise ToolError(ErrorCode.VALIDATION_ERROR.value, first_error(exc)) from None
     except FrameError as exc:

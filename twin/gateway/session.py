@@ -90,7 +90,7 @@ class Session:
         self.intake = Intake(self._awaited)
         self.round: OpenRound | None = None
         self._sends: set[asyncio.Task[bool]] = set()  # forwards under way, owned till done
-        self.forecasts = ForecastDesk()
+        self.forecasts = ForecastDesk(self.driver, scenario, request.seed, lambda: self.ended)
         self.ended: str | None = None
         self.rounds = 0
         self.round_wall_ms: list[float] = []
