@@ -13,7 +13,11 @@ queueing delays, and whether the outcome Pareto-dominates the baseline (no tenan
 one higher). Against the seed's bound (what a planner with hindsight could reach): the score,
 (welfare - baseline) / (bound - baseline), 0 at the baseline and 1 at the bound, and the
 distance to the bound in dollars. A line-up played again with trading off gives each tenant's
-trade gain: its return with trading less its return without.
+trade gain: its return with trading less its return without; and the mirror's gain splits in
+two: from provisioning (trading off, against the tenants' own policies) and from trade (trading
+on against off, the same agent). A trade gain above the bound's trade headroom (the bound with
+GPUs movable between tenants less the bound with holdings kept apart) is flagged as repair: it
+makes up for the agent's own provisioning rather than gaining from trade.
 
 Three tables: the rotation's leaderboard (per agent, all roles and each), the mirror (every
 tenant one agent: the welfare it reaches, its trade gain and score), and the cross-play matrix
@@ -67,10 +71,18 @@ def bounds(rows: Iterable[Row]) -> dict[tuple[str, int], float]:
             if r["kind"] == BOUND and r.get("bound_usd") is not None}  # fmt: skip
 
 
+def headrooms(rows: Iterable[Row]) -> dict[tuple[str, int], float]:
+    """The trade headroom of each (scenario hash, seed): the bound with GPUs movable between
+    tenants less the bound with holdings kept per tenant (what trade could add at most)."""
+    return {(r["scenario_sha256"], r["seed"]): r["bound_usd"] - r["separable_usd"] for r in rows
+            if r["kind"] == BOUND and r.get("bound_usd") is not None
+            and r.get("separable_usd") is not None}  # fmt: skip
+
+
 def tidy(rows: list[Row]) -> list[Row]:
     """One row per session and tenant, with its gain over the baseline, its trade gain, and the
     session's welfare, score and distance to the bound: the form `sessions.parquet` takes."""
-    base, ceiling = baselines(rows), bounds(rows)
+    base, ceiling, room_to_trade = baselines(rows), bounds(rows), headrooms(rows)
     by_key = {r["key"]: r for r in rows}
     out = []
     for r in sorted(rows, key=lambda r: r["key"]):
@@ -87,6 +99,8 @@ def tidy(rows: list[Row]) -> list[Row]:
         surplus = welfare - paired["total_return_usd"]
         bound = ceiling.get((r["scenario_sha256"], r["seed"]))
         room = None if bound is None else bound - paired["total_return_usd"]
+        headroom = room_to_trade.get((r["scenario_sha256"], r["seed"]))
+        traded = welfare - alone["total_return_usd"] if alone is not None else 0.0
         for t in r["tenants"]:
             llm = t.get("llm") or {}
             gain = t["return_usd"] - before.get(t["tenant"], 0.0)
@@ -113,8 +127,13 @@ def tidy(rows: list[Row]) -> list[Row]:
                 "mean_queueing_delay_s": t["mean_queueing_delay_s"],
                 "total_return_usd": welfare,
                 "welfare_gain_usd": surplus,
-                "trade_welfare_gain_usd": (welfare - alone["total_return_usd"]
-                                           if alone is not None else 0.0),
+                "trade_welfare_gain_usd": traded,
+                "provisioning_welfare_gain_usd": (alone["total_return_usd"]
+                                                  - paired["total_return_usd"]
+                                                  if alone is not None else None),
+                "trade_headroom_usd": headroom,
+                "trade_repair": (traded > headroom + TOLERANCE_USD
+                                 if alone is not None and headroom is not None else None),
                 "bound_usd": bound,
                 "score": surplus / room if room is not None and room > TOLERANCE_USD else None,
                 "distance_usd": None if bound is None else bound - welfare,
@@ -177,9 +196,14 @@ def mirror(rows: list[Row]) -> list[Row]:
         entry: Row = {"scenario": first["scenario"], "scenario_sha256": first["scenario_sha256"],
                       "mechanism": mechanism, "agent": agent, "trades": first["trades"],
                       "seeds": len({c["seed"] for c in mine})}  # fmt: skip
-        for field in ("total_return_usd", "welfare_gain_usd", "trade_welfare_gain_usd", "score",
+        for field in ("total_return_usd", "welfare_gain_usd", "trade_welfare_gain_usd",
+                      "provisioning_welfare_gain_usd", "trade_headroom_usd", "score",
                       "distance_usd"):  # fmt: skip
             entry.update(_summary(field, _session_values(sessions.values(), field)))
+        flagged = [float(c["trade_repair"]) for c in sessions.values()
+                   if c["trade_repair"] is not None]  # fmt: skip
+        entry["repair_share"] = statistics.fmean(flagged) if flagged else None
+        entry["trade_repair"] = _repair(entry)
         entry["pareto_share"] = statistics.fmean(
             float(c["pareto_dominates"]) for c in sessions.values()
         )
@@ -191,6 +215,16 @@ def mirror(rows: list[Row]) -> list[Row]:
         out.append(entry)
     return sorted(out, key=lambda r: (r["scenario"], r["scenario_sha256"], r["mechanism"],
                                       -r["welfare_gain_usd"]))  # fmt: skip
+
+
+def _repair(entry: Row) -> bool | None:
+    """Whether the agent's mean gain from trading exceeds the mean trade headroom the bound
+    allows: trading then mostly repairs what its own provisioning left undone (an agent that
+    provisions badly alone gains by swapping), not gains from trade."""
+    traded, headroom = entry.get("trade_welfare_gain_usd"), entry.get("trade_headroom_usd")
+    if traded is None or headroom is None:
+        return None
+    return bool(traded > headroom + TOLERANCE_USD)
 
 
 def cross(rows: list[Row]) -> list[Row]:

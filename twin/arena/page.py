@@ -27,8 +27,11 @@ MIRROR = (
     ("agent", "agent", None), ("trades", "trades", None), ("welfare $", "total_return_usd", 0),
     ("welfare gain $", "welfare_gain_usd", 0),
     ("95% CI", ("welfare_gain_lo_usd", "welfare_gain_hi_usd"), 0),
+    ("provisioning gain $", "provisioning_welfare_gain_usd", 0),
+    ("95% CI", ("provisioning_welfare_gain_lo_usd", "provisioning_welfare_gain_hi_usd"), 0),
     ("trade gain $", "trade_welfare_gain_usd", 0),
     ("95% CI", ("trade_welfare_gain_lo_usd", "trade_welfare_gain_hi_usd"), 0),
+    ("trade headroom $", "trade_headroom_usd", 0), ("repair", "trade_repair", None),
     ("score", "score", 2), ("95% CI", ("score_lo", "score_hi"), 2),
     ("to the bound $", "distance_usd", 0), ("Pareto", "pareto_share", 2),
     ("surplus shares", "shares", None),
@@ -59,6 +62,12 @@ GLOSSARY = (
     ("Pareto", "the share of sessions in which every tenant is at least as well off as in the "
      "baseline, and one better"),
     ("trade gain $", "the return less the same line-up's with trading switched off"),
+    ("provisioning gain $", "in the mirror, welfare with trading switched off less the "
+     "baseline's: what the agent's own provisioning gains"),
+    ("trade headroom $", "what trade could add at most: the bound with GPUs movable between "
+     "tenants less the bound with holdings kept apart"),
+    ("repair", "yes where the mirror's trade gain exceeds the trade headroom: trading then makes "
+     "up for the agent's own provisioning rather than gaining from trade"),
     ("score", "(welfare - baseline) / (bound - baseline), the bound what a planner with "
      "hindsight reaches (twin bound): 0 at the baseline, 1 at the bound"),
     ("to the bound $", "the bound's welfare less the session's"),

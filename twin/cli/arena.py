@@ -37,8 +37,11 @@ SHOWN = (
 MIRRORED = (
     ("agent", "agent", None),
     ("welfare gain $", ("welfare_gain_usd", "welfare_gain_lo_usd", "welfare_gain_hi_usd"), 0),
+    ("provisioning $", ("provisioning_welfare_gain_usd", "provisioning_welfare_gain_lo_usd",
+                        "provisioning_welfare_gain_hi_usd"), 0),
     ("trade gain $", ("trade_welfare_gain_usd", "trade_welfare_gain_lo_usd",
                       "trade_welfare_gain_hi_usd"), 0),
+    ("headroom $", "trade_headroom_usd", 0), ("repair", "trade_repair", None),
     ("score", ("score", "score_lo", "score_hi"), 2), ("Pareto", "pareto_share", 2),
 )  # fmt: skip
 CROSSED = (
