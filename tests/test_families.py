@@ -128,3 +128,26 @@ def test_bound_over_a_familys_held_out_members_reports_the_trade_headroom() -> N
     found = re.search(r"(\d+) of 20 \((\d+)%\) with headroom of 5% of the bound or more", out)
     assert found is not None, out
     assert int(found[1]) >= 5  # a stated share of the members has real gains from trade
+
+
+def test_the_arena_plays_held_out_members_pooled_as_one_scenario(tmp_path: Path) -> None:
+    out = tmp_path / "arena"
+    done = twin_command("arena", "--scenario", "family:market", "--seeds", "held-out:2",
+                        "--agents", "negotiator", "--regime", "mirror", "--workers", "1",
+                        "--out", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((out / "arena.json").read_text())
+    assert manifest["seeds"] == [900, 901]
+    assert [s["spec"] for s in manifest["scenarios"]] == ["family:market/900", "family:market/901"]
+    assert len({s["sha256"] for s in manifest["scenarios"]}) == 1  # pooled: one scenario
+    import pyarrow.parquet as pq
+
+    mirrored = pq.read_table(out / "mirror.parquet").to_pylist()
+    assert len(mirrored) == 1
+    (row,) = mirrored
+    assert row["scenario"] == "family:market (held-out:2)"
+    assert row["seeds"] == 2
+    assert row["welfare_gain_usd"] == pytest.approx(
+        row["provisioning_welfare_gain_usd"] + row["trade_welfare_gain_usd"]
+    )
+    assert row["trade_repair"] in (True, False)

@@ -223,6 +223,20 @@ def scenario_entry(spec: str) -> ScenarioEntry:
                          sha256(content), tuple(own[t.name] for t in scenario.tenants))  # fmt: skip
 
 
+def family_entries(spec: str, selector: str) -> list[tuple[ScenarioEntry, int]]:
+    """A family's members (`family:market` with `held-out:N` / `train:N`) as the arena plays
+    them: each on its own seed, all under the family's name and one hash (of the members'
+    own), so the leaderboard pools them as one scenario's seeds, with intervals over members."""
+    from twin.sim import families
+
+    name, _ = families.parse(spec)
+    members = [(scenario_entry(f"{families.PREFIX}{name}/{m}"), m)
+               for m in families.seeds(name, selector)]  # fmt: skip
+    label = f"{families.PREFIX}{name} ({selector})"
+    common = sha256(label + "".join(entry.sha256 for entry, _ in members))
+    return [(replace(entry, name=label, sha256=common), m) for entry, m in members]
+
+
 @dataclass(frozen=True)
 class SessionTask:
     """One session to play: a line-up (tenant -> agent) on a scenario and seed, or the

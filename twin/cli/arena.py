@@ -23,7 +23,7 @@ from twin.schema.vocabulary import DEFAULT_MECHANISM, mechanism_names
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from twin.arena.lineup import AgentSpec, SessionTask
+    from twin.arena.lineup import AgentSpec, ScenarioEntry, SessionTask
     from twin.arena.store import Boards
 
 ENGINES = ("local", "ray")
@@ -54,7 +54,9 @@ CROSSED = (
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ar = sub.add_parser("arena", help="rank agent line-ups over seeds, with confidence intervals")
     ar.add_argument("--scenario", default="market",
-                    help="scenarios, comma-separated: built-in names or files")  # fmt: skip
+                    help="scenarios, comma-separated: built-in names or files; or a family "
+                    "(family:market, with --seeds held-out:N or train:N: its members, each on "
+                    "its own seed, pooled as one scenario)")  # fmt: skip
     ar.add_argument("--agents", help="agents, comma-separated: built-in policies, or names "
                     "given by --llm (every agent plays every tenant on every seed)")  # fmt: skip
     ar.add_argument("--llm", action="append", default=[], metavar="NAME=URL,MODEL[,PROMPT]",
@@ -76,7 +78,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "slowest endpoint's preflight measured it needs, within the round's "
                     "deadline)")  # fmt: skip
     ar.add_argument("--seeds", default="8", help="N (seeds 0..N-1), A-B, a list, or held-out:N "
-                    "(the first N held-out seeds) (default 8)")  # fmt: skip
+                    "(the first N held-out seeds) (default 8); with a family, held-out:N or "
+                    "train:N members")  # fmt: skip
     ar.add_argument("--mechanism", default=DEFAULT_MECHANISM,
                     help="mechanisms, comma-separated (" + ", ".join(mechanism_names()) + "): "
                     "every line-up plays under each")  # fmt: skip
@@ -152,10 +155,7 @@ def arena_command(args: argparse.Namespace) -> int:
         preflight_endpoints(args, llms)
     trained = [lineup.parse_policy(spec) for spec in args.policy]
     agents = lineup.parse_agents(args.agents, llms + trained)
-    seeds = lineup.parse_seeds(args.seeds)
-    scenarios = [lineup.scenario_entry(s) for s in args.scenario.split(",") if s.strip()]
-    if not scenarios:
-        raise ConfigError("--scenario: name at least one scenario")
+    scenarios, seeds, pairs = _played(args.scenario, args.seeds)
     timeout_ms = args.round_timeout_ms or (
         LLM_ROUND_TIMEOUT_MS if any(a.policy == "llm" for a in agents) else ROUND_TIMEOUT_MS
     )
@@ -165,10 +165,21 @@ def arena_command(args: argparse.Namespace) -> int:
     if "cross" in regimes and len(agents) < 2:
         raise ConfigError("--regime cross needs at least two agents")
     out = Path(args.out)
-    tasks = lineup.tasks(scenarios, seeds, agents, mechanisms=mechanisms, regimes=regimes,
-                         trade_gain=args.trade_gain,
-                         round_timeout_ms=timeout_ms, first_answer_s=args.llm_first_answer_s,
-                         logs=str(out / "logs") if args.keep_logs else None)  # fmt: skip
+    tasks = [
+        task
+        for entry, seed in pairs
+        for task in lineup.tasks(
+            [entry],
+            [seed],
+            agents,
+            mechanisms=mechanisms,
+            regimes=regimes,
+            trade_gain=args.trade_gain,
+            round_timeout_ms=timeout_ms,
+            first_answer_s=args.llm_first_answer_s,
+            logs=str(out / "logs") if args.keep_logs else None,
+        )
+    ]
     prepare(out, manifest(scenarios, seeds, agents, mechanisms=mechanisms, regimes=regimes,
                           trade_gain=args.trade_gain,
                           round_timeout_ms=timeout_ms))  # fmt: skip
@@ -182,6 +193,23 @@ def arena_command(args: argparse.Namespace) -> int:
         print_json("arena", sessions=len(tasks), played_now=played, out=str(out),
                    **boards._asdict())  # fmt: skip
     return 0
+
+
+def _played(spec: str, selector: str) -> tuple[list[ScenarioEntry], list[int],
+                                               list[tuple[ScenarioEntry, int]]]:  # fmt: skip
+    """The scenarios, the seeds and which seeds each plays: every scenario on every seed, or a
+    family's members (`family:market` with `held-out:N`) each on its own."""
+    from twin.arena import lineup
+    from twin.sim import families
+
+    if families.is_family(spec) and families.parse(spec)[1] is None:
+        pairs = lineup.family_entries(spec, selector)
+        return [entry for entry, _ in pairs], [m for _, m in pairs], pairs
+    seeds = lineup.parse_seeds(selector)
+    scenarios = [lineup.scenario_entry(s) for s in spec.split(",") if s.strip()]
+    if not scenarios:
+        raise ConfigError("--scenario: name at least one scenario")
+    return scenarios, seeds, [(entry, seed) for entry in scenarios for seed in seeds]
 
 
 def _play_all(console: Console, tasks: list[SessionTask], out: Path,
