@@ -65,3 +65,15 @@ def test_a_trade_gain_within_the_headroom_is_gains_from_trade() -> None:
     assert entry["provisioning_welfare_gain_usd"] == pytest.approx(20.0)
     assert entry["trade_welfare_gain_usd"] == pytest.approx(10.0)
     assert entry["trade_repair"] is False
+
+
+def test_an_agent_that_never_trades_gains_from_provisioning_alone() -> None:
+    rows = [
+        r
+        for r in seed_rows(0, base=100.0, alone=0.0, traded=130.0, headroom=25.0)
+        if not r["key"].endswith(NO_TRADE)
+    ]  # no session with trading off: it never trades
+    (entry,) = mirror(rows)
+    assert entry["provisioning_welfare_gain_usd"] == pytest.approx(30.0)
+    assert entry["trade_welfare_gain_usd"] == pytest.approx(0.0)
+    assert entry["trade_repair"] is False

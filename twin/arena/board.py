@@ -128,9 +128,7 @@ def tidy(rows: list[Row]) -> list[Row]:
                 "total_return_usd": welfare,
                 "welfare_gain_usd": surplus,
                 "trade_welfare_gain_usd": traded,
-                "provisioning_welfare_gain_usd": (alone["total_return_usd"]
-                                                  - paired["total_return_usd"]
-                                                  if alone is not None else None),
+                "provisioning_welfare_gain_usd": surplus - traded,  # no trading: all of it
                 "trade_headroom_usd": headroom,
                 "trade_repair": (traded > headroom + TOLERANCE_USD
                                  if alone is not None and headroom is not None else None),
