@@ -37,11 +37,8 @@ SHOWN = (
 MIRRORED = (
     ("agent", "agent", None),
     ("welfare gain $", ("welfare_gain_usd", "welfare_gain_lo_usd", "welfare_gain_hi_usd"), 0),
-    ("provisioning $", ("provisioning_welfare_gain_usd", "provisioning_welfare_gain_lo_usd",
-                        "provisioning_welfare_gain_hi_usd"), 0),
     ("trade gain $", ("trade_welfare_gain_usd", "trade_welfare_gain_lo_usd",
                       "trade_welfare_gain_hi_usd"), 0),
-    ("headroom $", "trade_headroom_usd", 0), ("repair", "trade_repair", None),
     ("score", ("score", "score_lo", "score_hi"), 2), ("Pareto", "pareto_share", 2),
 )  # fmt: skip
 CROSSED = (
@@ -290,9 +287,24 @@ def show(console: Console, boards: Boards) -> None:
         if mirrored:
             _table(console, f"{name}: mirror (every tenant one agent): welfare gain, trade gain "
                    "and score, 95% CIs", MIRRORED, mirrored)  # fmt: skip
+            for r in mirrored:
+                console.print(_attribution(r), soft_wrap=True)
         if crossed:
             _table(console, f"{name}: cross-play, gain of the agent in one seat against the "
                    "other in the rest", CROSSED, crossed)  # fmt: skip
+
+
+def _attribution(r: dict[str, Any]) -> str:
+    """The mirror's gain split: provisioning (trading off), trade (on against off), against
+    the bound's trade headroom; a trade gain above it is repair."""
+    from twin.arena.page import cell
+
+    span = cell(r, ("provisioning_welfare_gain_lo_usd", "provisioning_welfare_gain_hi_usd"), 0)
+    trade, room = cell(r, "trade_welfare_gain_usd", 0), cell(r, "trade_headroom_usd", 0)
+    line = (f"{r['agent']}: from provisioning {cell(r, 'provisioning_welfare_gain_usd', 0)} "
+            f"({span}) $, from trade {trade} $")  # fmt: skip
+    line += f" > headroom {room} $ (repair)" if r["trade_repair"] else f", headroom {room} $"
+    return line
 
 
 def _of(rows: list[dict[str, Any]], key: tuple[str, str]) -> list[dict[str, Any]]:
