@@ -70,3 +70,17 @@ def test_train_over_a_family_writes_the_policy_and_its_held_out_evaluation(
                             "--out", str(tmp_path / "x"))  # fmt: skip
     assert too_many.returncode == 2
     assert "100 held-out members" in too_many.stderr
+
+
+def test_each_member_may_be_judged_on_several_episodes_with_its_own_interval() -> None:
+    policy = PolicyFile("family:market", {}, default=AUTOSCALE_WEIGHTS)
+    once = evaluate_family("market", policy, [905, 906], mechanism="proportional")
+    twice = evaluate_family("market", policy, [905, 906], mechanism="proportional", episodes=2)
+    assert once.share_significant() is None  # one episode a member: no interval of its own
+    assert twice.members == [905, 905, 906, 906]
+    assert twice.own[0] == once.own[0]  # a member's first episode is on its own seed
+    assert twice.own[1] != twice.own[0]  # the second on another
+    share = twice.share_significant()
+    assert share is not None
+    assert 0.0 <= share <= 1.0
+    assert len(twice.per_member_means(twice.welfare_gains())) == 2

@@ -46,6 +46,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     tr.add_argument("--held-out", type=at_least_one, default=30,
                     help="held-out seeds to evaluate on, the split's first N (30); with a "
                     "family, also its first N held-out members (at most 100)")  # fmt: skip
+    tr.add_argument("--episodes-per-member", type=at_least_one, default=1,
+                    help="with a family: episodes each held-out member is evaluated on (1); "
+                    "from 2, the share of members whose own interval is above zero")  # fmt: skip
     tr.add_argument("--mechanism", choices=mechanism_names(), default=DEFAULT_MECHANISM)
     tr.add_argument("--seed", type=seed, default=0, help="the search's own seed (default 0)")
     tr.add_argument("--workers", type=at_least_one, help="processes (default: the cores)")

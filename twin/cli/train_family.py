@@ -59,7 +59,8 @@ def train_family_command(args: argparse.Namespace) -> int:
         policy.save(out / POLICY_FILE)
         write_curve(out, trained.curve, f"family:{family}")
     members = families.seeds(family, f"held-out:{args.held_out}")
-    result = evaluate_family(family, policy, members, mechanism=args.mechanism, workers=workers)
+    result = evaluate_family(family, policy, members, mechanism=args.mechanism, workers=workers,
+                             episodes=args.episodes_per_member)  # fmt: skip
     builtins: dict[str, Evaluation] = {}
     for name in families.MEMBERS:
         scenario = scenarios.as_cluster(scenarios.load(name))
@@ -82,14 +83,17 @@ def _report(family: FamilyEvaluation, builtins: dict[str, Evaluation]) -> dict[s
     from twin.rl.family_training import per_tenant
     from twin.rl.training import Interval
 
+    members = len(set(family.members))
     rows: dict[str, Any] = {
-        f"held-out members ({len(family.members)})": {
+        f"held-out members ({members})": {
             "episodes": len(family.members), "welfare_gain_usd": family.welfare().to_json(),
             "all_roles_gain_usd": family.all_roles().to_json(),
             "share_gaining": family.share_gaining(),
+            "share_gaining_significantly": family.share_significant(),
         },
     }  # fmt: skip
-    welfare, tenant = family.welfare_gains(), family.tenant_gains()
+    welfare = family.per_member_means(family.welfare_gains())
+    tenant = family.per_member_means(family.tenant_gains())
     for name, ev in builtins.items():
         pairs = list(zip(ev.learned, ev.own, strict=True))
         w = [sum(a.values()) - sum(b.values()) for a, b in pairs]
@@ -125,6 +129,10 @@ def _print(report: dict[str, Any]) -> None:
                       f"{t['low']:+.2f} .. {t['high']:+.2f}", gaining)  # fmt: skip
     console = Console()
     console.print(table)
-    console.print("held-out members: each on its own seed; built-ins: their held-out seeds; "
-                  "gaining: the share of episodes whose welfare beat the tenants' own policies; "
-                  "intervals: percentile bootstrap over episodes")  # fmt: skip
+    for name, row in report["scenarios"].items():
+        if row.get("share_gaining_significantly") is not None:
+            console.print(f"{name}: {row['share_gaining_significantly']:.0%} of members gain "
+                          "with their own 95% interval above zero")  # fmt: skip
+    console.print("held-out members: each on its own seeds (gaining: the share of members whose "
+                  "mean gain is above zero); built-ins: their held-out seeds (the share of "
+                  "episodes); intervals: percentile bootstrap over members and seeds")  # fmt: skip

@@ -40,16 +40,23 @@ def member_scenario(family: str, seed: int) -> ClusterScenario:
     return scenarios.as_cluster(scenarios.load(f"{families.PREFIX}{family}/{seed}"))
 
 
-def play_member(family: str, seed: int, weights: Weights, mechanism: Mechanism) -> Returns:
-    """Member `seed` on episode seed `seed`, every tenant by `weights` (or by its own policy)."""
+def play_member(family: str, seed: int, weights: Weights, mechanism: Mechanism,
+                episode: int = 0) -> Returns:  # fmt: skip
+    """Member `seed` on its `episode`-th episode seed (the first is the member's own seed),
+    every tenant by `weights` (or by its own policy)."""
     scenario = member_scenario(family, seed)
     seats = {} if weights is None else {t.name: weights for t in scenario.tenants}
-    return play(scenario, seed, seats, mechanism)
+    return play(scenario, episode_seed(seed, episode), seats, mechanism)
 
 
-def _play(job: tuple[str, Weights, Sequence[int], Mechanism]) -> list[Returns]:
+def episode_seed(member: int, episode: int) -> int:
+    """A member's `episode`-th episode seed: its own seed first, then past every member's."""
+    return member + families.SEEDS * episode
+
+
+def _play(job: tuple[str, Weights, Sequence[tuple[int, int]], Mechanism]) -> list[Returns]:
     family, weights, members, mechanism = job
-    return [play_member(family, m, weights, mechanism) for m in members]
+    return [play_member(family, m, weights, mechanism, e) for m, e in members]
 
 
 class MemberEpisodes:
@@ -60,9 +67,12 @@ class MemberEpisodes:
         self.played = 0
         self._pool = ProcessPoolExecutor(workers) if workers > 1 else None
 
-    def run(self, jobs: Sequence[tuple[Weights, Sequence[int]]]) -> list[list[Returns]]:
-        self.played += sum(len(members) for _, members in jobs)
-        work = [(self.family, w, m, self.mechanism) for w, m in jobs]
+    def run(self, jobs: Sequence[tuple[Weights, Sequence[int]]],
+            episodes: int = 1) -> list[list[Returns]]:  # fmt: skip
+        """Each job's members, each on its first `episodes` episode seeds (member by member)."""
+        self.played += sum(len(members) for _, members in jobs) * episodes
+        work = [(self.family, w, [(m, e) for m in members for e in range(episodes)],
+                 self.mechanism) for w, members in jobs]  # fmt: skip
         if self._pool is None:
             return [_play(job) for job in work]
         return list(self._pool.map(_play, work))
@@ -134,12 +144,14 @@ def train_family(family: str, settings: TrainSettings,
 
 @dataclass(frozen=True)
 class FamilyEvaluation:
-    """A policy against the tenants' own policies on a family's members, each on its own seed."""
+    """A policy against the tenants' own policies on a family's members, each on its first
+    `episodes` episode seeds (`members` names each episode's member, in order)."""
 
     family: str
     members: list[int]
     own: list[Returns]
     learned: list[Returns]
+    episodes: int = 1
 
     def welfare_gains(self) -> list[float]:
         return [sum(a.values()) - sum(b.values())
@@ -149,15 +161,37 @@ class FamilyEvaluation:
         return [per_tenant(a) - per_tenant(b) for a, b in zip(self.learned, self.own, strict=True)]
 
     def welfare(self) -> Interval:
-        return Interval.of(self.welfare_gains())
+        """The welfare gain, its interval over members (each member's mean over its episodes)."""
+        return Interval.of(self.per_member_means(self.welfare_gains()))
 
     def all_roles(self) -> Interval:
-        return Interval.of(self.tenant_gains())
+        return Interval.of(self.per_member_means(self.tenant_gains()))
+
+    def per_member_means(self, gains: list[float]) -> list[float]:
+        by: dict[int, list[float]] = {}
+        for m, g in zip(self.members, gains, strict=True):
+            by.setdefault(m, []).append(g)
+        return [float(np.mean(v)) for v in by.values()]
+
+    def by_member(self) -> dict[int, list[float]]:
+        """Each member's welfare gains, one per episode."""
+        out: dict[int, list[float]] = {}
+        for m, g in zip(self.members, self.welfare_gains(), strict=True):
+            out.setdefault(m, []).append(g)
+        return out
 
     def share_gaining(self) -> float:
-        """The share of members where the policy's welfare beat the tenants' own."""
-        gains = self.welfare_gains()
+        """The share of members whose mean welfare gain is above zero."""
+        gains = [float(np.mean(g)) for g in self.by_member().values()]
         return sum(g > 0 for g in gains) / len(gains)
+
+    def share_significant(self) -> float | None:
+        """The share of members whose gain's 95% interval (over its episodes) is above zero;
+        None with one episode a member."""
+        if self.episodes < 2:
+            return None
+        gains = list(self.by_member().values())
+        return sum(Interval.of(g).low > 0 for g in gains) / len(gains)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -165,7 +199,9 @@ class FamilyEvaluation:
             "members": self.members,
             "welfare_gain_usd": self.welfare().to_json(),
             "all_roles_gain_usd": self.all_roles().to_json(),
+            "episodes_per_member": self.episodes,
             "share_of_members_gaining": self.share_gaining(),
+            "share_of_members_gaining_significantly": self.share_significant(),
             "per_member": [{"member": m, "tenants": len(b), "own_usd": b, "learned_usd": a}
                            for m, a, b in zip(self.members, self.learned, self.own,
                                               strict=True)],
@@ -173,19 +209,21 @@ class FamilyEvaluation:
 
 
 def evaluate_family(family: str, policy: PolicyFile, members: Sequence[int], *,
-                    mechanism: Mechanism, workers: int = 1) -> FamilyEvaluation:  # fmt: skip
+                    mechanism: Mechanism, workers: int = 1,
+                    episodes: int = 1) -> FamilyEvaluation:  # fmt: skip
     """The policy (its `default` row) in every seat of each member, against the tenants' own
-    policies on the same seed."""
-    episodes = MemberEpisodes(family, mechanism, workers)
+    policies on the same seeds: each member on its first `episodes` episode seeds."""
+    played = MemberEpisodes(family, mechanism, workers)
     try:
         chunks = [list(members[i::workers]) for i in range(max(workers, 1))]
         chunks = [c for c in chunks if c]
-        own = episodes.run([(None, c) for c in chunks])
-        learned = episodes.run([(policy.default, c) for c in chunks])
+        own = played.run([(None, c) for c in chunks], episodes)
+        learned = played.run([(policy.default, c) for c in chunks], episodes)
     finally:
-        episodes.close()
-    order = [m for c in chunks for m in c]
+        played.close()
+    order = [(m, e) for c in chunks for m in c for e in range(episodes)]
     by_own = dict(zip(order, (r for rows in own for r in rows), strict=True))
     by_learned = dict(zip(order, (r for rows in learned for r in rows), strict=True))
-    return FamilyEvaluation(family, list(members), [by_own[m] for m in members],
-                            [by_learned[m] for m in members])  # fmt: skip
+    keys = [(m, e) for m in members for e in range(episodes)]
+    return FamilyEvaluation(family, [m for m, _ in keys], [by_own[k] for k in keys],
+                            [by_learned[k] for k in keys], episodes)  # fmt: skip
