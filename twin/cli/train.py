@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from twin.cli.arg_types import at_least_one, out_dir, seed
@@ -68,11 +67,11 @@ def _positive(args: argparse.Namespace, *names: str) -> None:
 
 
 def train_command(args: argparse.Namespace) -> int:
-    from twin.rl.cem import CemSettings
+    from twin.cli.train_args import output_dir, policy_to_evaluate
+    from twin.cli.train_args import settings as search_settings
     from twin.rl.seeds import seed_split
-    from twin.rl.training import TrainSettings, default_workers, evaluate, train
+    from twin.rl.training import default_workers, evaluate, train
     from twin.sim import scenarios
-    from twin_agents.learned import PolicyFile
 
     _positive(args, "generations", "population", "elite", "seeds_per_generation",
               "validation_seeds", "held_out", "workers")  # fmt: skip
@@ -92,25 +91,12 @@ def train_command(args: argparse.Namespace) -> int:
         held_out = seed_split(scenario.name).first("held_out", args.held_out)
     except ValueError as exc:
         raise ConfigError(f"--held-out: {exc}") from None
-    out = Path(args.out) if args.out else None
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-    if args.evaluate:
-        try:
-            policy = PolicyFile.load(args.evaluate)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
+    out = output_dir(args)
+    loaded = policy_to_evaluate(args)
+    if loaded is not None:
+        policy = loaded
     else:
-        settings = TrainSettings(
-            generations=args.generations,
-            seeds_per_generation=args.seeds_per_generation,
-            validation_seeds=args.validation_seeds,
-            held_out_seeds=args.held_out,
-            cem=CemSettings(population=args.population, elite=args.elite),
-            seed=args.seed,
-            mechanism=args.mechanism,
-            workers=workers,
-        )
+        settings = search_settings(args, workers)
         print(f"training on {scenario.name}: {settings.generations} generations of "
               f"{settings.cem.population} candidates x {settings.seeds_per_generation} seeds, "
               f"{workers} worker(s)", flush=True)  # fmt: skip

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from twin.errors import ConfigError
@@ -20,12 +19,12 @@ if TYPE_CHECKING:
 
 def train_family_command(args: argparse.Namespace) -> int:
     from twin.cli.curves import EVALUATION_FILE, POLICY_FILE, progress, write_curve
-    from twin.rl.cem import CemSettings
+    from twin.cli.train_args import output_dir, policy_to_evaluate
+    from twin.cli.train_args import settings as search_settings
     from twin.rl.family_training import evaluate_family, train_family
     from twin.rl.seeds import seed_split
-    from twin.rl.training import TrainSettings, default_workers, evaluate
+    from twin.rl.training import default_workers, evaluate
     from twin.sim import families, scenarios
-    from twin_agents.learned import PolicyFile
 
     family, _ = families.parse(args.scenario)
     if args.set:
@@ -34,21 +33,12 @@ def train_family_command(args: argparse.Namespace) -> int:
     if args.held_out > held:
         raise ConfigError(f"--held-out {args.held_out}: a family has {held} held-out members")
     workers = args.workers or default_workers()
-    out = Path(args.out) if args.out else None
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-    if args.evaluate:
-        try:
-            policy = PolicyFile.load(args.evaluate)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
+    out = output_dir(args)
+    loaded = policy_to_evaluate(args)
+    if loaded is not None:
+        policy = loaded
     else:
-        settings = TrainSettings(
-            generations=args.generations, seeds_per_generation=args.seeds_per_generation,
-            validation_seeds=args.validation_seeds, held_out_seeds=args.held_out,
-            cem=CemSettings(population=args.population, elite=args.elite), seed=args.seed,
-            mechanism=args.mechanism, workers=workers,
-        )  # fmt: skip
+        settings = search_settings(args, workers)
         print(f"training on family:{family} (train members {families.TRAIN.start}-"
               f"{families.TRAIN.stop - 1}): {settings.generations} generations of "
               f"{settings.cem.population} candidates x {settings.seeds_per_generation} members, "

@@ -1,0 +1,47 @@
+"""What the training commands (`twin train`, on a scenario or a family) read from their flags
+alike: the output directory, the policy file to evaluate, and the search's settings."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from twin.errors import ConfigError
+
+if TYPE_CHECKING:
+    from twin.rl.training import TrainSettings
+    from twin_agents.learned import PolicyFile
+
+
+def output_dir(args: argparse.Namespace) -> Path | None:
+    """`--out`, created (None without it)."""
+    out = Path(args.out) if args.out else None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def policy_to_evaluate(args: argparse.Namespace) -> PolicyFile | None:
+    """The policy file `--evaluate` names (None without it); a bad file is a ConfigError."""
+    from twin_agents.learned import PolicyFile
+
+    if not args.evaluate:
+        return None
+    try:
+        return PolicyFile.load(args.evaluate)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def settings(args: argparse.Namespace, workers: int) -> TrainSettings:
+    """The search's settings from the flags."""
+    from twin.rl.cem import CemSettings
+    from twin.rl.training import TrainSettings
+
+    return TrainSettings(
+        generations=args.generations, seeds_per_generation=args.seeds_per_generation,
+        validation_seeds=args.validation_seeds, held_out_seeds=args.held_out,
+        cem=CemSettings(population=args.population, elite=args.elite), seed=args.seed,
+        mechanism=args.mechanism, workers=workers,
+    )  # fmt: skip
