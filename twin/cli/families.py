@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from twin.cli.arg_types import seed
 from twin.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -17,7 +18,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     fam = sub.add_parser("families", help="the scenario families: their space, splits and "
                          "members (family:market/17)")  # fmt: skip
     fam.add_argument("family", nargs="?", default="market", help="the family (default market)")
-    fam.add_argument("--member", type=int, metavar="SEED", help="print this member's scenario")
+    fam.add_argument("--member", type=seed, metavar="SEED",
+                     help="print this member's scenario (0-999)")  # fmt: skip
     fam.set_defaults(func=families_command)
 
 
