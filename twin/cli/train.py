@@ -19,7 +19,7 @@ from twin.schema.vocabulary import DEFAULT_MECHANISM, mechanism_names
 if TYPE_CHECKING:
     from twin.rl.training import Evaluation
 
-from twin.cli.curves import EVALUATION_FILE, POLICY_FILE, progress, write_curve
+from twin.cli.curves import EVALUATION_FILE
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -67,8 +67,7 @@ def _positive(args: argparse.Namespace, *names: str) -> None:
 
 
 def train_command(args: argparse.Namespace) -> int:
-    from twin.cli.train_args import output_dir, policy_to_evaluate
-    from twin.cli.train_args import settings as search_settings
+    from twin.cli.train_args import output_dir, trained_or_loaded
     from twin.rl.seeds import seed_split
     from twin.rl.training import default_workers, evaluate, train
     from twin.sim import scenarios
@@ -92,19 +91,10 @@ def train_command(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise ConfigError(f"--held-out: {exc}") from None
     out = output_dir(args)
-    loaded = policy_to_evaluate(args)
-    if loaded is not None:
-        policy = loaded
-    else:
-        settings = search_settings(args, workers)
-        print(f"training on {scenario.name}: {settings.generations} generations of "
-              f"{settings.cem.population} candidates x {settings.seeds_per_generation} seeds, "
-              f"{workers} worker(s)", flush=True)  # fmt: skip
-        trained = train(scenario, settings, progress=progress(settings.generations))
-        policy = trained.policy
-        assert out is not None
-        policy.save(out / POLICY_FILE)
-        write_curve(out, trained.curve, scenario.name)
+    policy = trained_or_loaded(
+        args, workers, out, name=scenario.name, on=scenario.name, what="seeds",
+        search=lambda how, hear: train(scenario, how, progress=hear),
+    )  # fmt: skip
     result = evaluate(scenario, policy, held_out, mechanism=args.mechanism, workers=workers)
     _print(result)
     if out is not None:

@@ -10,8 +10,12 @@ from typing import TYPE_CHECKING
 from twin.errors import ConfigError
 
 if TYPE_CHECKING:
-    from twin.rl.training import TrainSettings
+    from collections.abc import Callable
+
+    from twin.rl.training import CurvePoint, Trained, TrainSettings
     from twin_agents.learned import PolicyFile
+
+    Search = Callable[[TrainSettings, Callable[[CurvePoint], None]], Trained]
 
 
 def output_dir(args: argparse.Namespace) -> Path | None:
@@ -45,3 +49,23 @@ def settings(args: argparse.Namespace, workers: int) -> TrainSettings:
         cem=CemSettings(population=args.population, elite=args.elite), seed=args.seed,
         mechanism=args.mechanism, workers=workers,
     )  # fmt: skip
+
+
+def trained_or_loaded(args: argparse.Namespace, workers: int, out: Path | None, *, name: str,
+                      on: str, what: str, search: Search) -> PolicyFile:  # fmt: skip
+    """The policy `--evaluate` names, or the one `search` trains on `name` (saying so: `on`
+    says where, `what` each candidate plays), saved with its learning curve under `out`."""
+    from twin.cli.curves import POLICY_FILE, progress, write_curve
+
+    loaded = policy_to_evaluate(args)
+    if loaded is not None:
+        return loaded
+    how = settings(args, workers)
+    print(f"training on {on}: {how.generations} generations of {how.cem.population} "
+          f"candidates x {how.seeds_per_generation} {what}, {workers} worker(s)",
+          flush=True)  # fmt: skip
+    trained = search(how, progress(how.generations))
+    assert out is not None
+    trained.policy.save(out / POLICY_FILE)
+    write_curve(out, trained.curve, name)
+    return trained.policy

@@ -18,9 +18,8 @@ if TYPE_CHECKING:
 
 
 def train_family_command(args: argparse.Namespace) -> int:
-    from twin.cli.curves import EVALUATION_FILE, POLICY_FILE, progress, write_curve
-    from twin.cli.train_args import output_dir, policy_to_evaluate
-    from twin.cli.train_args import settings as search_settings
+    from twin.cli.curves import EVALUATION_FILE
+    from twin.cli.train_args import output_dir, trained_or_loaded
     from twin.rl.family_training import evaluate_family, train_family
     from twin.rl.seeds import seed_split
     from twin.rl.training import default_workers, evaluate
@@ -34,20 +33,11 @@ def train_family_command(args: argparse.Namespace) -> int:
         raise ConfigError(f"--held-out {args.held_out}: a family has {held} held-out members")
     workers = args.workers or default_workers()
     out = output_dir(args)
-    loaded = policy_to_evaluate(args)
-    if loaded is not None:
-        policy = loaded
-    else:
-        settings = search_settings(args, workers)
-        print(f"training on family:{family} (train members {families.TRAIN.start}-"
-              f"{families.TRAIN.stop - 1}): {settings.generations} generations of "
-              f"{settings.cem.population} candidates x {settings.seeds_per_generation} members, "
-              f"{workers} worker(s)", flush=True)  # fmt: skip
-        trained = train_family(family, settings, progress=progress(settings.generations))
-        policy = trained.policy
-        assert out is not None
-        policy.save(out / POLICY_FILE)
-        write_curve(out, trained.curve, f"family:{family}")
+    policy = trained_or_loaded(
+        args, workers, out, name=f"family:{family}", what="members",
+        on=f"family:{family} (train members {families.TRAIN.start}-{families.TRAIN.stop - 1})",
+        search=lambda how, hear: train_family(family, how, progress=hear),
+    )  # fmt: skip
     members = families.seeds(family, f"held-out:{args.held_out}")
     result = evaluate_family(family, policy, members, mechanism=args.mechanism, workers=workers,
                              episodes=args.episodes_per_member)  # fmt: skip

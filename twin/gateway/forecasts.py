@@ -67,10 +67,9 @@ def _added(snapshot: Snapshot, ask: AskForecast, shared: set[str]) -> Snapshot |
     nobody's to add)."""
     if not ask.add_gpus:
         return None
-    pools = {p.name: p for p in snapshot.pools}
+    pools = [p.name for p in snapshot.pools]
     for name in ask.add_gpus:
-        pool = pools.get(name)
-        if pool is None:
+        if name not in pools:
             raise FrameError(ErrorCode.VALIDATION_ERROR,
                              f"ask_forecast: add_gpus: no pool {name!r} "
                              f"(pools: {', '.join(pools)})")  # fmt: skip

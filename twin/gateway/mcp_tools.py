@@ -103,8 +103,7 @@ async def observe(session: Session, link: TenantLink, args: dict[str, Any]) -> d
 async def forecast(session: Session, link: TenantLink, args: dict[str, Any]) -> dict[str, Any]:
     """When the tenant's waiting jobs start, as things are and with `add_gpus` more."""
     try:
-        ask = AskForecast(add_gpus=args.get("add_gpus") or {},
-                          horizon_s=args.get("horizon_s", 6 * 3600.0))  # fmt: skip
+        ask = AskForecast.model_validate(args)  # the tool's schema names its fields
         ready = await session.forecasts.answer(link.tenant, ask)
     except ValidationError as exc:
         raise ToolError(ErrorCode.VALIDATION_ERROR.value, first_error(exc)) from None

@@ -168,21 +168,19 @@ class FamilyEvaluation:
         return Interval.of(self.per_member_means(self.tenant_gains()))
 
     def per_member_means(self, gains: list[float]) -> list[float]:
-        by: dict[int, list[float]] = {}
-        for m, g in zip(self.members, gains, strict=True):
-            by.setdefault(m, []).append(g)
-        return [float(np.mean(v)) for v in by.values()]
+        """Each member's mean of `gains` (one per episode) over its episodes."""
+        return [float(np.mean(g)) for g in self.by_member(gains).values()]
 
-    def by_member(self) -> dict[int, list[float]]:
-        """Each member's welfare gains, one per episode."""
+    def by_member(self, gains: list[float]) -> dict[int, list[float]]:
+        """`gains` (one per episode) grouped by member."""
         out: dict[int, list[float]] = {}
-        for m, g in zip(self.members, self.welfare_gains(), strict=True):
+        for m, g in zip(self.members, gains, strict=True):
             out.setdefault(m, []).append(g)
         return out
 
     def share_gaining(self) -> float:
         """The share of members whose mean welfare gain is above zero."""
-        gains = [float(np.mean(g)) for g in self.by_member().values()]
+        gains = self.per_member_means(self.welfare_gains())
         return sum(g > 0 for g in gains) / len(gains)
 
     def share_significant(self) -> float | None:
@@ -190,7 +188,7 @@ class FamilyEvaluation:
         None with one episode a member."""
         if self.episodes < 2:
             return None
-        gains = list(self.by_member().values())
+        gains = list(self.by_member(self.welfare_gains()).values())
         return sum(Interval.of(g).low > 0 for g in gains) / len(gains)
 
     def to_json(self) -> dict[str, Any]:

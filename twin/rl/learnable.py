@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from twin.rl.whole_action import BID_LEVELS_USD, QUEUE_FIELDS, USD_LEVELS, WholeAction
-from twin.schema.distributions import quantile
+from twin.schema.actions import delay_quantiles_s
 from twin.schema.scenario import ClusterScenario
 from twin.schema.vocabulary import MECHANISM_TRAITS, Mechanism
 from twin.sim.driver import Driver
@@ -78,7 +78,7 @@ def terms(scenario: ClusterScenario, tenant: str, *, normalised: bool) -> np.nda
                                           if normalised else (1.0, 1.0, 1.0, 1.0))  # fmt: skip
     out: list[float] = []
     for p in scenario.pools:
-        delays = [quantile(p.provision_delay_s, q) * delay_k for q in (0.1, 0.5, 0.9)]
+        delays = [d * delay_k for d in delay_quantiles_s(p.provision_delay_s)]
         out += [p.price_usd_per_gpu_h * price_k, *delays,
                 1.0 if p.billing == "from_request" else 0.0, p.max_gpus * gpus_k]  # fmt: skip
     out += [t.value_usd_per_gpu_h * price_k, t.sla_usd_per_job_h * price_k,

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt
 
 from twin.schema.base import Frozen
+from twin.schema.distributions import Distribution, quantile
 from twin.schema.scenario import PlanSpec
 
 REASON_CHARS = 240
@@ -102,6 +103,15 @@ class GpuClusterAction(Frozen):
     """The classic task's action: GPUs to add (negative: release)."""
 
     gpus_to_provision: int
+
+
+DELAY_QUANTILES = (0.1, 0.5, 0.9)
+"""The provisioning-delay quantiles a pool's view gives (`PoolView.provision_delay_s`)."""
+
+
+def delay_quantiles_s(delay: Distribution) -> tuple[float, ...]:
+    """A provisioning delay's `DELAY_QUANTILES`, in seconds."""
+    return tuple(quantile(delay, q) for q in DELAY_QUANTILES)
 
 
 class PoolView(Frozen):

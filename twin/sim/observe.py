@@ -6,15 +6,13 @@ import math
 from typing import Protocol
 
 from twin.schema.actions import PlanVerdict, PoolView, QueuedJob, TenantObservation
-from twin.schema.distributions import mean, quantile
+from twin.schema.distributions import mean
 from twin.sim.encode import Candidate, Evaluated
 from twin.sim.jobs import Job
 from twin.sim.pools import Holding, own_busy_milli, own_jobs
 from twin.sim.queues import Waiting
 from twin.sim.scoring import HEAD_JOBS
 from twin.sim.state import ClusterState
-
-DELAY_QUANTILES = (0.1, 0.5, 0.9)
 
 
 class Verdicts(Protocol):
@@ -92,7 +90,7 @@ def _pool_view(h: Holding, tenant: int) -> PoolView:
         price_usd_per_gpu_h=cfg.price_usd_per_gpu_h,
         speed=cfg.speed,
         mean_provision_delay_s=mean(cfg.provision_delay_s),
-        provision_delay_s=[quantile(cfg.provision_delay_s, q) for q in DELAY_QUANTILES],
+        provision_delay_s=list(h.pool.delay_quantiles_s),
         billing=cfg.billing,
         max_gpus=cfg.max_gpus,
         ready=ready,

@@ -30,6 +30,7 @@ class Pool:
     draw_repair_s: Callable[[], float]
     in_use: int = 0
     down: int = 0
+    delay_quantiles_s: tuple[float, ...] = ()  # its provisioning delay's, as a view gives them
 
     @property
     def free(self) -> int:

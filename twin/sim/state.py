@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import simpy
 
+from twin.schema.actions import delay_quantiles_s
 from twin.schema.records import AnyRecord
 from twin.schema.scenario import ClusterScenario
 from twin.schema.vocabulary import EndReason
@@ -92,6 +93,7 @@ def _pool(index: int, cfg: ClusterScenario, streams: Streams) -> Pool:
         p,
         sampler(p.provision_delay_s, streams.get(f"provision/{p.name}")),
         sampler(p.repair_s, streams.get(f"repair/{p.name}")),
+        delay_quantiles_s=delay_quantiles_s(p.provision_delay_s),
     )
 
 
