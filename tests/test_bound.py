@@ -11,12 +11,14 @@ import subprocess
 import sys
 from typing import Any
 
+import orjson
 import pyarrow.parquet as pq
 import pytest
 
 from tests.conftest import kinds
-from twin.bound.program import lost_s
+from twin.bound.program import LOOSE, Tightness, lost_s, solve
 from twin.bound.run import BOUND_FILE, BOUND_TABLE, SeedBound, bound_seed
+from twin.bound.workload import RealisedJob
 from twin.eventlog.log import EventLog
 from twin.rl.opponents import opponents
 from twin.rl.table import Table
@@ -100,6 +102,29 @@ def test_the_bound_holds_the_brute_force_optimum_of_a_tiny_scenario() -> None:
     assert bound.planner_usd <= bound.separable.welfare_usd
     # How tight: within a few dollars of the optimum on a workload worth about ten.
     assert bound.pooled.welfare_usd - best_trading < 4.0
+    # Every tightness is a bound still, and each is at least as tight as the linear program.
+    loose = bound_seed(scenario, 3, tightness=LOOSE)
+    for tightness in (Tightness(steps_per_slot=3), Tightness(integer_gpus=True)):
+        tighter = bound_seed(scenario, 3, tightness=tightness)
+        assert best_trading <= tighter.pooled.welfare_usd <= loose.pooled.welfare_usd + 1e-6
+        assert best_alone <= tighter.separable.welfare_usd
+    assert bound.pooled.welfare_usd <= loose.pooled.welfare_usd + 1e-6
+
+
+def test_a_job_that_cannot_finish_by_the_horizon_earns_nothing_in_the_bound() -> None:
+    """Tenant a holds a GPU; its one job arrives 700 s before the end and needs 1,800 s. The
+    linear program earns the 39% it can run; whole jobs earn nothing, as the twin would."""
+    late = RealisedJob("late", 0, 2000.0, 1.0, 10.0, 0.0, (1800.0,))
+    soon = RealisedJob("soon", 0, 0.0, 1.0, 10.0, 0.0, (1800.0,))
+    plans = {
+        name: solve(tiny(), jobs, "pooled", slot_s=900.0, delay_s=[300.0], tightness=tightness)
+        for name, jobs, tightness in [("loose", [late], LOOSE), ("whole", [late], Tightness()),
+                                      ("whole, finishable", [soon], Tightness())]
+    }  # fmt: skip
+    assert plans["loose"].value_usd == pytest.approx(10.0 * 700 / 1800)
+    assert plans["whole"].value_usd == 0.0
+    assert plans["whole"].welfare_usd <= plans["loose"].welfare_usd
+    assert plans["whole, finishable"].value_usd == pytest.approx(10.0)
 
 
 @pytest.fixture(scope="module")
@@ -123,9 +148,20 @@ def test_the_planner_plays_the_bound_s_holdings_closer_to_it_than_the_own_polici
     assert planner > statistics.fmean(r.feasible_usd for r in scarce)
 
 
+def test_on_market_the_planner_beats_the_tenants_own_policies() -> None:
+    market = scenarios.as_cluster(scenarios.load("market"))
+    found = [bound_seed(market, seed) for seed in range(4)]
+    assert statistics.fmean(r.planner_usd for r in found) > statistics.fmean(
+        r.feasible_usd for r in found
+    )
+    assert all(r.planner_gap_usd == r.bound_usd - max(r.planner_usd, r.feasible_usd)
+               for r in found)  # fmt: skip
+
+
 def test_a_day_of_openb_is_bounded_with_its_shared_nodes_as_every_tenant_s() -> None:
     day = ["trace.start_h=3552", "trace.end_h=3576", "horizon_s=86400"]
-    r = bound_seed(scenarios.as_cluster(scenarios.load("openb-tenants", day)), 0)
+    # The separable program stops at its time limit: the bound is the best one the solver proved.
+    r = bound_seed(scenarios.as_cluster(scenarios.load("openb-tenants", day)), 0, time_limit_s=5)
     assert r.jobs > 500
     assert r.separable.welfare_usd <= r.pooled.welfare_usd + 1e-6
     assert r.feasible_usd <= r.separable.welfare_usd
@@ -167,6 +203,20 @@ def test_twin_bound_prints_both_bounds_and_writes_json_and_parquet(tmp_path: Any
     assert all(row["pooled_usd"] >= row["separable_usd"] - 1e-6 for row in table)
     assert all(row["planner_usd"] <= row["separable_usd"] for row in table)
     assert (tmp_path / BOUND_FILE).read_text().count('"relaxes"') == 1
+    assert all(row["planner_gap_usd"] >= 0 for row in table)
+    assert " gap " in out.stdout
+
+
+def test_twin_bound_fractional_jobs_is_the_looser_linear_program(tmp_path: Any) -> None:
+    found = {}
+    for flags in ([], ["--fractional-jobs"]):
+        out = tmp_path / ("lp" if flags else "milp")
+        subprocess.run([sys.executable, "-m", "twin", "bound", "--scenario", "market",
+                        "--out", str(out), *flags], capture_output=True, check=True)  # fmt: skip
+        found[bool(flags)] = pq.read_table(out / BOUND_TABLE).to_pylist()[0]
+        relaxes = " ".join(orjson.loads((out / BOUND_FILE).read_bytes())["relaxes"])
+        assert ("earns that fraction" in relaxes) is bool(flags)
+    assert found[False]["pooled_usd"] < found[True]["pooled_usd"]  # whole jobs: tighter
 
 
 def test_a_slot_of_zero_is_refused_where_it_is_parsed() -> None:

@@ -1,5 +1,5 @@
 """The planner as an arena agent: an oracle with hindsight that plays, over the gateway like any
-agent, the holdings the bound's separable program planned for its tenant on the session's seed
+agent, the holdings the bound's planner chose for its tenant on the session's seed
 (`twin.bound.planner`). It never trades; it shows how much of the bound a schedule reaches."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from twin_agents.policy import Quiet, Turn
 
 @cache
 def _plan(spec: str, seed: int) -> tuple[dict[str, dict[str, list[float]]], float]:
-    """The separable program's holdings for every tenant of one seed, and its slot (solved once
-    a process)."""
+    """The planner's holdings for every tenant of one seed (the best of the separable programs'
+    plans, played), and its slot (solved once a process)."""
     found = bound_seed(scenarios.as_cluster(scenarios.load(spec)), seed)
-    return found.separable.held_gpus, found.slot_s
+    return found.planner_held_gpus, found.slot_s
 
 
 class PlannerAgent(Quiet):

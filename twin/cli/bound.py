@@ -12,7 +12,7 @@ import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from twin.cli.arg_types import out_dir, positive
+from twin.cli.arg_types import at_least_one, out_dir, positive
 from twin.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -28,7 +28,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "with a family, train:N or held-out:N")  # fmt: skip
     bd.add_argument("--slot-s", type=positive, help="the program's slot (default: the decision "
                     "interval)")  # fmt: skip
-    bd.add_argument("--time-limit-s", type=positive, default=60.0, help="per program (default 60)")
+    bd.add_argument("--time-limit-s", type=positive, default=20.0, help="per program (default "
+                    "20; a program stopped there reports the best bound proved)")  # fmt: skip
+    bd.add_argument("--fractional-jobs", action="store_true",
+                    help="the linear program alone: a fraction of a job earns that fraction "
+                    "of its value (looser, faster)")  # fmt: skip
+    bd.add_argument("--steps-per-slot", type=at_least_one, default=1,
+                    help="count each slot's processing in N steps, so jobs queue within a slot "
+                    "(tighter, slower)")  # fmt: skip
+    bd.add_argument("--integer-gpus", action="store_true", help="GPUs held and requested in "
+                    "whole numbers (tighter, much slower)")  # fmt: skip
     bd.add_argument(
         "--set", action="append", metavar="PATH=VALUE", help="override a scenario field"
     )
@@ -38,7 +47,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def bound_command(args: argparse.Namespace) -> int:
     from twin.arena.lineup import parse_seeds
-    from twin.bound.program import RELAXES
+    from twin.bound.program import Tightness, relaxes
     from twin.bound.run import bound_seed, write
     from twin.sim import families, scenarios
 
@@ -46,11 +55,13 @@ def bound_command(args: argparse.Namespace) -> int:
         raise ConfigError(f"--slot-s must be positive, got {args.slot_s:g}")
     if args.time_limit_s <= 0:
         raise ConfigError(f"--time-limit-s must be positive, got {args.time_limit_s:g}")
+    tightness = Tightness(args.steps_per_slot, not args.fractional_jobs, args.integer_gpus)
     plays = families.plays(args.scenario, args.seeds, parse_seeds)
     results = [bound_seed(scenarios.as_cluster(scenarios.load(spec, args.set or [])), seed,
-                          slot_s=args.slot_s, time_limit_s=args.time_limit_s)
+                          slot_s=args.slot_s, tightness=tightness,
+                          time_limit_s=args.time_limit_s)
                for spec, seed in plays]  # fmt: skip
-    _print(results, RELAXES)
+    _print(results, relaxes(tightness))
     if families.is_family(args.scenario) and len(results) > 1:
         _family(results)
     if args.out:
@@ -79,6 +90,15 @@ def _family(results: list[SeedBound]) -> None:
     )
 
 
+def _best_own(results: list[SeedBound]) -> str:
+    """Which of the tenants' own policies was best, on which seeds."""
+    seeds: dict[str, list[str]] = {}
+    for r in results:
+        seeds.setdefault(r.feasible_policy, []).append(str(r.seed))
+    return "; ".join(f"{policy} on seed{'s' if len(on) > 1 else ''} {', '.join(on)}"
+                     for policy, on in seeds.items())  # fmt: skip
+
+
 def _quantile(ordered: list[float], q: float) -> float:
     return ordered[min(int(q * len(ordered)), len(ordered) - 1)]
 
@@ -92,14 +112,15 @@ def _print(results: list[SeedBound], relaxes: tuple[str, ...]) -> None:
     if len({r.scenario for r in results}) > 1:
         name = f"{results[0].scenario} .. {results[-1].scenario}"
     table = Table(title=f"{name}: welfare bound (all tenants' returns together, $)")
-    for column in ("seed", "jobs", "pooled", "separable", "headroom", "own policies", "planner"):
+    columns = ("seed", "jobs", "pooled", "separable", "headroom", "own", "planner", "gap")
+    for column in columns:
         table.add_column(column, justify="right")
     for r in results:
         share = r.headroom_usd / r.bound_usd if r.bound_usd > 0 else 0.0
         table.add_row(str(r.seed), str(r.jobs), f"{r.pooled.welfare_usd:.1f}",
                       f"{r.separable.welfare_usd:.1f}", f"{r.headroom_usd:.1f} ({share:.0%})",
-                      f"{r.feasible_usd:.1f} {r.feasible_policy}",
-                      f"{r.planner_usd:.1f}")  # fmt: skip
+                      f"{r.feasible_usd:.1f}",
+                      f"{r.planner_usd:.1f}", f"{r.planner_gap_usd:.1f}")  # fmt: skip
     if len(results) > 1:
         table.add_section()
         table.add_row(
@@ -108,14 +129,16 @@ def _print(results: list[SeedBound], relaxes: tuple[str, ...]) -> None:
             f"{statistics.fmean(r.headroom_usd for r in results):.1f}",
             f"{statistics.fmean(r.feasible_usd for r in results):.1f}",
             f"{statistics.fmean(r.planner_usd for r in results):.1f}",
+            f"{statistics.fmean(r.planner_gap_usd for r in results):.1f}",
         )  # fmt: skip
     console = Console()
     console.print(table)
     console.print(
         "pooled: GPUs move between tenants at once; separable: each tenant holds its own; "
         "headroom: what trade adds (pooled - separable). Feasible schedules on the same "
-        "arrivals: the best of the tenants' own policies, and the planner (the separable "
-        "program's holdings played in the twin). The bound relaxes:"
+        f"arrivals: the best of the tenants' own policies ({_best_own(results)}), and the "
+        "planner (the best of the separable programs' holdings played in the twin); gap: the "
+        "bound less the better of the two. The bound relaxes:"
     )
     for line in relaxes:
         console.print(f"  - {line}")
