@@ -159,6 +159,21 @@ def test_the_mask_opens_only_the_parts_that_can_act() -> None:
     assert opened["offer_usd"].all()
     assert opened["offer_gpus"].all()
     assert opened["bid"].sum() == 2 * len(BID_LEVELS_USD)  # the auction takes bids
+    assert opened["market"].sum() == 2  # no call market under the auction: no order, per pool
+    assert parts["market_price"].sum() == 2
+
+
+def test_the_call_market_s_orders_open_up_to_the_idle_gpus_to_sell() -> None:
+    env = ClusterEnv("market", tenant="research", flat=True, opponents="negotiator",
+                     mechanism="call_market")  # fmt: skip
+    _, info = env.reset(seed=0)
+    parts, d = by_part(env, info["action_mask"]), env.max_delta
+    h100 = parts["market"][: 2 * d + 1]  # research starts holding 8 idle H100s
+    assert h100.all()  # ask up to max_delta of them, or buy up to max_delta
+    assert parts["market_price"].all()
+    a100 = env.driver.observe("research").pools[1]
+    idle = a100.idle_gpus
+    assert parts["market"][2 * d + 1 :].tolist() == [k >= -idle for k in range(-d, d + 1)]
 
 
 def test_placements_open_only_for_a_waiting_job_on_a_pool_its_plan_fits() -> None:

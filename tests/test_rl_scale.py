@@ -16,7 +16,7 @@ from twin.rl.cluster_env import ClusterEnv
 from twin.rl.parallel_env import ClusterParallelEnv
 from twin.rl.rollouts import rollouts
 from twin.rl.trl_env import ClusterTenantEnv
-from twin.rl.whole_action import USD_LEVELS
+from twin.rl.whole_action import BID_LEVELS_USD, USD_LEVELS
 
 ALL_IDS = sorted({*twin.rl.ENV_IDS, *twin.rl.CLUSTER_ENV_IDS})
 
@@ -225,3 +225,28 @@ def test_agents_of_the_parallel_env_trade_as_they_would_through_the_gateway() ->
     *_, infos = env.step({**idle, "inference": {**idle["inference"], "accept": accept}})
     assert infos["research"]["trades"] == ["applied"]
     assert infos["inference"]["trades"] == ["applied"]
+
+
+def test_agents_of_the_parallel_env_trade_held_gpus_on_the_call_market() -> None:
+    """Research asks to sell two idle H100s at $1 each, inference bids for two at up to $16:
+    under `call_market` they change hands at one price, as through the gateway's orders."""
+    env = ClusterParallelEnv("market", mechanism="call_market")
+    env.reset(seed=0)
+    whole, h100 = env.whole, env.pools.index("h100")
+    idle = {a: whole.idle() for a in env.agents}
+    sell, buy = whole.idle(), whole.idle()
+    sell["market"][h100] -= 2
+    sell["market_price"][h100] = BID_LEVELS_USD.index(1.0)
+    buy["market"][h100] += 2
+    buy["market_price"][h100] = BID_LEVELS_USD.index(16.0)
+    env.step({**idle, "research": sell, "inference": buy})
+    assert env._driver is not None
+    cleared = [r for r in env._driver.log.dicts() if r["kind"] == "market_cleared"]
+    assert [(r["pool"], r["fills"]) for r in cleared] == [
+        ("h100", {"research": -2, "inference": 2})
+    ]
+    assert 1.0 <= cleared[0]["price_usd_per_gpu"] <= 16.0
+    orders = [r["action"] for r in env._driver.log.dicts() if r["kind"] == "decision_made"
+              and r["tenant"] in ("research", "inference")]  # fmt: skip
+    assert {"h100": {"gpus": 2, "usd_per_gpu": 1.0}} in [o.get("asks") for o in orders]
+    assert {"h100": {"gpus": 2, "usd_per_gpu": 16.0}} in [o.get("buys") for o in orders]

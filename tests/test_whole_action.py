@@ -83,7 +83,7 @@ def test_an_action_outside_its_space_is_refused_naming_the_part() -> None:
     del missing["bid"]
     with pytest.raises(ActionError, match="'bid' is missing"):
         env.step(missing)
-    with pytest.raises(ActionError, match="flat action is 16 integers, not 2"):
+    with pytest.raises(ActionError, match="flat action is 20 integers, not 2"):
         env.step(np.array([4, 4]))
     env.step(env.whole.idle())  # and the episode goes on
 

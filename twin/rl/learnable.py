@@ -112,7 +112,8 @@ class SlaAccrual:
 
 class Masker:
     """The action mask of one tenant's flat action: the parts fixed for an episode (bids, the
-    offer's parts) drawn once, the rest (provision, place, answer) filled in per step."""
+    offer's parts, the call market's prices) drawn once, the rest (provision, place, answer,
+    call-market orders) filled in per step."""
 
     def __init__(self, whole: WholeAction, *, tenant: str, trading: bool,
                  mechanism: Mechanism) -> None:  # fmt: skip
@@ -133,6 +134,11 @@ class Masker:
         usd = np.full(2 * len(USD_LEVELS) - 1, trading)
         usd[len(USD_LEVELS) - 1] = True
         self._put(template, "offer_usd", usd)
+        clears = trading and MECHANISM_TRAITS[mechanism].clears_held
+        self.clears = clears
+        price = np.full(len(BID_LEVELS_USD), clears)
+        price[0] = True
+        self._put(template, "market_price", np.tile(price, self.p))
         self.template = template
         self._shift = np.arange(2 * self.d + 1) - self.d
 
@@ -157,6 +163,13 @@ class Masker:
         accept = np.ones((len(offers), 2), dtype=bool)
         accept[:, 1] = offers[:, 0] > 0
         self._put(mask, "accept", accept.ravel())
+        # Call-market orders: buy up to what the pool could hold, ask up to the idle GPUs.
+        market = np.zeros_like(provision)
+        market[:, self.d] = True
+        if self.clears:
+            idle = np.maximum(ready - np.ceil(busy - 1e-9), 0.0)
+            market = (shift >= -idle[:, None]) & (shift <= self.d)
+        self._put(mask, "market", market.ravel())
         return mask
 
 

@@ -7,10 +7,11 @@ under the env's mechanism (an accepted offer is a trade, applied atomically or f
 reason, as in a session).
 
 Action: the whole action of `whole_action` (a dict: `provision`, `place`, `bid`, `offer_to`,
-`offer_gpus`, `offer_usd`, `accept`). Observation (a dict): `state`, the agent's numbers (as
-`ClusterEnv(flat=True)` begins), `queue`, the head of its queue, and `offers`, the open offers
-made to it, one per slot. As `ClusterEnv`: SLA penalties told as they accrue (`sla`),
-`normalised=True` scales the observation, and each agent's info carries its `action_mask`.
+`offer_gpus`, `offer_usd`, `accept`, `market`, `market_price`). Observation (a dict): `state`,
+the agent's numbers (as `ClusterEnv(flat=True)` begins), `queue`, the head of its queue, and
+`offers`, the open offers made to it, one per slot. As `ClusterEnv`: SLA penalties told as
+they accrue (`sla`), `normalised=True` scales the observation, and each agent's info carries its
+`action_mask`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A tenant's whole action and what it needs to see for it, as Gymnasium spaces: provision, place,
-bid, offer and answer (the same moves an agent has over the gateway), every part discrete so the
-whole flattens to one `MultiDiscrete` for libraries that take no `Dict`.
+bid, offer, answer and call-market orders (the same moves an agent has over the gateway), every
+part discrete so the whole flattens to one `MultiDiscrete` for libraries that take no `Dict`.
 
 Action (a `Dict`):
 - `provision`: per pool, GPUs to add or release, shifted by `max_delta`;
@@ -11,7 +11,11 @@ Action (a `Dict`):
 - `offer_to`: 0 for no offer, or 1 + the index of the tenant to offer to (itself: no offer);
 - `offer_gpus`: per pool, GPUs to give (positive) or take (negative), shifted by `max_delta`;
 - `offer_usd`: a signed level of `USD_LEVELS`, dollars to pay (positive) or ask (negative);
-- `accept`: per offer slot, 1 to accept the offer shown there (else it is rejected).
+- `accept`: per offer slot, 1 to accept the offer shown there (else it is rejected);
+- `market`: per pool, a call-market order, shifted by `max_delta`: +n buys n GPUs, -n asks to
+  sell n idle ones (it counts where the mechanism clears held GPUs, `call_market`);
+- `market_price`: per pool, a level of `BID_LEVELS_USD`, the order's limit per GPU (at most that
+  much to buy, at least that much to sell).
 
 Seen beside the tenant's numbers:
 - `queue`: per queue slot `[present, gpus, wait_s, then per pool its plan's kernel score where
@@ -33,7 +37,14 @@ import numpy as np
 from gymnasium import spaces
 
 from twin.errors import ActionError
-from twin.schema.actions import Bundle, Offer, Placement, ProvisionAction, TenantObservation
+from twin.schema.actions import (
+    Bundle,
+    Offer,
+    Order,
+    Placement,
+    ProvisionAction,
+    TenantObservation,
+)
 
 BOUND = 1e12  # finite stand-in for "unbounded" numbers
 HEAD_SLOTS = 4
@@ -42,7 +53,8 @@ BID_LEVELS_USD = (0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0)
 USD_LEVELS = (0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0)
 QUEUE_FIELDS = 3  # present, gpus, wait_s (then one score per pool)
 OFFER_FIELDS = 3  # made, maker, dollars (and GPUs per pool)
-PARTS = ("provision", "place", "bid", "offer_to", "offer_gpus", "offer_usd", "accept")
+PARTS = ("provision", "place", "bid", "offer_to", "offer_gpus", "offer_usd", "accept", "market",
+         "market_price")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -77,6 +89,8 @@ class WholeAction:
             "offer_gpus": [shifted] * p,
             "offer_usd": [2 * len(USD_LEVELS) - 1],
             "accept": [2] * self.offer_slots,
+            "market": [shifted] * p,
+            "market_price": [len(BID_LEVELS_USD)] * p,
         }
 
     def action_space(self) -> spaces.Dict:
@@ -125,7 +139,8 @@ class WholeAction:
         return {"provision": hold, "place": np.zeros(self.head_slots, dtype=np.int64),
                 "bid": np.zeros(p, dtype=np.int64), "offer_to": 0, "offer_gpus": hold.copy(),
                 "offer_usd": len(USD_LEVELS) - 1,
-                "accept": np.zeros(self.offer_slots, dtype=np.int8)}  # fmt: skip
+                "accept": np.zeros(self.offer_slots, dtype=np.int8),
+                "market": hold.copy(), "market_price": np.zeros(p, dtype=np.int64)}  # fmt: skip
 
     # -- what the tenant sees -------------------------------------------------------------
 
@@ -195,11 +210,17 @@ class WholeAction:
             for job, slot in zip(view.head, np.asarray(action["place"]).reshape(-1), strict=False):
                 if slot > 0:
                     placements.append(Placement(job_id=job.job_id, pool=self.pools[int(slot) - 1]))
+        orders = np.asarray(action["market"], dtype=np.int64).reshape(-1) - d
+        limits = np.asarray(action["market_price"], dtype=np.int64).reshape(-1)
+        priced = [(p, int(n), Order(gpus=abs(int(n)), usd_per_gpu=BID_LEVELS_USD[int(k)]))
+                  for p, n, k in zip(self.pools, orders, limits, strict=True) if n]  # fmt: skip
         chosen = ProvisionAction(
             provision={p: int(n) for p, n in zip(self.pools, provision, strict=True) if n},
             bids_usd_per_gpu={p: BID_LEVELS_USD[int(b)]
                               for p, b in zip(self.pools, bids, strict=True) if b},
             placements=placements,
+            asks={p: order for p, n, order in priced if n < 0},
+            buys={p: order for p, n, order in priced if n > 0},
         )  # fmt: skip
         accept = np.asarray(action["accept"]).reshape(-1)
         answers = {
