@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
+import orjson
 import pytest
 from gymnasium.utils.env_checker import check_env
 from pettingzoo.test import parallel_api_test, parallel_seed_test
@@ -135,11 +136,13 @@ def test_trl_derives_a_tool_schema_from_each_action_method() -> None:
     from transformers.utils import get_json_schema
 
     env = ClusterTenantEnv()
-    tools = (env.view, env.provision, env.place, env.bid, env.make_offer, env.answer_offer,
-             env.wait)  # fmt: skip
+    tools = (env.view, env.provision, env.place, env.bid, env.sell, env.buy, env.make_offer,
+             env.answer_offer, env.wait)  # fmt: skip
     schemas = {s["function"]["name"]: s["function"] for s in map(get_json_schema, tools)}
-    assert set(schemas) == {"view", "provision", "place", "bid", "make_offer", "answer_offer",
-                            "wait"}  # fmt: skip
+    assert set(schemas) == {"view", "provision", "place", "bid", "sell", "buy", "make_offer",
+                            "answer_offer", "wait"}  # fmt: skip
+    for side in ("sell", "buy"):
+        assert schemas[side]["parameters"]["required"] == ["pool", "gpus", "usd_per_gpu"]
     assert schemas["make_offer"]["parameters"]["required"] == ["to_tenant", "pool", "gpus", "usd"]
     answer = schemas["answer_offer"]["parameters"]
     assert answer["properties"]["accept"]["type"] == "boolean"
@@ -250,3 +253,21 @@ def test_agents_of_the_parallel_env_trade_held_gpus_on_the_call_market() -> None
               and r["tenant"] in ("research", "inference")]  # fmt: skip
     assert {"h100": {"gpus": 2, "usd_per_gpu": 1.0}} in [o.get("asks") for o in orders]
     assert {"h100": {"gpus": 2, "usd_per_gpu": 16.0}} in [o.get("buys") for o in orders]
+
+
+def test_a_trl_tenant_sells_idle_gpus_on_the_call_market() -> None:
+    """Research sells two idle H100s through the `sell` tool; the negotiator opponents bid for
+    GPUs their queues need, and the round's call market clears."""
+    env = ClusterTenantEnv()
+    env.reset(scenario="market-scarce", tenant="research", seed=0, mechanism="call_market")
+    assert orjson.loads(env.buy("nowhere", 1, 1.0))["error"].startswith("unknown pool")
+    assert orjson.loads(env.sell("h100", 1, -1.0))["error"].startswith("usd_per_gpu must be")
+    assert orjson.loads(env.sell("h100", 0, 1.0))["error"] == "gpus must be 1..16"
+    env.sell("h100", 2, 0.5)
+    log = list(env._need().driver.log.dicts())
+    asked = [r["action"].get("asks") for r in log
+             if r["kind"] == "decision_made" and r["tenant"] == "research"]  # fmt: skip
+    assert {"h100": {"gpus": 2, "usd_per_gpu": 0.5}} in asked
+    cleared = [r for r in log if r["kind"] == "market_cleared"]
+    assert [(r["pool"], r["fills"]["research"]) for r in cleared] == [("h100", -2)]
+    assert cleared[0]["price_usd_per_gpu"] >= 0.5

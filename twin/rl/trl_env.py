@@ -5,8 +5,8 @@ row's columns (`scenario`, `tenant`, `seed`), offers the public methods below to
 tools (their schemas come from the type hints and docstrings), and the reward function reads
 `get_reward()`. The other tenants are opponents in process (`negotiator` unless the row names
 `opponents`): they make offers to the tenant and answer its own. `make_offer` and
-`answer_offer` add to the tenant's turn; `provision`, `place`, `bid` and `wait` end it, and the
-other tenants play on until it must decide again.
+`answer_offer` add to the tenant's turn; `provision`, `place`, `bid`, `sell`, `buy` (the call
+market's orders) and `wait` end it, and the other tenants play on until it must decide again.
 
 An episode always settles: `get_reward()` on an episode the model stopped short of its end (a
 completion ran out of tokens, say) first plays the rest of it with the tenant's own policy (the
@@ -38,6 +38,7 @@ from twin.schema.actions import (
     REASON_CHARS,
     Bundle,
     Offer,
+    Order,
     Placement,
     ProvisionAction,
     TenantObservation,
@@ -179,15 +180,61 @@ class ClusterTenantEnv:
         Returns:
             What happened, then your next observation, as JSON.
         """
+        wrong = self._priced_wrong(pool, gpus, usd_per_gpu)
+        if wrong:
+            return wrong
+        action = ProvisionAction(provision={pool: int(gpus)},
+                                 bids_usd_per_gpu={pool: float(usd_per_gpu)})  # fmt: skip
+        return self._act(action)
+
+    def sell(self, pool: str, gpus: int, usd_per_gpu: float) -> str:
+        """
+        Offer idle GPUs of a pool to the call market, and end your turn. Under the call_market
+        mechanism held GPUs change hands at one clearing price per GPU each round; other
+        mechanisms ignore orders.
+
+        Args:
+            pool: The pool's name, as the observation lists it.
+            gpus: Idle GPUs to sell (1 to 16; no more than you hold idle are sold).
+            usd_per_gpu: The least you would take per GPU sold, in dollars (0 or more).
+
+        Returns:
+            What happened, then your next observation, as JSON.
+        """
+        return self._order("asks", pool, gpus, usd_per_gpu)
+
+    def buy(self, pool: str, gpus: int, usd_per_gpu: float) -> str:
+        """
+        Bid for GPUs other tenants hold, on the call market, and end your turn. Under the
+        call_market mechanism held GPUs change hands at one clearing price per GPU each round;
+        other mechanisms ignore orders.
+
+        Args:
+            pool: The pool's name, as the observation lists it.
+            gpus: GPUs to buy (1 to 16).
+            usd_per_gpu: The most you would pay per GPU bought, in dollars (0 or more).
+
+        Returns:
+            What happened, then your next observation, as JSON.
+        """
+        return self._order("buys", pool, gpus, usd_per_gpu)
+
+    def _priced_wrong(self, pool: str, gpus: int, usd_per_gpu: float) -> str | None:
+        """The error to answer a priced request of `gpus` GPUs of `pool` with, if any."""
         if pool not in self._pools:
             return _error(f"unknown pool {pool!r}; pools: {self._pools}")
         if not 1 <= gpus <= MAX_GPUS_PER_CALL:
             return _error("gpus must be 1..16")
         if not 0 <= usd_per_gpu <= MAX_BID_USD:
             return _error(f"usd_per_gpu must be 0..{MAX_BID_USD:g}")
-        action = ProvisionAction(provision={pool: int(gpus)},
-                                 bids_usd_per_gpu={pool: float(usd_per_gpu)})  # fmt: skip
-        return self._act(action)
+        return None
+
+    def _order(self, side: str, pool: str, gpus: int, usd_per_gpu: float) -> str:
+        wrong = self._priced_wrong(pool, gpus, usd_per_gpu)
+        if wrong:
+            return wrong
+        order = {pool: Order(gpus=int(gpus), usd_per_gpu=float(usd_per_gpu))}
+        return self._act(ProvisionAction.model_validate({side: order}))
 
     def make_offer(self, to_tenant: str, pool: str, gpus: int, usd: float,
                    reason: str = "") -> str:  # fmt: skip
