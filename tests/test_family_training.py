@@ -5,14 +5,23 @@ in the family on its held-out seeds), per scenario and pooled, with intervals.""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from tests.conftest import twin_command
 from twin.rl.cem import CemSettings
 from twin.rl.family_training import evaluate_family, play_member, train_family
 from twin.rl.training import TrainSettings
-from twin.sim import families
-from twin_agents.learned import AUTOSCALE_WEIGHTS, FEATURES, PolicyFile
+from twin.sim import families, scenarios
+from twin.sim.driver import Driver
+from twin_agents.learned import AUTOSCALE_WEIGHTS, FEATURES, MARKET, PolicyFile, decide
+from twin_agents.policies import (
+    ask_usd_per_gpu,
+    sla_saved_usd_per_gpu,
+    unmet_gpus,
+    worth_usd_per_gpu,
+)
 
 TINY = TrainSettings(generations=1, seeds_per_generation=2, validation_seeds=2,
                      cem=CemSettings(population=2, elite=1), seed=3)  # fmt: skip
@@ -84,3 +93,51 @@ def test_each_member_may_be_judged_on_several_episodes_with_its_own_interval() -
     assert share is not None
     assert 0.0 <= share <= 1.0
     assert len(twice.per_member_means(twice.welfare_gains())) == 2
+
+
+def test_under_a_call_market_the_search_learns_to_trade_as_well() -> None:
+    """Where the mechanism clears held GPUs, each row carries the call market's parameters after
+    its weights, from `MARKET_START`; the policy file keeps them and seats them."""
+    trained = train_family("market", replace(TINY, mechanism="call_market"))
+    row = trained.policy.default
+    assert len(row) == len(FEATURES) + len(MARKET)
+    back = PolicyFile.from_json(json.loads(json.dumps(trained.policy.to_json())))
+    assert back.default == row
+    assert len(train_family("market", TINY).policy.default) == len(FEATURES)
+
+
+def test_a_trading_row_asks_a_share_of_its_spare_gpus_and_bids_for_what_its_queue_lacks() -> None:
+    """At the first round of `market-scarce` research's queue is empty and it holds idle H100s:
+    autoscale's weights release them; with `ask_share` 0.5 it asks half of them on the call
+    market at `ask_delays` delays' rent and releases the rest. Without a call market, or without
+    the parameters, it only provisions; bids are a share of what a GPU is worth to the queue."""
+    driver: Driver[Any, Any] = Driver(scenarios.as_cluster(scenarios.load("market-scarce")),
+                                      seed=0)  # fmt: skip
+    driver.advance()
+    view = driver.observe("research")
+    h100 = next(p for p in view.pools if p.name == "h100")
+    assert view.queue_length == 0
+    assert h100.idle_gpus >= 2
+    plain = decide(view, AUTOSCALE_WEIGHTS, clears=True)
+    released = -plain.provision["h100"]
+    assert released == h100.idle_gpus
+    assert not plain.asks
+    trading = decide(view, (*AUTOSCALE_WEIGHTS, 0.5, 2.0, 1.0), clears=True)
+    asked = round(0.5 * released)
+    assert trading.asks["h100"].gpus == asked
+    assert trading.provision.get("h100", 0) == asked - released
+    assert trading.asks["h100"].usd_per_gpu == round(2.0 * ask_usd_per_gpu(h100), 2)
+    assert not trading.buys  # nothing waits
+    assert decide(view, (*AUTOSCALE_WEIGHTS, 0.5, 2.0, 1.0), clears=False) == plain
+    bidders = 0
+    for tenant in driver.tenants:
+        mine = driver.observe(tenant)
+        action = decide(mine, (*AUTOSCALE_WEIGHTS, 0.0, 1.0, 1.0), clears=True)
+        if unmet_gpus(mine) > 0:
+            bidders += 1
+            ((pool, order),) = action.buys.items()
+            best = next(p for p in mine.pools if p.name == pool)
+            worth = worth_usd_per_gpu(mine, best) + sla_saved_usd_per_gpu(mine, best)
+            assert order.gpus == unmet_gpus(mine)
+            assert order.usd_per_gpu == round(worth, 2)
+    assert bidders >= 1  # inference and batch wait for GPUs at the first round

@@ -11,6 +11,14 @@ pending. The features are chosen so that one setting of the weights is the scena
 `autoscale` policy (`AUTOSCALE_WEIGHTS`): training starts there and moves away only where that
 pays.
 
+Where the mechanism clears held GPUs (`call_market`) and trading is on, a row may carry three
+more numbers (`MARKET`), and the policy trades: of the idle GPUs it would release it asks to
+sell a share (`ask_share`) at a limit of so many provisioning delays' rent (`ask_delays`;
+those that do not sell it releases later, as the provisioning rule says), and for the GPUs its
+queue lacks it bids a share (`bid_share`) of what one now is worth to it (its work's value net
+of rent, plus the SLA its waiting jobs stop paying, over the wait it saves). A row without them
+never trades.
+
 A policy file (JSON) holds the weights per tenant, with a `default` row for a tenant it was
 not trained for; it names the scenario it was trained on and how (see `PolicyFile`).
 """
@@ -25,8 +33,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from twin.schema.actions import PoolView, ProvisionAction, TenantObservation
+from twin.schema.actions import Order, PoolView, ProvisionAction, TenantObservation
 from twin.schema.wire import DecisionRequested
+from twin_agents.policies import (
+    ask_usd_per_gpu,
+    sla_saved_usd_per_gpu,
+    unmet_gpus,
+    usable_pools,
+    worth_usd_per_gpu,
+)
 from twin_agents.policy import Policy, Quiet, Turn
 from twin_agents.registry import Maker, Seat
 
@@ -50,6 +65,13 @@ FEATURES: tuple[str, ...] = (
 AUTOSCALE_WEIGHTS: tuple[float, ...] = (1.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0, -1.0, 0.0, 0.0,
                                          0.0, 0.0, 0.0)  # fmt: skip
 """The weights that make this policy the scenarios' `autoscale` (without its budget reserve)."""
+
+MARKET: tuple[str, ...] = ("ask_share", "ask_delays", "bid_share")
+"""The call-market parameters that may follow a row's weights (see the module's docstring)."""
+
+MARKET_START: tuple[float, ...] = (0.5, 1.0, 0.5)
+"""Where a search over the call-market parameters starts: half the spare GPUs asked at one
+delay's rent, bids at half their worth."""
 
 FORMAT = "cluster-twin/linear-policy"
 VERSION = 2  # 2: the scenario's provisioning delay and billing among the features
@@ -92,18 +114,47 @@ def features(view: TenantObservation) -> dict[str, list[float]]:
     return out
 
 
-def decide(view: TenantObservation, weights: Sequence[float]) -> ProvisionAction:
-    """The provisioning `weights` ask for on this view (shared pools are never changed)."""
+def decide(view: TenantObservation, weights: Sequence[float], *,
+           clears: bool = False) -> ProvisionAction:  # fmt: skip
+    """The provisioning `weights` ask for on this view (shared pools are never changed); with
+    `clears` (a call market, trading on) and a row's `MARKET` parameters, its orders too."""
     change: dict[str, int] = {}
+    provision = weights[: len(FEATURES)]
     for pool, row in features(view).items():
         p = _pool(view.pools, pool)
         if p.shared:
             continue
-        want = round(sum(w * f for w, f in zip(weights, row, strict=True)))
+        want = round(sum(w * f for w, f in zip(provision, row, strict=True)))
         n = max(min(want, p.free_capacity), -(p.idle_gpus + p.pending))
         if n:
             change[pool] = n
-    return ProvisionAction(provision=change)
+    if not clears or len(weights) <= len(FEATURES):
+        return ProvisionAction(provision=change)
+    return _to_market(view, change, weights[len(FEATURES) :])
+
+
+def _to_market(view: TenantObservation, change: dict[str, int],
+               market: Sequence[float]) -> ProvisionAction:  # fmt: skip
+    """`change` with a share of the idle GPUs it releases asked on the call market instead, and
+    a bid for the GPUs the queue lacks."""
+    ask_share, ask_delays, bid_share = (max(x, 0.0) for x in market)
+    asks: dict[str, Order] = {}
+    for name, n in list(change.items()):
+        pool = _pool(view.pools, name)
+        k = min(round(ask_share * -n), pool.idle_gpus) if n < 0 else 0
+        if k > 0:
+            asks[name] = Order(gpus=k, usd_per_gpu=round(ask_delays * ask_usd_per_gpu(pool), 2))
+            change[name] = n + k
+            if not change[name]:
+                del change[name]
+    buys: dict[str, Order] = {}
+    need, best = unmet_gpus(view), usable_pools(view)
+    if need > 0 and best and bid_share > 0:
+        pool = best[0]
+        worth = worth_usd_per_gpu(view, pool) + sla_saved_usd_per_gpu(view, pool)
+        if worth > 0:
+            buys[pool.name] = Order(gpus=need, usd_per_gpu=round(bid_share * worth, 2))
+    return ProvisionAction(provision=change, asks=asks, buys=buys)
 
 
 def _pool(pools: Sequence[PoolView], name: str) -> PoolView:
@@ -128,6 +179,7 @@ class PolicyFile:
             "format": FORMAT,
             "version": VERSION,
             "features": list(FEATURES),
+            "market": list(MARKET),
             "scenario": self.scenario,
             "weights": {t: list(w) for t, w in sorted(self.weights.items())},
             "default": list(self.default),
@@ -173,21 +225,26 @@ def _row(value: Any, where: str) -> tuple[float, ...]:
     numbers = isinstance(value, list) and all(
         isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) for x in value
     )
-    if not numbers or len(value) != len(FEATURES):
-        raise ValueError(f"{where}: must be {len(FEATURES)} finite numbers")
+    if not numbers or len(value) not in (len(FEATURES), len(FEATURES) + len(MARKET)):
+        raise ValueError(f"{where}: must be {len(FEATURES)} finite numbers (or "
+                         f"{len(FEATURES) + len(MARKET)}, the call market's parameters after "
+                         "them)")  # fmt: skip
     return tuple(float(x) for x in value)
 
 
 class LearnedAgent(Quiet):
-    """A tenant played by a trained linear policy (never trades)."""
+    """A tenant played by a trained linear policy (it trades only on a call market, where its
+    row carries `MARKET` parameters; it makes and accepts no offers)."""
 
     def __init__(self, weights: Sequence[float], name: str = "learned") -> None:
         self.weights = tuple(weights)
         self.name = name
 
     async def decide(self, request: DecisionRequested) -> Turn:
-        action = decide(request.view, self.weights)
-        return Turn(provision=dict(action.provision), reason="a trained linear policy")
+        clears = request.traits.clears_held and request.trading
+        action = decide(request.view, self.weights, clears=clears)
+        return Turn(provision=dict(action.provision), asks=dict(action.asks),
+                    buys=dict(action.buys), reason="a trained linear policy")  # fmt: skip
 
 
 def load_maker(source: str, name: str = "learned") -> Maker:

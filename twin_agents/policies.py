@@ -10,12 +10,12 @@ from twin.schema.wire import DecisionRequested, OfferView, RoundCommitted
 from twin_agents.policy import Answer, OfferToMake, Quiet, Turn
 
 
-def _unmet(view: TenantObservation) -> int:
+def unmet_gpus(view: TenantObservation) -> int:
     """GPUs the waiting jobs need beyond the idle and pending ones the tenant holds."""
     return math.ceil(view.queued_gpus) - sum(p.idle_gpus + p.pending for p in view.pools)
 
 
-def _cheapest(view: TenantObservation) -> list[PoolView]:
+def usable_pools(view: TenantObservation) -> list[PoolView]:
     """Pools the head of the queue can use, best value first: the kernel's best plan score
     there where the queued jobs carry verdicts, else the best price per unit of speed."""
     usable = {name for job in view.head for name in job.pools} or {p.name for p in view.pools}
@@ -53,7 +53,7 @@ class Stepper(Bidding):
 
     def move(self, request: DecisionRequested) -> Turn:
         view = request.view
-        pools = _cheapest(view)
+        pools = usable_pools(view)
         if not pools:
             return Turn()
         idle = sum(p.idle_gpus for p in view.pools)
@@ -72,7 +72,7 @@ class Greedy(Bidding):
 
     def move(self, request: DecisionRequested) -> Turn:
         view = request.view
-        need = _unmet(view)
+        need = unmet_gpus(view)
         usable = {name for job in view.head for name in job.pools}
         pools = [p for p in view.ranked_pools("speed") if p.name in usable and not p.shared]
         return Turn(provision={pools[0].name: need}) if need > 0 and pools else Turn()
@@ -90,7 +90,7 @@ class FairShare(Bidding):
         view = request.view
         change: dict[str, int] = {}
         wanted = math.ceil(view.queued_gpus)
-        for p in _cheapest(view):
+        for p in usable_pools(view):
             capacity = p.ready + p.pending + p.free_capacity
             share = capacity // self.tenants
             held = p.ready + p.pending
@@ -195,8 +195,8 @@ class Negotiator:
                 price = round(ask_usd_per_gpu(pools[name]), 2)
                 turn.asks[name] = Order(gpus=n - gone, usd_per_gpu=price)
         self._offered = {name: o.gpus for name, o in turn.asks.items()}
-        need = _unmet(view)
-        best = _cheapest(view)
+        need = unmet_gpus(view)
+        best = usable_pools(view)
         if need > 0 and best:
             pool = best[0]
             worth = worth_usd_per_gpu(view, pool) + sla_saved_usd_per_gpu(view, pool)
@@ -293,10 +293,10 @@ def _grow(view: TenantObservation, round_s: float) -> dict[str, int]:
     is coming than they need, cancel requests that take no longer than a round (`round_s`) to
     make again."""
     low = view.budget_usd is not None and view.budget_usd < 0.2 * (view.budget_usd + view.spent_usd)
-    deficit = _unmet(view)
+    deficit = unmet_gpus(view)
     if deficit < 0:  # more coming than the queue needs: cancel what is quick to ask for again
         out: dict[str, int] = {}
-        for pool in reversed(_cheapest(view)):
+        for pool in reversed(usable_pools(view)):
             n = min(-deficit, pool.pending) if pool.mean_provision_delay_s <= round_s else 0
             if n > 0:
                 out[pool.name] = -n
@@ -305,7 +305,7 @@ def _grow(view: TenantObservation, round_s: float) -> dict[str, int]:
     if low or deficit == 0:
         return {}
     out = {}
-    for pool in _cheapest(view):
+    for pool in usable_pools(view):
         n = min(deficit, pool.free_capacity)
         if n > 0:
             out[pool.name] = n

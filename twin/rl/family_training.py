@@ -27,7 +27,15 @@ from typing import Any
 import numpy as np
 
 from twin.rl.cem import Cem
-from twin.rl.training import CurvePoint, Interval, Returns, Trained, TrainSettings, play
+from twin.rl.training import (
+    CurvePoint,
+    Interval,
+    Returns,
+    Trained,
+    TrainSettings,
+    play,
+    start_row,
+)
 from twin.schema.scenario import ClusterScenario
 from twin.schema.vocabulary import Mechanism
 from twin.sim import families, scenarios
@@ -93,7 +101,7 @@ def train_family(family: str, settings: TrainSettings,
     docstring); the policy file's `default` row holds them."""
     rng = np.random.default_rng(settings.seed)
     train = np.array(families.TRAIN)
-    search = Cem(np.array(AUTOSCALE_WEIGHTS), settings.cem, rng)
+    search = Cem(np.array(start_row(AUTOSCALE_WEIGHTS, settings.mechanism)), settings.cem, rng)
     validation = sorted(int(m) for m in rng.choice(train, settings.validation_seeds,
                                                    replace=False))  # fmt: skip
     wall0, cpu0 = time.perf_counter(), time.process_time()

@@ -26,9 +26,9 @@ from twin.eventlog.intervals import bootstrap
 from twin.rl.cem import Cem, CemSettings
 from twin.rl.seeds import seed_split
 from twin.schema.scenario import ClusterScenario
-from twin.schema.vocabulary import DEFAULT_MECHANISM, Mechanism
+from twin.schema.vocabulary import DEFAULT_MECHANISM, MECHANISM_TRAITS, Mechanism
 from twin.sim.driver import Driver
-from twin_agents.learned import AUTOSCALE_WEIGHTS, FEATURES, PolicyFile, decide
+from twin_agents.learned import AUTOSCALE_WEIGHTS, FEATURES, MARKET_START, PolicyFile, decide
 
 LEARNED = "learned"  # the policy name the log records for the trained policy's decisions
 STATIC_WEIGHTS: tuple[float, ...] = (0.0,) * len(FEATURES)
@@ -45,19 +45,31 @@ def play(scenario: ClusterScenario, seed: int, seats: Seats,
     by their own policies; every tenant's return (the summary's `reward_usd`)."""
     driver: Driver[Any, Any] = Driver(scenario, seed=seed)
     defaults = driver.default_policies()
+    clears = MECHANISM_TRAITS[mechanism].clears_held
     while (batch := driver.advance()) is not None:
         book = driver.book(mechanism)
         for tenant in batch.reasons:
             weights = seats.get(tenant)
             if weights is not None:
-                book.propose(tenant, decide(driver.observe(tenant), weights), policy=LEARNED)
+                action = decide(driver.observe(tenant), weights, clears=clears)
+                book.propose(tenant, action, policy=LEARNED)
         driver.commit(book, defaults, announce_defaults=False)
     return {t: driver.settlement(t)[1] for t in driver.tenants}
 
 
-def start_weights(scenario: ClusterScenario) -> dict[str, tuple[float, ...]]:
-    """Each tenant's own policy as weights (a policy with no such row starts at autoscale)."""
-    return {t.name: START.get(t.policy, AUTOSCALE_WEIGHTS) for t in scenario.tenants}
+def start_weights(
+    scenario: ClusterScenario, mechanism: Mechanism = DEFAULT_MECHANISM
+) -> dict[str, tuple[float, ...]]:
+    """Each tenant's own policy as weights (a policy with no such row starts at autoscale),
+    and where the mechanism clears held GPUs the call market's parameters after them."""
+    return {t.name: start_row(START.get(t.policy, AUTOSCALE_WEIGHTS), mechanism)
+            for t in scenario.tenants}  # fmt: skip
+
+
+def start_row(weights: tuple[float, ...], mechanism: Mechanism) -> tuple[float, ...]:
+    """`weights`, and where `mechanism` clears held GPUs, `MARKET_START` after them: the
+    search then learns to trade as well as to provision."""
+    return weights + MARKET_START if MECHANISM_TRAITS[mechanism].clears_held else weights
 
 
 # -- playing many episodes, on one core or a pool -------------------------------------------
@@ -154,7 +166,8 @@ def train(scenario: ClusterScenario, settings: TrainSettings,
     split = seed_split(scenario.name)
     rng = np.random.default_rng(settings.seed)
     tenants = [t.name for t in scenario.tenants]
-    searches = {t: Cem(np.array(w), settings.cem, rng) for t, w in start_weights(scenario).items()}
+    searches = {t: Cem(np.array(w), settings.cem, rng)
+                for t, w in start_weights(scenario, settings.mechanism).items()}  # fmt: skip
     validation = split.draw("train", rng, settings.validation_seeds)
     wall0, cpu0 = time.perf_counter(), time.process_time()
     curve: list[CurvePoint] = []
