@@ -15,7 +15,7 @@ from twin.rl.family_training import evaluate_family, play_member, train_family
 from twin.rl.training import TrainSettings
 from twin.sim import families, scenarios
 from twin.sim.driver import Driver
-from twin_agents.learned import AUTOSCALE_WEIGHTS, FEATURES, MARKET, PolicyFile, decide
+from twin_agents.learned import AUTOSCALE_WEIGHTS, FEATURES, MARKET, PolicyFile, decide, trades
 from twin_agents.policies import (
     ask_usd_per_gpu,
     sla_saved_usd_per_gpu,
@@ -141,3 +141,16 @@ def test_a_trading_row_asks_a_share_of_its_spare_gpus_and_bids_for_what_its_queu
             assert order.gpus == unmet_gpus(mine)
             assert order.usd_per_gpu == round(worth, 2)
     assert bidders >= 1  # inference and batch wait for GPUs at the first round
+
+
+def test_a_policy_file_trades_where_a_row_carries_the_call_market_s_parameters(
+    tmp_path: Path,
+) -> None:
+    """The arena replays a trading agent with trading off, for its trade gain: a policy file
+    with call-market parameters is such an agent, one without them is not."""
+    plain = tmp_path / "plain.json"
+    PolicyFile("family:market", {}, default=AUTOSCALE_WEIGHTS).save(plain)
+    trading = tmp_path / "trading.json"
+    PolicyFile("family:market", {}, default=(*AUTOSCALE_WEIGHTS, 0.5, 1.0, 0.5)).save(trading)
+    assert not trades(str(plain))
+    assert trades(str(trading))

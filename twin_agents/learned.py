@@ -270,10 +270,13 @@ def load_maker(source: str, name: str = "learned") -> Maker:
 
 
 def trades(source: str) -> bool:
-    """Whether the policy `source` names makes and answers offers: a policy file never does; a
-    callable does when it says so (an attribute `trades = True`)."""
+    """Whether the policy `source` names trades: a policy file does where a row carries the call
+    market's parameters (it places orders there); a callable does when it says so (an attribute
+    `trades = True`)."""
     if source.endswith(".json"):
-        return False
+        policy = PolicyFile.load(source)
+        rows = [*policy.weights.values(), policy.default]
+        return any(len(row) > len(FEATURES) for row in rows)
     module_name, _, attribute = source.partition(":")
     found = getattr(importlib.import_module(module_name), attribute, None)
     return bool(getattr(found, "trades", False))
