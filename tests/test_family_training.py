@@ -154,3 +154,22 @@ def test_a_policy_file_trades_where_a_row_carries_the_call_market_s_parameters(
     PolicyFile("family:market", {}, default=(*AUTOSCALE_WEIGHTS, 0.5, 1.0, 0.5)).save(trading)
     assert not trades(str(plain))
     assert trades(str(trading))
+
+
+def test_spare_gpus_asked_last_round_and_still_spare_are_released() -> None:
+    """Nobody bought what it asked to sell: the next round it releases those GPUs rather than
+    holding them for another ask (the caller keeps `asked` from round to round)."""
+    driver: Driver[Any, Any] = Driver(scenarios.as_cluster(scenarios.load("market-scarce")),
+                                      seed=0)  # fmt: skip
+    driver.advance()
+    view = driver.observe("research")
+    row, asked = (*AUTOSCALE_WEIGHTS, 1.0, 1.0, 0.0), {}  # ask every spare GPU
+    first = decide(view, row, clears=True, asked=asked)
+    spare = {pool: order.gpus for pool, order in first.asks.items()}
+    assert spare["h100"] > 0
+    assert asked == spare
+    assert not any(n < 0 for n in first.provision.values())  # nothing released yet
+    again = decide(view, row, clears=True, asked=asked)  # the same GPUs, still spare
+    assert not again.asks
+    assert {pool: -n for pool, n in again.provision.items()} == spare
+    assert asked == {}

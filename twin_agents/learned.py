@@ -14,7 +14,8 @@ pays.
 Where the mechanism clears held GPUs (`call_market`) and trading is on, a row may carry three
 more numbers (`MARKET`), and the policy trades: of the idle GPUs it would release it asks to
 sell a share (`ask_share`) at a limit of so many provisioning delays' rent (`ask_delays`;
-those that do not sell it releases later, as the provisioning rule says), and for the GPUs its
+those asked in its last round and still spare it releases, as the reference negotiator does),
+and for the GPUs its
 queue lacks it bids a share (`bid_share`) of what one now is worth to it (its work's value net
 of rent, plus the SLA its waiting jobs stop paying, over the wait it saves). A row without them
 never trades.
@@ -114,10 +115,12 @@ def features(view: TenantObservation) -> dict[str, list[float]]:
     return out
 
 
-def decide(view: TenantObservation, weights: Sequence[float], *,
-           clears: bool = False) -> ProvisionAction:  # fmt: skip
+def decide(view: TenantObservation, weights: Sequence[float], *, clears: bool = False,
+           asked: dict[str, int] | None = None) -> ProvisionAction:  # fmt: skip
     """The provisioning `weights` ask for on this view (shared pools are never changed); with
-    `clears` (a call market, trading on) and a row's `MARKET` parameters, its orders too."""
+    `clears` (a call market, trading on) and a row's `MARKET` parameters, its orders too.
+    `asked`, kept by the caller from round to round, holds the GPUs per pool it asked to sell
+    last round (read, then replaced by this round's)."""
     change: dict[str, int] = {}
     provision = weights[: len(FEATURES)]
     for pool, row in features(view).items():
@@ -130,18 +133,24 @@ def decide(view: TenantObservation, weights: Sequence[float], *,
             change[pool] = n
     if not clears or len(weights) <= len(FEATURES):
         return ProvisionAction(provision=change)
-    return _to_market(view, change, weights[len(FEATURES) :])
+    memory = {} if asked is None else asked
+    action = _to_market(view, change, weights[len(FEATURES) :], dict(memory))
+    memory.clear()
+    memory.update({name: order.gpus for name, order in action.asks.items()})
+    return action
 
 
-def _to_market(view: TenantObservation, change: dict[str, int],
-               market: Sequence[float]) -> ProvisionAction:  # fmt: skip
-    """`change` with a share of the idle GPUs it releases asked on the call market instead, and
-    a bid for the GPUs the queue lacks."""
+def _to_market(view: TenantObservation, change: dict[str, int], market: Sequence[float],
+               asked_before: dict[str, int]) -> ProvisionAction:  # fmt: skip
+    """`change` with a share of the idle GPUs it releases asked on the call market instead
+    (those asked last round and still spare are released), and a bid for the GPUs the queue
+    lacks."""
     ask_share, ask_delays, bid_share = (max(x, 0.0) for x in market)
     asks: dict[str, Order] = {}
     for name, n in list(change.items()):
         pool = _pool(view.pools, name)
-        k = min(round(ask_share * -n), pool.idle_gpus) if n < 0 else 0
+        unsold = min(-n, asked_before.get(name, 0)) if n < 0 else 0
+        k = min(round(ask_share * (-n - unsold)), pool.idle_gpus) if n < 0 else 0
         if k > 0:
             asks[name] = Order(gpus=k, usd_per_gpu=round(ask_delays * ask_usd_per_gpu(pool), 2))
             change[name] = n + k
@@ -239,10 +248,11 @@ class LearnedAgent(Quiet):
     def __init__(self, weights: Sequence[float], name: str = "learned") -> None:
         self.weights = tuple(weights)
         self.name = name
+        self.asked: dict[str, int] = {}  # GPUs per pool asked to sell last round
 
     async def decide(self, request: DecisionRequested) -> Turn:
         clears = request.traits.clears_held and request.trading
-        action = decide(request.view, self.weights, clears=clears)
+        action = decide(request.view, self.weights, clears=clears, asked=self.asked)
         return Turn(provision=dict(action.provision), asks=dict(action.asks),
                     buys=dict(action.buys), reason="a trained linear policy")  # fmt: skip
 

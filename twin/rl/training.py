@@ -46,12 +46,14 @@ def play(scenario: ClusterScenario, seed: int, seats: Seats,
     driver: Driver[Any, Any] = Driver(scenario, seed=seed)
     defaults = driver.default_policies()
     clears = MECHANISM_TRAITS[mechanism].clears_held
+    asked: dict[str, dict[str, int]] = {t: {} for t in seats}  # each seat's asks last round
     while (batch := driver.advance()) is not None:
         book = driver.book(mechanism)
         for tenant in batch.reasons:
             weights = seats.get(tenant)
             if weights is not None:
-                action = decide(driver.observe(tenant), weights, clears=clears)
+                action = decide(driver.observe(tenant), weights, clears=clears,
+                                asked=asked[tenant])  # fmt: skip
                 book.propose(tenant, action, policy=LEARNED)
         driver.commit(book, defaults, announce_defaults=False)
     return {t: driver.settlement(t)[1] for t in driver.tenants}
