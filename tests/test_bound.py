@@ -154,8 +154,7 @@ def test_on_market_the_planner_beats_the_tenants_own_policies() -> None:
     assert statistics.fmean(r.planner_usd for r in found) > statistics.fmean(
         r.feasible_usd for r in found
     )
-    assert all(r.planner_gap_usd == r.bound_usd - max(r.planner_usd, r.feasible_usd)
-               for r in found)  # fmt: skip
+    assert all(0 <= r.planner_gap_usd <= r.bound_usd - r.feasible_usd for r in found)
 
 
 def test_a_day_of_openb_is_bounded_with_its_shared_nodes_as_every_tenant_s() -> None:

@@ -87,14 +87,17 @@ class SeedBound:
         }  # fmt: skip
 
 
-def delays_s(pools: Sequence[PoolConfig], quantile: float = DELAY_QUANTILE) -> dict[str, float]:
-    """Each pool's provisioning delay at `quantile` of its distribution (estimated from 20,000
-    seeded draws)."""
+def delay_quantiles_s(pools: Sequence[PoolConfig],
+                      quantiles: Sequence[float]) -> dict[float, dict[str, float]]:  # fmt: skip
+    """Each pool's provisioning delay at each of `quantiles`, by quantile (one set of 20,000
+    seeded draws a pool, whatever the quantiles)."""
     rng = np.random.default_rng(0)
-    out = {}
+    out: dict[float, dict[str, float]] = {q: {} for q in quantiles}
     for pool in pools:
         draw = sampler(pool.provision_delay_s, rng)
-        out[pool.name] = float(np.quantile([draw() for _ in range(20_000)], quantile))
+        draws = [draw() for _ in range(20_000)]
+        for q, at in zip(quantiles, np.quantile(draws, quantiles), strict=True):
+            out[q][pool.name] = float(at)
     return out
 
 
@@ -123,7 +126,8 @@ def bound_seed(
         if not log:
             log = list(driver.log.dicts())
     jobs = realised_jobs(scenario, log)
-    delays = delays_s(scenario.pools)
+    table = delay_quantiles_s(scenario.pools, PLANNER_DELAY_QUANTILES)
+    delays = table[DELAY_QUANTILE]
     plans = {
         holdings: solve(scenario, jobs, holdings, slot_s=slot,
                         delay_s=[delays[p.name] for p in scenario.pools], tightness=tightness,
@@ -136,22 +140,21 @@ def bound_seed(
         # program, the pooled bound bounds it too.
         separable = replace(separable, welfare_usd=pooled.welfare_usd)
     best = max(feasible, key=lambda k: feasible[k])
-    quantile, held, planned = best_plan(scenario, seed, jobs, separable, slot_s=slot,
+    quantile, held, planned = best_plan(scenario, seed, jobs, separable, table, slot_s=slot,
                                          time_limit_s=time_limit_s)  # fmt: skip
     return SeedBound(scenario.name, seed, len(jobs), slot, delays, pooled, separable,
                      feasible[best], best, planned, quantile, held, tightness)  # fmt: skip
 
 
 def best_plan(
-    scenario: ClusterScenario, seed: int, jobs: Sequence[RealisedJob], separable: Plan, *,
-    slot_s: float, time_limit_s: float,
+    scenario: ClusterScenario, seed: int, jobs: Sequence[RealisedJob], separable: Plan,
+    delays_by_quantile: dict[float, dict[str, float]], *, slot_s: float, time_limit_s: float,
 ) -> tuple[float, dict[str, dict[str, list[float]]], float]:  # fmt: skip
     """The planner's schedule: the bound's separable plan and the linear program's plans with
-    slower provisioning (`PLANNER_DELAY_QUANTILES`), each played in the twin; the best one's
-    delay quantile, holdings and welfare."""
+    each pool's delay at each quantile of `delays_by_quantile`, each played in the twin; the
+    best one's delay quantile, holdings and welfare."""
     candidates = [(DELAY_QUANTILE, separable.held_gpus)]
-    for quantile in PLANNER_DELAY_QUANTILES:
-        delays = delays_s(scenario.pools, quantile)
+    for quantile, delays in delays_by_quantile.items():
         plan = solve(scenario, jobs, "separable", slot_s=slot_s,
                      delay_s=[delays[p.name] for p in scenario.pools], tightness=LOOSE,
                      time_limit_s=time_limit_s)  # fmt: skip

@@ -152,7 +152,8 @@ class Masker:
         mask = self.template.copy()
         pools = state[HEAD_FIELDS:].reshape(self.p, PER_POOL)
         ready, busy, pending, free = pools[:, 0], pools[:, 1], pools[:, 2], pools[:, 4]
-        releasable = np.maximum(ready - np.ceil(busy - 1e-9), 0.0) + pending
+        idle = np.maximum(ready - np.ceil(busy - 1e-9), 0.0)
+        releasable = idle + pending
         shift = self._shift
         provision = (shift >= -releasable[:, None]) & (shift <= free[:, None])
         self._put(mask, "provision", provision.ravel())
@@ -163,11 +164,10 @@ class Masker:
         accept = np.ones((len(offers), 2), dtype=bool)
         accept[:, 1] = offers[:, 0] > 0
         self._put(mask, "accept", accept.ravel())
-        # Call-market orders: buy up to what the pool could hold, ask up to the idle GPUs.
+        # Call-market orders: buy up to `max_delta`, ask up to the idle GPUs.
         market = np.zeros_like(provision)
         market[:, self.d] = True
         if self.clears:
-            idle = np.maximum(ready - np.ceil(busy - 1e-9), 0.0)
             market = (shift >= -idle[:, None]) & (shift <= self.d)
         self._put(mask, "market", market.ravel())
         return mask
