@@ -84,3 +84,33 @@ async def test_trade_money_counts_in_the_summary_and_every_answer_says_why(
     assert all("does not need" in m["reason"] for m in made)
     decided = [e for e in events if e["kind"] == "decision_made"]
     assert all(d["action"]["reason"] for d in decided)
+
+
+@pytest.mark.parametrize(
+    ("scenario", "seed"),
+    [("market-scarce", 0), ("market", 1)] + [(f"family:market/{m}", m) for m in (900, 901, 903)],
+)
+def test_without_trading_the_negotiator_provisions_exactly_as_the_tenants_own_autoscaling(
+    scenario: str, seed: int
+) -> None:
+    """So its provisioning gain over the tenants' own policies is nil on every scenario and
+    member, and all it gains by trading is trade: every tenant's return, and every GPU asked for
+    and released, is the same as with no agent seated."""
+    from twin.arena.session import play_session
+    from twin.schema.vocabulary import DEFAULT_MECHANISM
+
+    names = [t.name for t in scenarios.as_cluster(scenarios.load(scenario)).tenants]
+
+    def played(policies: dict[str, Policy]) -> tuple[dict[str, float], list[tuple[Any, ...]]]:
+        done = asyncio.run(play_session(scenario, policies, seed=seed, mechanism=DEFAULT_MECHANISM,
+                                        round_timeout_ms=30_000, max_round_timeout_ms=30_000,
+                                        trading=False))  # fmt: skip
+        moves = [(r["t_s"], r["tenant"], r["pool"], r["gpus"], r["kind"])
+                 for r in map(orjson.loads, done.events.splitlines())
+                 if r["kind"] in ("gpus_requested", "gpus_released", "gpus_cancelled")]  # fmt: skip
+        return {t.name: t.reward_usd for t in done.summary().tenants}, moves
+
+    own_returns, own_moves = played({})
+    returns, moves = played({t: Negotiator(names, t, trade=False) for t in names})
+    assert own_moves and moves == own_moves
+    assert returns == pytest.approx(own_returns, abs=1e-9)

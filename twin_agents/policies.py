@@ -34,6 +34,9 @@ def with_bids(turn: Turn, request: DecisionRequested) -> Turn:
     return turn
 
 
+AUTOSCALE_RESERVE = 0.1  # the share of its budget autoscaling keeps (the scenarios' default)
+
+
 class Bidding(Quiet):
     """A built-in policy that does not trade: its move each round (`move`), with bids where the
     mechanism takes them."""
@@ -119,17 +122,18 @@ class RandomPolicy(Bidding):
 
 
 class Negotiator:
-    """Provisions for its queue net of what it holds and has coming, sells what it will not use,
-    and buys GPUs that pay.
+    """Provisions as the tenants' own autoscaling does, and trades on top of it: sells what
+    autoscaling would release, and buys GPUs that pay.
 
-    Provisioning: it asks for the GPUs its waiting jobs need beyond its idle and pending ones, in
-    the usable pools best value first, while money lasts; GPUs its queue does not need it offers
-    to the other tenants first and releases only what nobody bought by the next round (without
-    trading, it releases them at once). A GPU handed over now saves the buyer one provisioning
-    delay (a full hour where the pool is exhausted): one delay's rent is surplus the trade surely
-    creates, so that is the ask, and the buyer keeps the rest. It buys when its waiting jobs need
-    the GPUs and one now is worth more to it than the price: its work's value per GPU-hour net of
-    rent, plus the SLA its waiting jobs stop paying, over the wait it saves.
+    Provisioning: autoscaling's move, unchanged (`TenantObservation.autoscaled`), so that what
+    it gains over the tenants' own policies is trade, never better or worse provisioning. Trading
+    changes only this: idle GPUs autoscaling would release it first offers to the other tenants
+    and releases only what nobody bought by the next round (without trading, or where an offer
+    does not pay, it releases them at once). A GPU handed over now saves the buyer one
+    provisioning delay (a full hour where the pool is exhausted): one delay's rent is surplus
+    the trade surely creates, so that is the ask, and the buyer keeps the rest. It buys when its
+    waiting jobs need the GPUs and one now is worth more to it than the price: its work's value
+    per GPU-hour net of rent, plus the SLA its waiting jobs stop paying, over the wait it saves.
     """
 
     name = "negotiator"
@@ -150,50 +154,48 @@ class Negotiator:
         if self._last_t_s is not None and view.t_s > self._last_t_s:
             self._round_s = view.t_s - self._last_t_s
         self._last_t_s = view.t_s
-        spare = _spare(view)
-        worth_selling = {p.name for p in view.pools if self._pays_to_offer(p)}
-        spare_kept = {p: (n if p in worth_selling else 0) for p, n in spare.items()}
-        selling = self.trade and request.trading and bool(self.others)
-        selling = selling and any(spare_kept.values())
-        # Spare GPUs offered last round and still spare: nobody wanted them, so they go back.
-        back = (
-            {p: n - spare_kept[p] + min(spare_kept[p], self._offered.get(p, 0))
-             for p, n in spare.items()}
-            if selling else spare
-        )  # fmt: skip
-        turn = Turn(provision={p: -n for p, n in back.items() if n})
-        turn.provision.update(_grow(view, self._round_s))
-        turn.reason = _why(turn.provision)
+        turn = Turn(provision=view.autoscaled(AUTOSCALE_RESERVE))
         self._asked = {p: n for p, n in turn.provision.items() if n > 0}
         self._bought = 0
         before, self._offered = self._offered, {}
-        if request.traits.clears_held and self.trade and request.trading:
+        spare = _spare(view, turn.provision)
+        trading = self.trade and request.trading and bool(self.others)
+        if request.traits.clears_held and trading:
+            turn.reason = _why(turn.provision)
             return self._to_market(request, turn, spare, before)
-        if selling:
-            left = {p: n - back.get(p, 0) for p, n in spare.items()}
-            turn.offers = self._sell(view, left)
+        # Spare GPUs offered last round and still spare (nobody wanted them) go back, as autoscaling
+        # has them; the others, where offering them pays, are offered and kept for a round.
+        pools = {p.name: p for p in view.pools}
+        kept = {p: n - min(n, before.get(p, 0)) for p, n in spare.items()} if trading else {}
+        kept = {p: n for p, n in kept.items() if n and self._pays_to_offer(pools[p])}
+        for name, n in kept.items():
+            turn.provision[name] += n
+            if not turn.provision[name]:
+                del turn.provision[name]
+        turn.reason = _why(turn.provision)
+        if kept:
+            turn.offers = self._sell(view, kept)
             self._lots[1] += len(turn.offers)
-            self._offered = {p: n for p, n in left.items() if n}
-            if turn.offers:
-                turn.reason += f"; selling {len(turn.offers)} lots of spare GPUs"
+            self._offered = kept
+            turn.reason += f"; selling {len(turn.offers)} lots of spare GPUs"
         return with_bids(turn, request)
 
     def _to_market(self, request: DecisionRequested, turn: Turn, spare: dict[str, int],
                    before: dict[str, int]) -> Turn:  # fmt: skip
-        """Under a call market: spare GPUs are asked at one delay's rent (those asked last round
-        and still spare, which nobody bought, are released instead), and the GPUs its queue
-        still needs are bid for at what they are worth to it now (its requests stand)."""
+        """Under a call market: spare GPUs (idle ones autoscaling would release) are asked at one
+        delay's rent instead, except those asked last round and still spare, which nobody
+        bought and which go back; the GPUs its queue still needs are bid for at what they are
+        worth to it now (autoscaling's requests stand)."""
         view = request.view
         pools = {p.name: p for p in view.pools}
         for name, n in spare.items():
-            gone = min(n, before.get(name, 0))
-            if turn.provision.get(name, 0) < 0:
-                del turn.provision[name]
-            if gone:
-                turn.provision[name] = -gone
-            if n - gone > 0:
+            asked = n - min(n, before.get(name, 0))
+            if asked > 0:
+                turn.provision[name] += asked
+                if not turn.provision[name]:
+                    del turn.provision[name]
                 price = round(ask_usd_per_gpu(pools[name]), 2)
-                turn.asks[name] = Order(gpus=n - gone, usd_per_gpu=price)
+                turn.asks[name] = Order(gpus=asked, usd_per_gpu=price)
         self._offered = {name: o.gpus for name, o in turn.asks.items()}
         need = unmet_gpus(view)
         best = usable_pools(view)
@@ -271,46 +273,11 @@ class Negotiator:
                 self.buyers.insert(0, trade.to_tenant)
 
 
-def _spare(view: TenantObservation) -> dict[str, int]:
-    """Idle GPUs the queue does not need, per pool: all of them when nothing waits, else those
-    in pools its waiting jobs cannot use, or beyond what they need."""
-    usable = {name for job in view.head for name in job.pools}
-    need = math.ceil(view.queued_gpus)
-    out = {}
-    for pool in view.pools:
-        if pool.shared:
-            continue
-        idle = pool.idle_gpus
-        kept = min(idle, need) if pool.name in usable else 0
-        need -= kept
-        out[pool.name] = idle - kept
-    return out
-
-
-def _grow(view: TenantObservation, round_s: float) -> dict[str, int]:
-    """GPUs to ask for: what the waiting jobs need beyond the idle and pending ones, in the
-    usable pools best value first, while more than a fifth of the budget is left; where more
-    is coming than they need, cancel requests that take no longer than a round (`round_s`) to
-    make again."""
-    low = view.budget_usd is not None and view.budget_usd < 0.2 * (view.budget_usd + view.spent_usd)
-    deficit = unmet_gpus(view)
-    if deficit < 0:  # more coming than the queue needs: cancel what is quick to ask for again
-        out: dict[str, int] = {}
-        for pool in reversed(usable_pools(view)):
-            n = min(-deficit, pool.pending) if pool.mean_provision_delay_s <= round_s else 0
-            if n > 0:
-                out[pool.name] = -n
-                deficit += n
-        return out
-    if low or deficit == 0:
-        return {}
-    out = {}
-    for pool in usable_pools(view):
-        n = min(deficit, pool.free_capacity)
-        if n > 0:
-            out[pool.name] = n
-            deficit -= n
-    return out
+def _spare(view: TenantObservation, provision: dict[str, int]) -> dict[str, int]:
+    """Idle GPUs per pool that `provision` releases (not the pending requests it cancels)."""
+    idle = {p.name: p.idle_gpus for p in view.pools if not p.shared}
+    return {name: min(-n, idle[name]) for name, n in provision.items()
+            if n < 0 and idle.get(name, 0) > 0}  # fmt: skip
 
 
 def _why(provision: dict[str, int]) -> str:

@@ -219,6 +219,37 @@ class TenantObservation(Frozen):
             )
         return sorted(self.pools, key=lambda p: (-best.get(p.name, 0.0), -p.speed, p.name))
 
+    def autoscaled(self, reserve: float = 0.1) -> dict[str, int]:
+        """Autoscaling's move (the tenants' own policy, `autoscale`): GPUs to ask for per pool
+        for the queued demand beyond the idle and coming ones, in the pools the waiting jobs
+        can use, best value first, while at least `reserve` of the budget is left; with
+        nothing queued, every idle GPU released and every pending request cancelled."""
+        pools = self.ranked_pools("value")
+        change: dict[str, int] = {}
+        if self.queue_length == 0:
+            for p in pools:
+                idle = p.ready - math.ceil(p.busy_gpus)
+                if idle > 0 or p.pending:
+                    change[p.name] = -(idle + p.pending)
+            return change
+        idle_gpus = sum(p.ready - p.busy_gpus for p in pools)
+        coming = sum(p.pending for p in pools)
+        deficit = math.ceil(self.queued_gpus - idle_gpus - coming)
+        low_budget = self.budget_usd is not None and self.budget_usd < reserve * (
+            self.budget_usd + self.spent_usd
+        )
+        if deficit <= 0 or low_budget:
+            return change
+        usable = {name for job in self.head for name in job.pools}
+        for p in (p for p in pools if p.name in usable):
+            n = min(deficit, p.free_capacity)
+            if n > 0:
+                change[p.name] = n
+                deficit -= n
+            if deficit <= 0:
+                break
+        return change
+
 
 class GpuClusterObservation(Frozen):
     """The classic task's observation (GPUClusterEnv field names)."""

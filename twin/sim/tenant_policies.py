@@ -6,7 +6,6 @@ Each model kind has its registry of policies by name.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from typing import Protocol, TypeVar
 
@@ -57,31 +56,7 @@ class Autoscale:
         self.reserve = reserve
 
     def decide(self, obs: TenantObservation) -> ProvisionAction:
-        pools = obs.ranked_pools("value")
-        change: dict[str, int] = {}
-        if obs.queue_length == 0:
-            for p in pools:
-                idle = p.ready - math.ceil(p.busy_gpus)
-                if idle > 0 or p.pending:
-                    change[p.name] = -(idle + p.pending)
-            return ProvisionAction(provision=change)
-        idle_gpus = sum(p.ready - p.busy_gpus for p in pools)
-        coming = sum(p.pending for p in pools)
-        deficit = math.ceil(obs.queued_gpus - idle_gpus - coming)
-        low_budget = obs.budget_usd is not None and obs.budget_usd < self.reserve * (
-            obs.budget_usd + obs.spent_usd
-        )
-        if deficit <= 0 or low_budget:
-            return ProvisionAction()
-        usable = {name for job in obs.head for name in job.pools}
-        for p in (p for p in pools if p.name in usable):
-            n = min(deficit, p.free_capacity)
-            if n > 0:
-                change[p.name] = n
-                deficit -= n
-            if deficit <= 0:
-                break
-        return ProvisionAction(provision=change)
+        return ProvisionAction(provision=obs.autoscaled(self.reserve))
 
 
 class Baseline:
