@@ -190,7 +190,8 @@ class Negotiator:
         pools = {p.name: p for p in view.pools}
         for name, n in spare.items():
             asked = n - min(n, before.get(name, 0))
-            if asked > 0:
+            if asked > 0 and self._pays_to_offer(pools[name]):
+                self._lots[1] += 1
                 turn.provision[name] += asked
                 if not turn.provision[name]:
                     del turn.provision[name]
@@ -264,6 +265,7 @@ class Negotiator:
         return sold * ask_usd_per_gpu(pool) > (1 - sold) * rent
 
     def learn(self, outcome: RoundCommitted) -> None:
+        self._lots[0] += sum(1 for n in outcome.market.values() if n < 0)  # asks filled
         for trade in outcome.trades:
             if trade.status == "applied" and trade.from_tenant == self.me:
                 self._lots[0] += 1
