@@ -4,6 +4,7 @@ in the family on its held-out seeds), per scenario and pooled, with intervals.""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -13,13 +14,26 @@ from tests.conftest import twin_command
 from twin.rl.cem import CemSettings
 from twin.rl.family_training import evaluate_family, play_member, train_family
 from twin.rl.training import TrainSettings
+from twin.schema.actions import Bundle, Offer
+from twin.schema.vocabulary import MechanismTraits
+from twin.schema.wire import DecisionRequested
 from twin.sim import families, scenarios
 from twin.sim.driver import Driver
-from twin_agents.learned import AUTOSCALE_WEIGHTS, FEATURES, MARKET, PolicyFile, decide, trades
+from twin_agents.learned import (
+    AUTOSCALE_WEIGHTS,
+    FEATURES,
+    MARKET,
+    LearnedAgent,
+    PolicyFile,
+    decide,
+    saved_wait_h,
+    trades,
+)
 from twin_agents.policies import (
     ask_usd_per_gpu,
     sla_saved_usd_per_gpu,
     unmet_gpus,
+    usable_pools,
     worth_usd_per_gpu,
 )
 
@@ -173,3 +187,94 @@ def test_spare_gpus_asked_last_round_and_still_spare_are_released() -> None:
     assert not again.asks
     assert {pool: -n for pool, n in again.provision.items()} == spare
     assert asked == {}
+
+
+def _first_round(tenant: str) -> tuple[Driver[Any, Any], Any]:
+    driver: Driver[Any, Any] = Driver(scenarios.as_cluster(scenarios.load("market-scarce")),
+                                      seed=0)  # fmt: skip
+    driver.advance()
+    return driver, driver.observe(tenant)
+
+
+def test_a_trading_row_trades_only_in_pools_where_a_gpu_now_saves_at_least_min_wait_h() -> None:
+    """`min_wait_h`, the fourth trading parameter: spare GPUs are asked, and missing ones bid
+    for, only where one handed over now saves its buyer that long (a pool's provisioning delay,
+    or an hour where it can provision no more); a row of the first three trades everywhere."""
+    driver, view = _first_round("research")
+    h100 = next(p for p in view.pools if p.name == "h100")
+    wait_h = saved_wait_h(h100)
+    assert wait_h > 0
+    near = decide(view, (*AUTOSCALE_WEIGHTS, 1.0, 1.0, 1.0, wait_h - 0.01), clears=True)
+    far = decide(view, (*AUTOSCALE_WEIGHTS, 1.0, 1.0, 1.0, wait_h + 0.01), clears=True)
+    three = decide(view, (*AUTOSCALE_WEIGHTS, 1.0, 1.0, 1.0), clears=True)
+    assert near.asks["h100"].gpus == h100.idle_gpus == three.asks["h100"].gpus
+    assert "h100" not in far.asks
+    assert far.provision["h100"] == -h100.idle_gpus  # released instead
+    for tenant in driver.tenants:
+        mine = driver.observe(tenant)
+        if unmet_gpus(mine) > 0:
+            assert decide(mine, (*AUTOSCALE_WEIGHTS, 0.0, 1.0, 1.0, 0.0), clears=True).buys
+            assert not decide(mine, (*AUTOSCALE_WEIGHTS, 0.0, 1.0, 1.0, 99.0), clears=True).buys
+
+
+def _request(view: Any, clears: bool = False) -> DecisionRequested:
+    return DecisionRequested(round=1, t_s=view.t_s, deadline_ms=1000, view=view, offers=[],
+                             traits=MechanismTraits(clears_held=clears))  # fmt: skip
+
+
+async def test_bilateral_offers_carry_a_trading_row_s_asks_its_bid_is_its_acceptance_rule() -> None:
+    """Where the mechanism does not clear held GPUs, a trading row's asks go to the other
+    tenants as offers (the same GPUs, in lots, at the asked price a GPU) and are kept for the
+    round; its bid is its acceptance rule: GPUs its queue lacks, for at most `bid_share` of
+    what they are worth to it now. A row without trading parameters neither offers nor
+    accepts."""
+    driver, view = _first_round("research")
+    tenants = list(driver.tenants)
+    seller = LearnedAgent((*AUTOSCALE_WEIGHTS, 1.0, 2.0, 1.0, 0.0), "t", tenants, "research")
+    turn = await seller.decide(_request(view))
+    h100 = next(p for p in view.pools if p.name == "h100")
+    assert not turn.asks
+    assert not turn.buys
+    assert {o.to_tenant for o in turn.offers} == set(tenants) - {"research"}
+    of_h100 = [o for o in turn.offers if "h100" in o.give.gpus]
+    assert sum(o.give.gpus["h100"] for o in of_h100) == h100.idle_gpus
+    for o in of_h100:
+        assert o.take.usd == round(o.give.gpus["h100"] * round(2 * ask_usd_per_gpu(h100), 2), 2)
+    assert "h100" not in turn.provision  # kept for the round, for sale
+    again = LearnedAgent(seller.weights, "t", tenants, "research")
+    assert (await again.decide(_request(view, clears=True))).asks  # on a call market: asks
+
+    buyer_name = next(t for t in tenants if unmet_gpus(driver.observe(t)) > 0)
+    mine = driver.observe(buyer_name)
+    pool = usable_pools(mine)[0]
+    worth = worth_usd_per_gpu(mine, pool) + sla_saved_usd_per_gpu(mine, pool)
+    buyer = LearnedAgent((*AUTOSCALE_WEIGHTS, 0.0, 1.0, 0.5, 0.0), "t", tenants, buyer_name)
+    await buyer.decide(_request(mine))
+
+    def offer(usd: float, gpus: int = 1) -> Offer:
+        return Offer(offer_id="x", from_tenant="research", to_tenant=buyer_name,
+                     give=Bundle(gpus={pool.name: gpus}), take=Bundle(usd=usd))  # fmt: skip
+
+    assert not (await buyer.answer(offer(round(0.5 * worth + 0.01, 2)), _request(mine))).accept
+    assert (await buyer.answer(offer(round(0.5 * worth - 0.01, 2)), _request(mine))).accept
+    lacking = unmet_gpus(mine) - 1
+    assert not (await buyer.answer(offer(0.0, lacking + 1), _request(mine))).accept
+    plain = LearnedAgent(AUTOSCALE_WEIGHTS, "t", tenants, buyer_name)
+    assert not (await plain.decide(_request(view))).offers
+    assert not (await plain.answer(offer(0.0), _request(mine))).accept
+
+
+def test_learned_traders_trade_with_each_other_over_a_real_gateway() -> None:
+    """Every tenant of `market-scarce` a trading row, under the default mechanism (bilateral
+    offers): offers are made, answered by the acceptance rule, and trades applied."""
+    from twin.arena.session import play_session
+    from twin.schema.vocabulary import DEFAULT_MECHANISM
+
+    tenants = [t.name for t in scenarios.as_cluster(scenarios.load("market-scarce")).tenants]
+    row = (*AUTOSCALE_WEIGHTS, 1.0, 1.0, 1.0, 0.0)
+    policies: dict[str, Any] = {t: LearnedAgent(row, "t", tenants, t) for t in tenants}
+    played = asyncio.run(play_session("market-scarce", policies, seed=0,
+                                      mechanism=DEFAULT_MECHANISM, round_timeout_ms=30_000,
+                                      max_round_timeout_ms=30_000))  # fmt: skip
+    assert sum(s.offers_made for s in played.stats) > 0
+    assert sum(s.trades_applied for s in played.stats) > 0

@@ -11,14 +11,17 @@ pending. The features are chosen so that one setting of the weights is the scena
 `autoscale` policy (`AUTOSCALE_WEIGHTS`): training starts there and moves away only where that
 pays.
 
-Where the mechanism clears held GPUs (`call_market`) and trading is on, a row may carry three
-more numbers (`MARKET`), and the policy trades: of the idle GPUs it would release it asks to
-sell a share (`ask_share`) at a limit of so many provisioning delays' rent (`ask_delays`;
+A row may carry four more numbers (`MARKET`), and then the policy trades where trading is on.
+Where the mechanism clears held GPUs (`call_market`): of the idle GPUs it would release it asks
+to sell a share (`ask_share`) at a limit of so many provisioning delays' rent (`ask_delays`;
 those asked in its last round and still spare it releases, as the reference negotiator does),
-and for the GPUs its
-queue lacks it bids a share (`bid_share`) of what one now is worth to it (its work's value net
-of rent, plus the SLA its waiting jobs stop paying, over the wait it saves). A row without them
-never trades.
+and for the GPUs its queue lacks it bids a share (`bid_share`) of what one now is worth to it
+(its work's value net of rent, plus the SLA its waiting jobs stop paying, over the wait it
+saves); it trades only in pools where a GPU handed over saves at least `min_wait_h` hours
+(`saved_wait_h`). Under bilateral offers the same numbers make offers and answer them: its asks
+go to the other tenants as offers at the same price, and it accepts GPUs its queue lacks for at
+most what it would bid. A row without them never trades; `twin train` searches them under the
+call market, where every episode clears its orders.
 
 A policy file (JSON) holds the weights per tenant, with a `default` row for a tenant it was
 not trained for; it names the scenario it was trained on and how (see `PolicyFile`).
@@ -34,8 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from twin.schema.actions import Order, PoolView, ProvisionAction, TenantObservation
-from twin.schema.wire import DecisionRequested
+from twin.schema.actions import Bundle, Order, PoolView, ProvisionAction, TenantObservation
+from twin.schema.wire import DecisionRequested, OfferView, RoundCommitted
 from twin_agents.policies import (
     ask_usd_per_gpu,
     sla_saved_usd_per_gpu,
@@ -43,7 +46,7 @@ from twin_agents.policies import (
     usable_pools,
     worth_usd_per_gpu,
 )
-from twin_agents.policy import Policy, Quiet, Turn
+from twin_agents.policy import Answer, OfferToMake, Policy, Turn
 from twin_agents.registry import Maker, Seat
 
 FEATURES: tuple[str, ...] = (
@@ -67,12 +70,13 @@ AUTOSCALE_WEIGHTS: tuple[float, ...] = (1.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0, -1.0
                                          0.0, 0.0, 0.0)  # fmt: skip
 """The weights that make this policy the scenarios' `autoscale` (without its budget reserve)."""
 
-MARKET: tuple[str, ...] = ("ask_share", "ask_delays", "bid_share")
-"""The call-market parameters that may follow a row's weights (see the module's docstring)."""
+MARKET: tuple[str, ...] = ("ask_share", "ask_delays", "bid_share", "min_wait_h")
+"""The trading parameters that may follow a row's weights (see the module's docstring); a row
+written with the first three only trades in every pool (`min_wait_h` 0)."""
 
-MARKET_START: tuple[float, ...] = (0.5, 1.0, 0.5)
-"""Where a search over the call-market parameters starts: half the spare GPUs asked at one
-delay's rent, bids at half their worth."""
+MARKET_START: tuple[float, ...] = (0.5, 1.0, 0.5, 0.0)
+"""Where a search over the trading parameters starts: half the spare GPUs asked at one delay's
+rent, bids at half their worth, in every pool."""
 
 FORMAT = "cluster-twin/linear-policy"
 VERSION = 2  # 2: the scenario's provisioning delay and billing among the features
@@ -145,12 +149,13 @@ def _to_market(view: TenantObservation, change: dict[str, int], market: Sequence
     """`change` with a share of the idle GPUs it releases asked on the call market instead
     (those asked last round and still spare are released), and a bid for the GPUs the queue
     lacks."""
-    ask_share, ask_delays, bid_share = (max(x, 0.0) for x in market)
+    ask_share, ask_delays, bid_share, min_wait_h = (max(x, 0.0) for x in (*market, 0.0)[:4])
     asks: dict[str, Order] = {}
     for name, n in list(change.items()):
         pool = _pool(view.pools, name)
         unsold = min(-n, asked_before.get(name, 0)) if n < 0 else 0
         k = min(round(ask_share * (-n - unsold)), pool.idle_gpus) if n < 0 else 0
+        k = k if saved_wait_h(pool) >= min_wait_h else 0
         if k > 0:
             asks[name] = Order(gpus=k, usd_per_gpu=round(ask_delays * ask_usd_per_gpu(pool), 2))
             change[name] = n + k
@@ -158,12 +163,18 @@ def _to_market(view: TenantObservation, change: dict[str, int], market: Sequence
                 del change[name]
     buys: dict[str, Order] = {}
     need, best = unmet_gpus(view), usable_pools(view)
-    if need > 0 and best and bid_share > 0:
+    if need > 0 and best and bid_share > 0 and saved_wait_h(best[0]) >= min_wait_h:
         pool = best[0]
         worth = worth_usd_per_gpu(view, pool) + sla_saved_usd_per_gpu(view, pool)
         if worth > 0:
             buys[pool.name] = Order(gpus=need, usd_per_gpu=round(bid_share * worth, 2))
     return ProvisionAction(provision=change, asks=asks, buys=buys)
+
+
+def saved_wait_h(pool: PoolView) -> float:
+    """The hours a GPU of `pool` handed over now saves its buyer: the pool's provisioning delay,
+    or an hour where it can provision no more."""
+    return (pool.mean_provision_delay_s if pool.free_capacity > 0 else 3600.0) / 3600
 
 
 def _pool(pools: Sequence[PoolView], name: str) -> PoolView:
@@ -234,27 +245,94 @@ def _row(value: Any, where: str) -> tuple[float, ...]:
     numbers = isinstance(value, list) and all(
         isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) for x in value
     )
-    if not numbers or len(value) not in (len(FEATURES), len(FEATURES) + len(MARKET)):
+    lengths = (len(FEATURES), len(FEATURES) + len(MARKET) - 1, len(FEATURES) + len(MARKET))
+    if not numbers or len(value) not in lengths:
         raise ValueError(f"{where}: must be {len(FEATURES)} finite numbers (or "
-                         f"{len(FEATURES) + len(MARKET)}, the call market's parameters after "
-                         "them)")  # fmt: skip
+                         f"{len(FEATURES) + len(MARKET)}, the trading parameters after them, "
+                         "or all but the last of them)")  # fmt: skip
     return tuple(float(x) for x in value)
 
 
-class LearnedAgent(Quiet):
-    """A tenant played by a trained linear policy (it trades only on a call market, where its
-    row carries `MARKET` parameters; it makes and accepts no offers)."""
+class LearnedAgent:
+    """A tenant played by a trained linear policy. Where its row carries `MARKET` parameters and
+    trading is on, it trades: on a call market by orders; under a mechanism of bilateral offers,
+    its asks become offers of the same GPUs at the same price to the other tenants, and its bid
+    becomes its acceptance rule (it accepts GPUs its queue lacks for at most what it would bid
+    for them). A row without them never trades."""
 
-    def __init__(self, weights: Sequence[float], name: str = "learned") -> None:
+    def __init__(self, weights: Sequence[float], name: str = "learned",
+                 tenants: Sequence[str] = (), me: str = "") -> None:  # fmt: skip
         self.weights = tuple(weights)
         self.name = name
+        self.others = [t for t in tenants if t != me]
         self.asked: dict[str, int] = {}  # GPUs per pool asked to sell last round
+        self._bought = 0  # GPUs of offers it accepted this round
+
+    @property
+    def trades(self) -> bool:
+        return len(self.weights) > len(FEATURES)
 
     async def decide(self, request: DecisionRequested) -> Turn:
         clears = request.traits.clears_held and request.trading
-        action = decide(request.view, self.weights, clears=clears, asked=self.asked)
-        return Turn(provision=dict(action.provision), asks=dict(action.asks),
-                    buys=dict(action.buys), reason="a trained linear policy")  # fmt: skip
+        offers = request.trading and not clears and self.trades and bool(self.others)
+        action = decide(request.view, self.weights, clears=clears or offers, asked=self.asked)
+        self._bought = 0
+        turn = Turn(provision=dict(action.provision), reason="a trained linear policy")
+        if clears:
+            turn.asks, turn.buys = dict(action.asks), dict(action.buys)
+        elif offers:
+            turn.offers = _offers(action.asks, self.others)
+        return turn
+
+    async def answer(self, offer: OfferView, request: DecisionRequested | None) -> Answer:
+        if not self.trades or request is None:
+            return Answer(False, "this policy does not trade")
+        if offer.take.gpus or not offer.give.gpus:
+            return Answer(False, "I buy GPUs for money only")
+        view = request.view
+        n = sum(offer.give.gpus.values())
+        need = unmet_gpus(view) - self._bought
+        if need < n:
+            return Answer(False, f"my queue lacks {max(need, 0)} GPUs, not {n}")
+        usable = {p.name: p for p in usable_pools(view)}
+        bid_share = max(self.weights[len(FEATURES) + MARKET.index("bid_share")], 0.0)
+        min_wait_h = self.weights[len(FEATURES) + 3] if len(self.weights) > len(FEATURES) + 3 else 0
+        limit = 0.0
+        for name, k in offer.give.gpus.items():
+            pool = usable.get(name)
+            if pool is None:
+                return Answer(False, f"my waiting jobs cannot use {name}")
+            if saved_wait_h(pool) < min_wait_h:
+                return Answer(False, f"new {name} GPUs are too near to pay for one now")
+            limit += k * bid_share * (worth_usd_per_gpu(view, pool)
+                                      + sla_saved_usd_per_gpu(view, pool))  # fmt: skip
+        if view.budget_usd is not None and view.budget_usd < offer.take.usd:
+            return Answer(False, "not enough budget left")
+        if offer.take.usd > limit:
+            return Answer(False, f"${offer.take.usd:.2f} is above my bid of ${limit:.2f}")
+        self._bought += n
+        return Answer(True, f"${offer.take.usd:.2f} for {n} GPUs, within my bid of ${limit:.2f}")
+
+    def learn(self, outcome: RoundCommitted) -> None:
+        return None
+
+
+def _offers(asks: Mapping[str, Order], others: Sequence[str]) -> list[OfferToMake]:
+    """Asks as bilateral offers: each pool's GPUs in lots, one to each other tenant, at the
+    asked price a GPU."""
+    out = []
+    for name, order in asks.items():
+        left = order.gpus
+        lot = math.ceil(left / len(others))
+        for buyer in others:
+            n = min(lot, left)
+            if n <= 0:
+                break
+            left -= n
+            out.append(OfferToMake(buyer, Bundle(gpus={name: n}),
+                                   Bundle(usd=round(n * order.usd_per_gpu, 2)),
+                                   f"{n} {name} GPUs my queue does not need"))  # fmt: skip
+    return out
 
 
 def load_maker(source: str, name: str = "learned") -> Maker:
@@ -263,7 +341,8 @@ def load_maker(source: str, name: str = "learned") -> Maker:
     returns a `Policy`. ValueError names what is wrong."""
     if source.endswith(".json"):
         policy = PolicyFile.load(source)
-        return lambda seat: LearnedAgent(policy.for_tenant(seat.tenant), name)
+        return lambda seat: LearnedAgent(policy.for_tenant(seat.tenant), name, seat.tenants,
+                                         seat.tenant)  # fmt: skip
     module_name, sep, attribute = source.partition(":")
     if not sep or not module_name or not attribute:
         raise ValueError(f"policy {source!r} is neither a policy file (*.json) nor "
