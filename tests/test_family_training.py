@@ -23,6 +23,7 @@ from twin_agents.learned import (
     AUTOSCALE_WEIGHTS,
     FEATURES,
     MARKET,
+    MARKET_START,
     LearnedAgent,
     PolicyFile,
     decide,
@@ -278,3 +279,20 @@ def test_learned_traders_trade_with_each_other_over_a_real_gateway() -> None:
                                       max_round_timeout_ms=30_000))  # fmt: skip
     assert sum(s.offers_made for s in played.stats) > 0
     assert sum(s.trades_applied for s in played.stats) > 0
+
+
+def test_a_trading_only_search_from_a_start_moves_the_trading_parameters_alone() -> None:
+    """`--start POLICY --trading-only`: trading learned on top of a given provisioning policy,
+    whose weights every candidate keeps (so its provisioning is the start's, wherever it plays);
+    a start of provisioning weights alone gets `MARKET_START` after them."""
+    provisioning = tuple(w + 0.25 for w in AUTOSCALE_WEIGHTS)
+    start = PolicyFile("family:market", {}, default=provisioning)
+    how = replace(TINY, mechanism="call_market", start=start, trading_only=True,
+                  cem=CemSettings(population=4, elite=2))  # fmt: skip
+    trained = train_family("market", how)
+    row = trained.policy.default
+    assert row[: len(FEATURES)] == provisioning
+    assert row[len(FEATURES) :] != MARKET_START
+    assert (trained.policy.trained or {})["start_row"] == [*provisioning, *MARKET_START]
+    free = train_family("market", replace(how, trading_only=False)).policy.default
+    assert free[: len(FEATURES)] != provisioning

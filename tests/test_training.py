@@ -128,6 +128,12 @@ def test_twin_train_refuses_impossible_settings_with_a_coded_line(tmp_path: Path
     done = twin("train", "--evaluate", str(bad))
     assert done.returncode == 2
     assert "not a cluster-twin/linear-policy file" in done.stderr
+    done = twin("train", "--start", str(bad), "--out", str(tmp_path))
+    assert done.returncode == 2
+    assert "not a cluster-twin/linear-policy file" in done.stderr
+    done = twin("train", "--trading-only", "--out", str(tmp_path))
+    assert done.returncode == 2
+    assert "--trading-only: the proportional mechanism does not clear held GPUs" in done.stderr
 
 
 def test_the_trained_policy_takes_a_seat_in_the_arena_and_earns_there_what_training_measured(

@@ -51,6 +51,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     tr.add_argument("--mechanism", choices=mechanism_names(), default=DEFAULT_MECHANISM)
     tr.add_argument("--seed", type=seed, default=0, help="the search's own seed (default 0)")
     tr.add_argument("--workers", type=at_least_one, help="processes (default: the cores)")
+    tr.add_argument("--start", metavar="POLICY_FILE",
+                    help="start the search from this policy file's rows (default: the tenants' "
+                    "own policies)")  # fmt: skip
+    tr.add_argument("--trading-only", action="store_true",
+                    help="search only the trading parameters (a mechanism that clears held "
+                    "GPUs), keeping the provisioning weights of the start")  # fmt: skip
     tr.add_argument("--evaluate", metavar="POLICY_FILE",
                     help="only evaluate this policy file on the held-out seeds")  # fmt: skip
     tr.add_argument(

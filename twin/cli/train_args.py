@@ -28,12 +28,16 @@ def output_dir(args: argparse.Namespace) -> Path | None:
 
 def policy_to_evaluate(args: argparse.Namespace) -> PolicyFile | None:
     """The policy file `--evaluate` names (None without it); a bad file is a ConfigError."""
+    return _policy_file(args.evaluate)
+
+
+def _policy_file(path: str | None) -> PolicyFile | None:
     from twin_agents.learned import PolicyFile
 
-    if not args.evaluate:
+    if not path:
         return None
     try:
-        return PolicyFile.load(args.evaluate)
+        return PolicyFile.load(path)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -42,12 +46,18 @@ def settings(args: argparse.Namespace, workers: int) -> TrainSettings:
     """The search's settings from the flags."""
     from twin.rl.cem import CemSettings
     from twin.rl.training import TrainSettings
+    from twin.schema.vocabulary import MECHANISM_TRAITS
 
+    if args.trading_only and not MECHANISM_TRAITS[args.mechanism].clears_held:
+        raise ConfigError(f"--trading-only: the {args.mechanism} mechanism does not clear held "
+                          "GPUs, so there are no trading parameters to search (call_market "
+                          "does)")  # fmt: skip
     return TrainSettings(
         generations=args.generations, seeds_per_generation=args.seeds_per_generation,
         validation_seeds=args.validation_seeds, held_out_seeds=args.held_out,
         cem=CemSettings(population=args.population, elite=args.elite), seed=args.seed,
-        mechanism=args.mechanism, workers=workers,
+        mechanism=args.mechanism, workers=workers, start=_policy_file(args.start),
+        trading_only=args.trading_only,
     )  # fmt: skip
 
 

@@ -33,9 +33,15 @@ class CemSettings:
 class Cem:
     """One search: `ask` for a population, `tell` its scores (higher is better)."""
 
-    def __init__(self, mean: np.ndarray, settings: CemSettings, rng: np.random.Generator) -> None:
+    def __init__(self, mean: np.ndarray, settings: CemSettings, rng: np.random.Generator,
+                 searched: np.ndarray | None = None) -> None:  # fmt: skip
+        """`searched` (a mask, all by default) says which parameters move; the others keep
+        their value in `mean` in every candidate."""
         self.mean = np.asarray(mean, dtype=float).copy()
-        self.std = np.full_like(self.mean, settings.init_std)
+        self.searched = (
+            np.ones(self.mean.shape, dtype=bool) if searched is None else np.asarray(searched)
+        )
+        self.std = np.where(self.searched, settings.init_std, 0.0)
         self.settings, self.rng = settings, rng
 
     def ask(self) -> np.ndarray:
@@ -50,5 +56,5 @@ class Cem:
         """Move to the elite's mean and spread (ties by order: the earlier candidate wins)."""
         order = np.argsort(-np.asarray(scores, dtype=float), kind="stable")
         elite = candidates[order[: self.settings.elite]]
-        self.mean = elite.mean(axis=0)
-        self.std = elite.std(axis=0) + self.settings.min_std
+        self.mean = np.where(self.searched, elite.mean(axis=0), self.mean)
+        self.std = np.where(self.searched, elite.std(axis=0) + self.settings.min_std, 0.0)

@@ -34,6 +34,7 @@ from twin.rl.training import (
     Trained,
     TrainSettings,
     play,
+    searched,
     start_row,
 )
 from twin.schema.scenario import ClusterScenario
@@ -101,7 +102,10 @@ def train_family(family: str, settings: TrainSettings,
     docstring); the policy file's `default` row holds them."""
     rng = np.random.default_rng(settings.seed)
     train = np.array(families.TRAIN)
-    search = Cem(np.array(start_row(AUTOSCALE_WEIGHTS, settings.mechanism)), settings.cem, rng)
+    start = start_row(
+        settings.start.default if settings.start else AUTOSCALE_WEIGHTS, settings.mechanism
+    )
+    search = Cem(np.array(start), settings.cem, rng, searched(start, settings.trading_only))
     validation = sorted(int(m) for m in rng.choice(train, settings.validation_seeds,
                                                    replace=False))  # fmt: skip
     wall0, cpu0 = time.perf_counter(), time.process_time()
@@ -143,6 +147,8 @@ def train_family(family: str, settings: TrainSettings,
         "validation_members": validation,
         "seed": settings.seed,
         "mechanism": settings.mechanism,
+        "start_row": list(start),
+        "trading_only": settings.trading_only,
         "episodes": curve[-1].episodes,
         "validation_gain_usd": curve[-1].gain_usd,
     }

@@ -69,9 +69,23 @@ def start_weights(
 
 
 def start_row(weights: tuple[float, ...], mechanism: Mechanism) -> tuple[float, ...]:
-    """`weights`, and where `mechanism` clears held GPUs, `MARKET_START` after them: the
-    search then learns to trade as well as to provision."""
-    return weights + MARKET_START if MECHANISM_TRAITS[mechanism].clears_held else weights
+    """`weights`, and where `mechanism` clears held GPUs, the trading parameters after them
+    (those `weights` carries, else `MARKET_START`; a row of the first three gets the rest from
+    it): the search then learns to trade as well as to provision. Elsewhere the provisioning
+    weights alone."""
+    provisioning, trading = weights[: len(FEATURES)], weights[len(FEATURES) :]
+    if not MECHANISM_TRAITS[mechanism].clears_held:
+        return provisioning
+    return provisioning + trading + MARKET_START[len(trading) :]
+
+
+def searched(row: tuple[float, ...], trading_only: bool) -> np.ndarray:
+    """Which parameters of `row` a search moves: all, or with `trading_only` only those after
+    the provisioning weights."""
+    mask = np.ones(len(row), dtype=bool)
+    if trading_only:
+        mask[: len(FEATURES)] = False
+    return mask
 
 
 # -- playing many episodes, on one core or a pool -------------------------------------------
@@ -135,6 +149,10 @@ class TrainSettings:
     seed: int = 0
     mechanism: Mechanism = DEFAULT_MECHANISM
     workers: int = 1
+    start: PolicyFile | None = None
+    """A policy to start the search from (its rows), instead of the tenants' own policies."""
+    trading_only: bool = False
+    """Search only the trading parameters; the provisioning weights keep their start."""
 
 
 @dataclass(frozen=True)
@@ -168,8 +186,11 @@ def train(scenario: ClusterScenario, settings: TrainSettings,
     split = seed_split(scenario.name)
     rng = np.random.default_rng(settings.seed)
     tenants = [t.name for t in scenario.tenants]
-    searches = {t: Cem(np.array(w), settings.cem, rng)
-                for t, w in start_weights(scenario, settings.mechanism).items()}  # fmt: skip
+    start = start_weights(scenario, settings.mechanism)
+    if settings.start is not None:
+        start = {t: start_row(settings.start.for_tenant(t), settings.mechanism) for t in start}
+    searches = {t: Cem(np.array(w), settings.cem, rng, searched(w, settings.trading_only))
+                for t, w in start.items()}  # fmt: skip
     validation = split.draw("train", rng, settings.validation_seeds)
     wall0, cpu0 = time.perf_counter(), time.process_time()
     curve: list[CurvePoint] = []
@@ -209,6 +230,8 @@ def train(scenario: ClusterScenario, settings: TrainSettings,
         "validation_seeds": validation,
         "seed": settings.seed,
         "mechanism": settings.mechanism,
+        "start_weights": {t: list(w) for t, w in start.items()},
+        "trading_only": settings.trading_only,
         "episodes": curve[-1].episodes,
         "validation_gain_usd": curve[-1].gain_usd,
     }
