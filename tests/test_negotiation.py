@@ -112,5 +112,6 @@ def test_without_trading_the_negotiator_provisions_exactly_as_the_tenants_own_au
 
     own_returns, own_moves = played({})
     returns, moves = played({t: Negotiator(names, t, trade=False) for t in names})
-    assert own_moves and moves == own_moves
+    assert own_moves
+    assert moves == own_moves
     assert returns == pytest.approx(own_returns, abs=1e-9)
