@@ -27,11 +27,11 @@ from twin_agents.learned import (
     LearnedAgent,
     PolicyFile,
     decide,
-    saved_wait_h,
     trades,
 )
 from twin_agents.policies import (
     ask_usd_per_gpu,
+    saved_wait_h,
     sla_saved_usd_per_gpu,
     unmet_gpus,
     usable_pools,

@@ -41,6 +41,7 @@ from twin.schema.actions import Bundle, Order, PoolView, ProvisionAction, Tenant
 from twin.schema.wire import DecisionRequested, OfferView, RoundCommitted
 from twin_agents.policies import (
     ask_usd_per_gpu,
+    saved_wait_h,
     sla_saved_usd_per_gpu,
     unmet_gpus,
     usable_pools,
@@ -149,7 +150,7 @@ def _to_market(view: TenantObservation, change: dict[str, int], market: Sequence
     """`change` with a share of the idle GPUs it releases asked on the call market instead
     (those asked last round and still spare are released), and a bid for the GPUs the queue
     lacks."""
-    ask_share, ask_delays, bid_share, min_wait_h = (max(x, 0.0) for x in (*market, 0.0)[:4])
+    ask_share, ask_delays, bid_share, min_wait_h = trading(market)
     asks: dict[str, Order] = {}
     for name, n in list(change.items()):
         pool = _pool(view.pools, name)
@@ -171,10 +172,11 @@ def _to_market(view: TenantObservation, change: dict[str, int], market: Sequence
     return ProvisionAction(provision=change, asks=asks, buys=buys)
 
 
-def saved_wait_h(pool: PoolView) -> float:
-    """The hours a GPU of `pool` handed over now saves its buyer: the pool's provisioning delay,
-    or an hour where it can provision no more."""
-    return (pool.mean_provision_delay_s if pool.free_capacity > 0 else 3600.0) / 3600
+def trading(market: Sequence[float]) -> tuple[float, float, float, float]:
+    """A row's trading parameters (`MARKET`, each at least 0) from the numbers after its
+    weights; a row of the first three trades in every pool (`min_wait_h` 0)."""
+    ask_share, ask_delays, bid_share, min_wait_h = (max(x, 0.0) for x in (*market, 0.0)[:4])
+    return ask_share, ask_delays, bid_share, min_wait_h
 
 
 def _pool(pools: Sequence[PoolView], name: str) -> PoolView:
@@ -295,8 +297,7 @@ class LearnedAgent:
         if need < n:
             return Answer(False, f"my queue lacks {max(need, 0)} GPUs, not {n}")
         usable = {p.name: p for p in usable_pools(view)}
-        bid_share = max(self.weights[len(FEATURES) + MARKET.index("bid_share")], 0.0)
-        min_wait_h = self.weights[len(FEATURES) + 3] if len(self.weights) > len(FEATURES) + 3 else 0
+        _, _, bid_share, min_wait_h = trading(self.weights[len(FEATURES) :])
         limit = 0.0
         for name, k in offer.give.gpus.items():
             pool = usable.get(name)

@@ -169,9 +169,7 @@ class Negotiator:
         kept = {p: n - min(n, before.get(p, 0)) for p, n in spare.items()} if trading else {}
         kept = {p: n for p, n in kept.items() if n and self._pays_to_offer(pools[p])}
         for name, n in kept.items():
-            turn.provision[name] += n
-            if not turn.provision[name]:
-                del turn.provision[name]
+            _hold(turn.provision, name, n)
         turn.reason = _why(turn.provision)
         if kept:
             turn.offers = self._sell(view, kept)
@@ -192,9 +190,7 @@ class Negotiator:
             asked = n - min(n, before.get(name, 0))
             if asked > 0 and self._pays_to_offer(pools[name]):
                 self._lots[1] += 1
-                turn.provision[name] += asked
-                if not turn.provision[name]:
-                    del turn.provision[name]
+                _hold(turn.provision, name, asked)
                 price = round(ask_usd_per_gpu(pools[name]), 2)
                 turn.asks[name] = Order(gpus=asked, usd_per_gpu=price)
         self._offered = {name: o.gpus for name, o in turn.asks.items()}
@@ -282,6 +278,13 @@ def _spare(view: TenantObservation, provision: dict[str, int]) -> dict[str, int]
             if n < 0 and idle.get(name, 0) > 0}  # fmt: skip
 
 
+def _hold(provision: dict[str, int], pool: str, gpus: int) -> None:
+    """Keep `gpus` of the idle GPUs `provision` releases in `pool` (to sell them)."""
+    provision[pool] += gpus
+    if not provision[pool]:
+        del provision[pool]
+
+
 def _why(provision: dict[str, int]) -> str:
     asked = sum(n for n in provision.values() if n > 0)
     gone = -sum(n for n in provision.values() if n < 0)
@@ -301,13 +304,18 @@ def sla_saved_usd_per_gpu(view: TenantObservation, pool: PoolView) -> float:
     waiting GPU) stops paying for the wait it saves."""
     if not view.queue_length or view.queued_gpus <= 0:
         return 0.0
-    wait_h = (pool.mean_provision_delay_s if pool.free_capacity > 0 else 3600.0) / 3600
-    return view.sla_usd_per_job_h * view.queue_length / view.queued_gpus * wait_h
+    return view.sla_usd_per_job_h * view.queue_length / view.queued_gpus * saved_wait_h(pool)
 
 
 def worth_usd_per_gpu(view: TenantObservation, pool: PoolView) -> float:
     """What a GPU of `pool` now is worth to a tenant whose jobs wait: its work's value per
     GPU-hour at the pool's speed, net of rent, over the wait it saves (a provisioning delay, or
     an hour where the pool can provision no more)."""
-    wait_h = (pool.mean_provision_delay_s if pool.free_capacity > 0 else 3600.0) / 3600
-    return max(view.value_usd_per_gpu_h * pool.speed - pool.price_usd_per_gpu_h, 0.0) * wait_h
+    value_usd_per_h = view.value_usd_per_gpu_h * pool.speed - pool.price_usd_per_gpu_h
+    return max(value_usd_per_h, 0.0) * saved_wait_h(pool)
+
+
+def saved_wait_h(pool: PoolView) -> float:
+    """The hours a GPU of `pool` handed over now saves its buyer: the pool's provisioning delay,
+    or an hour where it can provision no more."""
+    return (pool.mean_provision_delay_s if pool.free_capacity > 0 else 3600.0) / 3600
