@@ -255,3 +255,37 @@ def test_each_checkout_has_a_warm_process_of_its_own(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(warm_client, "PACKAGE", Path("/elsewhere/another-checkout/twin"))
     assert warm_client.socket_path() != here
     assert warm_client.socket_path().parent == here.parent
+
+
+def test_a_stop_that_arrives_while_the_warm_process_forks_still_stops_it(tmp_path: Path) -> None:
+    """SIGTERM landing in a fork's at-fork hooks (where Python swallows an exception a handler
+    raises) still ends the warm process. The hook here is made slow so the signal lands in it."""
+    directory = tmp_path / "run"
+    directory.mkdir(mode=0o700)
+    sock = directory / "warm.sock"
+    slow_fork = (
+        "import os, sys, time\n"
+        "os.register_at_fork(after_in_parent=lambda: time.sleep(2.0))\n"
+        "from twin.cli.main import main\n"
+        "sys.exit(main(['warm', 'serve', '--socket', sys.argv[1]]))\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", slow_fork, str(sock)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not sock.with_suffix(".pid").exists():
+            assert process.poll() is None, process.communicate()[0]
+            assert time.monotonic() < deadline, "the warm process did not start"
+            time.sleep(0.05)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.connect(str(sock))  # the warm process forks a handler for it
+            time.sleep(0.5)  # inside the parent's slow at-fork hook
+            process.send_signal(signal.SIGTERM)
+            log, _ = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, log
+    assert not sock.exists()

@@ -187,23 +187,45 @@ def serve(path: Path, entry: Entry, prepare: Callable[[], None]) -> None:
     listener.bind(str(path))
     os.chmod(path, 0o600)
     listener.listen(64)
+    listener.setblocking(False)
     _pid_file(path).write_text(f"{os.getpid()}\n")
 
-    def stop(_signum: int, _frame: object) -> None:
-        raise SystemExit(0)
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    # A stop only sets a flag and wakes the loop: raised from the handler, SystemExit could
+    # land inside a fork's at-fork hooks, where Python swallows it, and the process would run on.
+    stopping: list[int] = []
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    for s in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(s, lambda signum, _frame: stopping.append(signum))
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # handlers are reaped by the kernel
     print(f"warm process {os.getpid()} at {path}", flush=True)
+    watch = selectors.DefaultSelector()
+    watch.register(listener, selectors.EVENT_READ)
+    watch.register(wake_r, selectors.EVENT_READ)
     try:
-        while True:
-            conn, _ = listener.accept()
-            if os.fork() == 0:
-                listener.close()
-                _handle(conn, mine, entry)  # never returns
-            conn.close()
+        while not stopping:
+            for key, _ in watch.select():
+                if key.fd == wake_r:
+                    os.read(wake_r, 512)
+                    continue
+                try:
+                    conn, _ = listener.accept()
+                except BlockingIOError:  # the caller gave up before it was accepted
+                    continue
+                if os.fork() == 0:
+                    signal.set_wakeup_fd(-1)
+                    for fd in (wake_r, wake_w):
+                        os.close(fd)
+                    watch.close()
+                    listener.close()
+                    _handle(conn, mine, entry)  # never returns
+                conn.close()
     finally:
+        signal.set_wakeup_fd(-1)
+        watch.close()
+        for fd in (wake_r, wake_w):
+            os.close(fd)
         listener.close()
         with contextlib.suppress(OSError):
             path.unlink()
