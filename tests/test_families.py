@@ -151,3 +151,20 @@ def test_the_arena_plays_held_out_members_pooled_as_one_scenario(tmp_path: Path)
         row["provisioning_welfare_gain_usd"] + row["trade_welfare_gain_usd"]
     )
     assert row["trade_repair"] in (True, False)
+
+
+def test_members_are_listed_beside_other_scenarios_but_a_whole_family_plays_alone(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "arena"
+    done = twin_command("arena", "--scenario", "family:market/901,family:market/17",
+                        "--seeds", "1", "--agents", "stepper", "--regime", "mirror",
+                        "--workers", "1", "--out", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((out / "arena.json").read_text())
+    assert [s["spec"] for s in manifest["scenarios"]] == ["family:market/901", "family:market/17"]
+    refused = twin_command("arena", "--scenario", "market,family:market", "--seeds", "held-out:2",
+                           "--agents", "stepper", "--out", str(tmp_path / "no"))  # fmt: skip
+    assert refused.returncode == 2
+    assert "a whole family (family:market) is played alone" in refused.stderr
+    assert "Traceback" not in refused.stderr

@@ -199,13 +199,19 @@ def _played(spec: str, selector: str) -> tuple[list[ScenarioEntry], list[int],
     from twin.arena import lineup
     from twin.sim import families
 
-    if families.is_family(spec) and families.parse(spec)[1] is None:
-        pairs = lineup.family_entries(spec, selector)
-        return [entry for entry, _ in pairs], [m for _, m in pairs], pairs
-    seeds = lineup.parse_seeds(selector)
-    scenarios = [lineup.scenario_entry(s) for s in spec.split(",") if s.strip()]
-    if not scenarios:
+    named = [s.strip() for s in spec.split(",") if s.strip()]
+    if not named:
         raise ConfigError("--scenario: name at least one scenario")
+    whole = [s for s in named if families.is_family(s) and families.parse(s)[1] is None]
+    if whole and len(named) == 1:
+        pairs = lineup.family_entries(named[0], selector)
+        return [entry for entry, _ in pairs], [m for _, m in pairs], pairs
+    if whole:
+        raise ConfigError(f"--scenario: a whole family ({whole[0]}) is played alone, with "
+                          "--seeds held-out:N or train:N; name members beside other scenarios "
+                          "as family:market/17")  # fmt: skip
+    seeds = lineup.parse_seeds(selector)
+    scenarios = [lineup.scenario_entry(s) for s in named]
     return scenarios, seeds, [(entry, seed) for entry in scenarios for seed in seeds]
 
 
