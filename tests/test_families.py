@@ -157,12 +157,14 @@ def test_members_are_listed_beside_other_scenarios_but_a_whole_family_plays_alon
     tmp_path: Path,
 ) -> None:
     out = tmp_path / "arena"
-    done = twin_command("arena", "--scenario", "family:market/901,family:market/17",
+    listed = "family:market/901,family:market/17,family:market/901"
+    done = twin_command("arena", "--scenario", listed,
                         "--seeds", "1", "--agents", "stepper", "--regime", "mirror",
                         "--workers", "1", "--out", str(out))  # fmt: skip
     assert done.returncode == 0, done.stderr
     manifest = json.loads((out / "arena.json").read_text())
     assert [s["spec"] for s in manifest["scenarios"]] == ["family:market/901", "family:market/17"]
+    assert "6 sessions (6 now" in done.stdout  # three each: a member named twice plays once
     refused = twin_command("arena", "--scenario", "market,family:market", "--seeds", "held-out:2",
                            "--agents", "stepper", "--out", str(tmp_path / "no"))  # fmt: skip
     assert refused.returncode == 2

@@ -199,7 +199,7 @@ def _played(spec: str, selector: str) -> tuple[list[ScenarioEntry], list[int],
     from twin.arena import lineup
     from twin.sim import families
 
-    named = [s.strip() for s in spec.split(",") if s.strip()]
+    named = list(dict.fromkeys(s.strip() for s in spec.split(",") if s.strip()))  # once each
     if not named:
         raise ConfigError("--scenario: name at least one scenario")
     whole = [s for s in named if families.is_family(s) and families.parse(s)[1] is None]
