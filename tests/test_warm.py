@@ -259,18 +259,22 @@ def test_each_checkout_has_a_warm_process_of_its_own(monkeypatch: pytest.MonkeyP
 
 def test_a_stop_that_arrives_while_the_warm_process_forks_still_stops_it(tmp_path: Path) -> None:
     """SIGTERM landing in a fork's at-fork hooks (where Python swallows an exception a handler
-    raises) still ends the warm process. The hook here is made slow so the signal lands in it."""
+    raises) still ends the warm process. The hook here marks that it runs and is made slow, so
+    the signal lands in it."""
     directory = tmp_path / "run"
     directory.mkdir(mode=0o700)
-    sock = directory / "warm.sock"
+    sock, forking = directory / "warm.sock", tmp_path / "forking"
     slow_fork = (
-        "import os, sys, time\n"
-        "os.register_at_fork(after_in_parent=lambda: time.sleep(2.0))\n"
+        "import os, pathlib, sys, time\n"
+        "def hook():\n"
+        "    pathlib.Path(sys.argv[2]).touch()\n"
+        "    time.sleep(3.0)\n"
+        "os.register_at_fork(after_in_parent=hook)\n"
         "from twin.cli.main import main\n"
         "sys.exit(main(['warm', 'serve', '--socket', sys.argv[1]]))\n"
     )
     process = subprocess.Popen(
-        [sys.executable, "-c", slow_fork, str(sock)],
+        [sys.executable, "-c", slow_fork, str(sock), str(forking)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:
@@ -279,10 +283,13 @@ def test_a_stop_that_arrives_while_the_warm_process_forks_still_stops_it(tmp_pat
             assert process.poll() is None, process.communicate()[0]
             assert time.monotonic() < deadline, "the warm process did not start"
             time.sleep(0.05)
+        forking.unlink(missing_ok=True)  # only the fork for the connection below counts
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
             conn.connect(str(sock))  # the warm process forks a handler for it
-            time.sleep(0.5)  # inside the parent's slow at-fork hook
-            process.send_signal(signal.SIGTERM)
+            while not forking.exists():
+                assert time.monotonic() < deadline + 30, "the warm process did not fork"
+                time.sleep(0.01)
+            process.send_signal(signal.SIGTERM)  # inside the parent's slow at-fork hook
             log, _ = process.communicate(timeout=30)
     finally:
         if process.poll() is None:

@@ -205,22 +205,23 @@ def serve(path: Path, entry: Entry, prepare: Callable[[], None]) -> None:
     watch.register(wake_r, selectors.EVENT_READ)
     try:
         while not stopping:
-            for key, _ in watch.select():
-                if key.fd == wake_r:
-                    os.read(wake_r, 512)
-                    continue
-                try:
-                    conn, _ = listener.accept()
-                except BlockingIOError:  # the caller gave up before it was accepted
-                    continue
-                if os.fork() == 0:
-                    signal.set_wakeup_fd(-1)
-                    for fd in (wake_r, wake_w):
-                        os.close(fd)
-                    watch.close()
-                    listener.close()
-                    _handle(conn, mine, entry)  # never returns
-                conn.close()
+            ready = {key.fd for key, _ in watch.select()}
+            if wake_r in ready:
+                os.read(wake_r, 512)  # the bytes the signals wrote; `stopping` says which
+            if stopping or listener.fileno() not in ready:
+                continue
+            try:
+                conn, _ = listener.accept()
+            except BlockingIOError:  # the caller gave up before it was accepted
+                continue
+            if os.fork() == 0:
+                signal.set_wakeup_fd(-1)
+                for fd in (wake_r, wake_w):
+                    os.close(fd)
+                watch.close()
+                listener.close()
+                _handle(conn, mine, entry)  # never returns
+            conn.close()
     finally:
         signal.set_wakeup_fd(-1)
         watch.close()
