@@ -224,6 +224,43 @@ async def test_an_agent_can_reconnect_and_resume(
     await again.close()
 
 
+async def test_an_expected_agent_away_a_whole_round_is_not_waited_for_until_it_is_back(
+    aiohttp_client: MakeClient, market: dict[str, Any]
+) -> None:
+    """A killed agent costs its session one round timeout, not one per round: once it has
+    stayed away through a whole round, its tenant's default policy plays at once; its agent
+    back, rounds wait for it again."""
+    client = await serve(aiohttp_client)
+    session = await new_session(client, scenario=market, agents=["t0", "t1"],
+                                round_timeout_ms=4000)  # fmt: skip
+    t0, t1 = [await hello(client, session, tenant) for tenant in ("t0", "t1")]
+    await next_of(t1, "decision_requested")
+    await t1.close()  # away, its turn open: this round waits its whole timeout for it
+
+    async def decide(ws: ClientWebSocketResponse, rnd: int) -> None:
+        await ws.send_json({"type": "propose", "round": rnd, "seq": 1, "final": True})
+
+    async def t0_plays_a_round() -> None:
+        await decide(t0, (await next_of(t0, "decision_requested"))["round"])
+        await next_of(t0, "round_committed")
+
+    await t0_plays_a_round()
+    await asyncio.wait_for(t0_plays_a_round(), 2.0)  # half the timeout: t1 is not waited for
+    back = await hello(client, session, "t1")
+    rnd = (await next_of(back, "decision_requested"))["round"]
+    await decide(t0, rnd)
+    await asyncio.sleep(0.3)  # t0 done: the round waits for t1, back
+    await decide(back, rnd)
+    assert (await next_of(back, "round_committed"))["defaulted"] is False
+    resp = await client.get(f"/v1/sessions/{session['session_id']}/events")
+    rounds = [r for line in (await resp.read()).splitlines()
+              if (r := orjson.loads(line))["kind"] == "round_committed"]  # fmt: skip
+    never_joined = ["t2", "t3"]
+    assert [r["defaulted"] for r in rounds] == [["t1", *never_joined]] * 2 + [never_joined]
+    for ws in (t0, back):
+        await ws.close()
+
+
 async def test_an_agent_away_gets_the_commits_it_missed_in_order_exactly_once(
     aiohttp_client: MakeClient, market: dict[str, Any]
 ) -> None:

@@ -87,6 +87,9 @@ class Session:
         self.mcp_joins = {t: asyncio.Lock() for t in self.tenants}  # one MCP join at a time
         self.heard = Heard(config.max_missed_commits)  # the commits each agent has heard
         self.expected = set(request.agents)
+        # Expected tenants that stayed away through a whole round (defaulted at its deadline):
+        # no round waits for them again until their agent is back.
+        self.gone: set[str] = set()
         self.intake = Intake(self._awaited)
         self.round: OpenRound | None = None
         self._sends: set[asyncio.Task[bool]] = set()  # forwards under way, owned till done
@@ -221,6 +224,7 @@ class Session:
         """Connect (or reconnect) a tenant's agent; the link it replaces, if any."""
         old = self.agents.get(link.tenant)
         self.agents[link.tenant] = link
+        self.gone.discard(link.tenant)
         self.heard.join(link.tenant)
         self.last_active = self.loop.time()
         self.connected.set()
@@ -311,6 +315,7 @@ class Session:
         book = r.book
         outcomes = self.driver.commit(book, self.defaults)
         defaulted = book.defaulted()
+        self.gone |= {t for t in defaulted if t in self.expected and t not in self.agents}
         self.rounds += 1
         log.info(
             "round_committed",
@@ -350,8 +355,11 @@ class Session:
         return forward
 
     def _awaited(self, tenant: str) -> bool:
-        """Lock-step waits for connected agents, and for expected ones even while away."""
-        return tenant in self.agents or tenant in self.expected
+        """Lock-step waits for connected agents, and for expected ones even while away (an
+        agent reconnecting within the round decides it), but not, round after round, for one
+        that stayed away through a whole round: its tenant plays its default policy at once
+        until its agent is back."""
+        return tenant in self.agents or (tenant in self.expected and tenant not in self.gone)
 
     def events(self) -> bytes:
         """The session's event log so far, as JSONL."""
