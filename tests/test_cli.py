@@ -251,6 +251,31 @@ def test_a_bad_declared_session_is_one_clear_line(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--session-id", "a b"], "--session-id: field session_id: String should match"),
+        (["--session-id", ""], "--session-id: field session_id: String should"),
+    ],
+)
+def test_a_bad_session_id_for_a_declared_session_is_one_clear_line(
+    tmp_path: Path, flags: list[str], said: str
+) -> None:
+    declared = tmp_path / "session.yaml"
+    declared.write_text("session_id: main\nscenario: market\nagents: []\n")
+    result = twin("serve", "--port", "1", "--session-file", str(declared), *flags)
+    assert result.returncode == 2
+    assert said in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_session_id_without_a_declared_session_is_one_clear_line() -> None:
+    result = twin("serve", "--port", "1", "--session-id", "again")
+    assert result.returncode == 2
+    assert "--session-id names the session --session-file declares" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def on_a_terminal(*args: str) -> str:
     """What `twin ARGS...` shows on a 160-column terminal (a pseudo-terminal)."""
     import os

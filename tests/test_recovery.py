@@ -197,6 +197,36 @@ def test_a_restart_after_the_declared_session_ended_runs_nothing_again(tmp_path:
     assert b'"kind":"episode_ended"' in (logs / f"{DECLARED}.jsonl").read_bytes()
 
 
+def test_a_fresh_session_id_plays_the_declared_session_again_beside_the_first(
+    tmp_path: Path,
+) -> None:
+    """`--session-id` (compose's TWIN_SESSION) in place of the file's id: the ended session's
+    log stays as it was, and the same file plays again under the new id to its end."""
+    logs = tmp_path / "logs"
+    session_file = tmp_path / "session.json"
+    session_file.write_bytes(orjson.dumps({"session_id": DECLARED, **REQUEST, "agents": []}))
+    flags = ["--session-file", str(session_file), "--exit-when-done", "--log-dir", str(logs)]
+    played = {}
+    for run, extra in (("first", []), ("again", ["--session-id", "again"])):
+        output = tmp_path / f"{run}.log"
+        server = start_serve(free_port(), ADMIN, output, *flags, *extra)
+        try:
+            assert server.wait(timeout=60) == 0, output.read_text()
+        finally:
+            if server.poll() is None:
+                server.kill()
+                server.wait()
+        assert "session_open" in output.read_text()
+        played[run] = sorted(p.name for p in logs.glob("*.jsonl"))
+    assert played == {"first": [f"{DECLARED}.jsonl"],
+                      "again": sorted([f"{DECLARED}.jsonl", "again.jsonl"])}  # fmt: skip
+    first = (logs / f"{DECLARED}.jsonl").read_bytes().splitlines()
+    again = (logs / "again.jsonl").read_bytes().splitlines()
+    assert orjson.loads(again[0])["session"] == "again"
+    assert orjson.loads(again[-1])["kind"] == orjson.loads(first[-1])["kind"] == "episode_ended"
+    assert len(again) == len(first)  # the same session, played again
+
+
 class Thinking:
     """A built-in policy that takes `think_s` a decision (so a session lasts long enough to be
     stopped mid-way); it decides, answers and learns as the policy does."""

@@ -59,7 +59,25 @@ def parser() -> argparse.ArgumentParser:
         "--tenants", default="", help="the session's tenants, comma-separated (negotiator)"
     )
     run.add_argument("--seed", type=int, default=0)
+    run.add_argument(
+        "--think-ms",
+        type=think_ms,
+        default=think_ms(os.environ.get("TWIN_AGENT_THINK_MS") or "0"),
+        help="wait this long before each turn, as an agent that deliberates does (a session "
+        "at a pace one can follow, or stop and start mid-way); or TWIN_AGENT_THINK_MS",
+    )
     return p
+
+
+def think_ms(text: str) -> float:
+    """A non-negative number of milliseconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 600_000:
+        raise argparse.ArgumentTypeError(f"{text!r}: milliseconds from 0 to 600000")
+    return value
 
 
 async def _run(args: argparse.Namespace) -> dict[str, object]:
@@ -80,7 +98,8 @@ async def _run(args: argparse.Namespace) -> dict[str, object]:
     policy = make_policy(args.policy, tenants, args.tenant, seed=args.seed,
                          fallback=args.fallback, llm=endpoint)  # fmt: skip
     llm = policy if isinstance(policy, LLMPolicy) else None
-    client = AgentClient(args.gateway, args.session, args.tenant, args.token or "", policy)
+    client = AgentClient(args.gateway, args.session, args.tenant, args.token or "", policy,
+                         think_s=args.think_ms / 1000)  # fmt: skip
     start = time.perf_counter()
     try:
         stats = await client.run()

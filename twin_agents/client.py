@@ -81,6 +81,7 @@ class AgentClient:
     round and the offers still waiting for an answer on resume. A round asked again is answered
     with the very frames sent the first time (the gateway ignores those it already took), and an
     offer asked again with the same answer, so a cut connection changes nothing the log records.
+    `think_s` is waited before each turn (a deliberating agent; the log does not change).
     """
 
     def __init__(
@@ -93,6 +94,7 @@ class AgentClient:
         *,
         reconnect_budget_s: float = 180.0,
         max_backoff_s: float = 5.0,
+        think_s: float = 0.0,
     ) -> None:
         self.url = url
         self.hello = Hello(
@@ -101,6 +103,7 @@ class AgentClient:
         self.policy = policy
         self.reconnect_budget_s = reconnect_budget_s
         self.max_backoff_s = max_backoff_s
+        self.think_s = think_s  # waited before each turn, as a deliberating agent would
         self.stats = AgentStats()
         self.welcome: Welcomed | None = None
         self._seq = itertools.count(1)
@@ -255,6 +258,8 @@ class AgentClient:
             for said in self._played[1]:
                 await self._send(ws, said)
             return
+        if self.think_s:
+            await asyncio.sleep(self.think_s)
         started = time.perf_counter()
         turn = await self.policy.decide(request)
         self.stats.answer_ms.append((time.perf_counter() - started) * 1000)

@@ -95,6 +95,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "that agents join by name; tokens may come from $TWIN_TOKEN_<TENANT>",
     )
     sv.add_argument(
+        "--session-id",
+        metavar="ID",
+        help="with --session-file: the declared session's id instead of the file's (play a "
+        "session again under a fresh id, beside the earlier one's log)",
+    )
+    sv.add_argument(
         "--exit-when-done",
         action="store_true",
         help="with --session or --session-file: stop once that session has ended and its "
@@ -121,6 +127,9 @@ def serve_command(args: argparse.Namespace) -> int:
     from twin.sweep.execute import in_background
 
     configure_logging()
+    if args.session_id is not None and not args.session_file:
+        raise ConfigError("--session-id names the session --session-file declares: give "
+                          "--session-file")  # fmt: skip
     scenarios.load(args.scenario)  # a bad scenario is an error before the server starts
     token = operator_token(args.admin_token_file)
     config = gateway_config(args, token)
@@ -205,7 +214,7 @@ def open_declared(
     from twin.gateway.recovery import SIDECAR
     from twin.sim import scenarios
 
-    declared = declared_session(Path(args.session_file), os.environ)
+    declared = declared_session(Path(args.session_file), os.environ, args.session_id)
     spec = declared.scenario
     if isinstance(spec, str):  # the operator's own file may name any scenario or file
         spec = scenarios.load(spec).model_dump(mode="json")
@@ -380,10 +389,12 @@ def _event_loop() -> asyncio.AbstractEventLoop:
     return loop
 
 
-def declared_session(path: Path, environ: Mapping[str, str]) -> DeclaredSession:
+def declared_session(
+    path: Path, environ: Mapping[str, str], session_id: str | None = None
+) -> DeclaredSession:
     """The session a file declares, with tenant tokens from `$TWIN_TOKEN_<TENANT>` where the
-    file gives none, and a scenario file named relative to the session file; errors name the
-    file and the field."""
+    file gives none, a scenario file named relative to the session file, and `session_id`
+    (`--session-id`) in place of the file's where given; errors name the file and the field."""
     from pydantic import ValidationError
 
     from twin.gateway.config import DeclaredSession
@@ -401,6 +412,12 @@ def declared_session(path: Path, environ: Mapping[str, str]) -> DeclaredSession:
     if isinstance(agents, list) and isinstance(tokens, dict):  # else validation says what
         env = {t: environ.get(f"TWIN_TOKEN_{str(t).upper().replace('-', '_')}") for t in agents}
         tokens = {**{t: k for t, k in env.items() if k}, **tokens}
+    if session_id is not None:
+        try:
+            DeclaredSession.model_validate({"session_id": session_id})
+        except ValidationError as exc:
+            raise ConfigError(f"--session-id: {describe(exc, quote=False)}") from None
+        raw["session_id"] = session_id
     try:
         return DeclaredSession.model_validate({**raw, "tokens": tokens})
     except ValidationError as exc:
