@@ -59,8 +59,9 @@ lint: $(STAMP)
 test: lint $(LLM_STAMP) $(TRAIN_STAMP) $(BROWSER_STAMP) $(ENGINE_STAMP)
 	$(BIN)/pytest -q
 
-bench: $(STAMP)
+bench: $(STAMP) $(ENGINE_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(BIN)/twin bench all
+	$(BIN)/python -m bench.compose  # the compose stacks on a real Docker Engine, the model's too
 
 clean:
 	rm -rf $(VENV) runs .mypy_cache .pytest_cache .ruff_cache

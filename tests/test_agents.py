@@ -413,6 +413,30 @@ def test_the_command_refuses_a_missing_token() -> None:
     assert "--token (or TWIN_AGENT_TOKEN) is required" in result.stderr
 
 
+def agents_command(*args: str, **environ: str) -> subprocess.CompletedProcess[str]:
+    """`python -m twin_agents run` against a closed port, with only `environ` set."""
+    argv = [sys.executable, "-m", "twin_agents", "run", "--gateway", "ws://127.0.0.1:9/v1/agents",
+            "--tenant", "t", *args]  # fmt: skip
+    return subprocess.run(argv, capture_output=True, text=True, check=False,
+                          env={"PATH": "", **environ})  # fmt: skip
+
+
+def test_the_command_refuses_a_missing_session() -> None:
+    result = agents_command("--token", "t-token-0123456789")
+    assert result.returncode == 2
+    assert "--session (or TWIN_AGENT_SESSION) is required" in result.stderr
+
+
+@pytest.mark.parametrize("think", ["-1", "soon", "600001"])
+def test_a_bad_think_time_is_one_clear_line_from_the_flag_or_the_environment(think: str) -> None:
+    flag = agents_command("--session", "s", "--token", "t", "--think-ms", think)
+    environment = agents_command("--session", "s", "--token", "t", TWIN_AGENT_THINK_MS=think)
+    for result in (flag, environment):
+        assert result.returncode == 2
+        assert f"argument --think-ms: {think!r}: milliseconds from 0 to 600000" in result.stderr
+        assert "Traceback" not in result.stderr
+
+
 async def test_the_json_object_form_still_carries_the_schema(aiohttp_server: MakeServer) -> None:
     server = await aiohttp_server(fake_llm_app())
     policy = LLMPolicy(str(server.make_url("/v1")), "valid", Stepper(), schema_format="json_object")

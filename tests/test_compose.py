@@ -357,7 +357,7 @@ def test_tenants_on_the_openb_trace_play_a_session_as_local_processes(project: P
     reports = play(project, "docker-compose.openb.yml")
     assert {r["end_reason"] for r in reports.values()} == {"drained"}
     assert {r["defaulted_rounds"] for r in reports.values()} == {0}
-    log = [json.loads(line) for line in (project / "runs" / "main.jsonl").read_text().splitlines()]
+    log = [json.loads(line) for line in (project / "runs" / "openb.jsonl").read_text().splitlines()]
     assert log[-1]["kind"] == "episode_ended"
     assert any(e["kind"] == "gpus_requested" and e["pool"] == "cloud" for e in log)
 
@@ -405,7 +405,7 @@ def test_more_agents_play_the_six_team_market(project: Path) -> None:
     assert set(reports) == {"research", "inference", "batch", "vision", "chat", "etl"}
     assert {r["end_reason"] for r in reports.values()} == {"horizon"}
     assert {r["defaulted_rounds"] for r in reports.values()} == {0}
-    started = json.loads((project / "runs" / "main.jsonl").read_text().splitlines()[0])
+    started = json.loads((project / "runs" / "more.jsonl").read_text().splitlines()[0])
     assert started["scenario"] == "market-6"
 
 

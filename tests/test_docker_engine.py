@@ -13,8 +13,10 @@ will not start) the module skips with the reason: that is the only skip here."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -144,3 +146,104 @@ def test_the_stack_plays_again_under_a_fresh_session_id(stack: Project, alone: b
     assert again[0]["session"] == "again"
     assert again[-1]["kind"] == "episode_ended"
     assert stack.log("main").read_bytes() == alone  # the first play is kept as it was
+
+
+def docs_commands() -> list[str]:
+    """The commands of docs/compose.md's first block, in order, as printed."""
+    text = (ROOT / "docs" / "compose.md").read_text()
+    block = text.split("```sh\n", 1)[1].split("```", 1)[0]
+    return [line for line in block.splitlines() if line.strip()]
+
+
+def needs_the_model(command: str) -> bool:
+    """A stack with the model server (bench/compose.py plays those: llama.cpp builds for
+    minutes)."""
+    return re.match(r"(\w+=\S+ )*docker compose ", command) is not None and not any(
+        name in command for name in ("docker-compose.builtin.yml", "docker-compose.openb.yml")
+    )
+
+
+def test_the_commands_of_the_compose_docs_run_as_printed(docker: Engine) -> None:
+    root = checkout_copy()
+    (root / ".env").unlink()  # a clone has none: the first command writes it
+    project = Project(docker, root, ("docker-compose.yml",))
+    project.name = re.sub(r"[^a-z0-9_-]", "", root.name.lower())  # compose's own default
+    commands = [c for c in docs_commands() if not needs_the_model(c)]
+    assert len(commands) >= 6
+    plugins = Path(tempfile.mkdtemp(prefix="twin-docker-config-"))
+    env = {k: v for k, v in docker.env.items() if not k.startswith("TWIN_")}
+    env |= {"DOCKER_CONFIG": str(plugins), "PATH": f"{Path(sys.executable).parent}:{env['PATH']}"}
+    try:
+        script = "set -eu\n" + "\n".join(commands) + "\n"
+        done = subprocess.run(["bash", "-c", script], cwd=root, env=env, capture_output=True,
+                              text=True, timeout=1800, check=False)  # fmt: skip
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        for session, agents in (("builtin", 3), ("more-builtin", 6), ("openb", 4)):
+            log = events(root / "runs" / f"{session}.jsonl")
+            assert log[0]["session"] == session
+            assert log[-1]["kind"] == "episode_ended"
+            assert len({e["tenant"] for e in log if e["kind"] == "episode_settled"}) == agents
+            rounds = [e for e in log if e["kind"] == "round_committed"]
+            assert rounds
+            assert all(not r["defaulted"] for r in rounds)  # every agent played every round
+    finally:
+        project.down()
+        shutil.rmtree(plugins, ignore_errors=True)
+
+
+def test_the_image_serves_openenv_as_its_validator_starts_it(
+    stack: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OpenEnv's own Docker provider starts the built image as `openenv validate .` does (uid
+    65532, read-only root, every capability dropped, /tmp a tmpfs, no environment: no token),
+    and its runtime graders pass against it. One difference, said here: the network is the
+    manifest's `public` form, not `no-network`, whose probes run in a digest-pinned helper
+    image (python:3.12-slim@sha256:...) that only the registry this machine cannot reach has;
+    and the image is the one compose built (`openenv validate .` builds with no build
+    argument, so on the default base only)."""
+    from openenv.validation.manifest import NetworkPolicy
+    from openenv.validation.parsers.openenv_yaml import OpenEnvYamlParser
+    from openenv.validation.providers.docker import DockerValidationProvider
+    from openenv.validation.runtime.contracts import LaunchSpec
+
+    stack.must("build", "gateway")
+    image = stack.engine.docker("image", "inspect", "--format", "{{.Id}}", "cluster-twin:latest")
+    assert image.returncode == 0, image.stderr
+    manifest = OpenEnvYamlParser().parse(ROOT)
+    for name, value in stack.engine.env.items():  # the provider's docker, on this daemon
+        monkeypatch.setenv(name, value)
+    spec = LaunchSpec(image_ref=image.stdout.strip(), resources=manifest.resources,
+                      network=NetworkPolicy(mode="public"), run_id="twin-engine-openenv",
+                      startup_timeout_s=60)  # fmt: skip
+    subject = DockerValidationProvider().start(spec)
+    try:
+        graded = subprocess.run(
+            [str(Path(sys.executable).parent / "openenv"), "validate", "--url", subject.base_url,
+             "--level", "runtime", "--json"],
+            capture_output=True, text=True, check=False, timeout=300,
+        )  # fmt: skip
+        assert graded.returncode == 0, graded.stdout + graded.stderr
+        assert json.loads(graded.stdout)["passed"] is True
+        said = stack.engine.docker("logs", subject.name).stderr
+        assert "no operator token given: made one in /tmp/twin-admin-token (uid 65532" in said
+        token = stack.engine.docker("exec", subject.name, "cat", "/tmp/twin-admin-token")
+        assert token.returncode == 0, token.stderr
+        assert operator_status(subject.base_url, None) == 401  # nothing without it
+        assert operator_status(subject.base_url, token.stdout.strip()) == 200
+    finally:
+        subject.stop()
+
+
+def operator_status(base_url: str, token: str | None) -> int:
+    """The HTTP status of the operator's session list, with `token` or none."""
+    import urllib.error
+    import urllib.request
+
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    request = urllib.request.Request(f"{base_url}/v1/sessions", headers=headers)
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=10) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)

@@ -192,6 +192,7 @@ def test_a_restart_after_the_declared_session_ended_runs_nothing_again(tmp_path:
     assert "session_open" in (tmp_path / "first.log").read_text()
     again = (tmp_path / "again.log").read_text()
     assert "session_already_ended" in again
+    assert "--session-id plays it again" in again  # how to play it again
     assert "session_open" not in again
     assert sorted(p.name for p in logs.glob("*.jsonl")) == [f"{DECLARED}.jsonl"]
     assert b'"kind":"episode_ended"' in (logs / f"{DECLARED}.jsonl").read_bytes()

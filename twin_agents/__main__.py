@@ -26,7 +26,9 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--gateway", required=True, help="agent endpoint, e.g. ws://127.0.0.1:8000/v1/agents"
     )
-    run.add_argument("--session", required=True)
+    run.add_argument(
+        "--session", default=os.environ.get("TWIN_AGENT_SESSION"), help="or TWIN_AGENT_SESSION"
+    )
     run.add_argument("--tenant", required=True)
     run.add_argument(
         "--token", default=os.environ.get("TWIN_AGENT_TOKEN"), help="or TWIN_AGENT_TOKEN"
@@ -62,7 +64,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--think-ms",
         type=think_ms,
-        default=think_ms(os.environ.get("TWIN_AGENT_THINK_MS") or "0"),
+        default=os.environ.get("TWIN_AGENT_THINK_MS") or "0",  # argparse types it
         help="wait this long before each turn, as an agent that deliberates does (a session "
         "at a pace one can follow, or stop and start mid-way); or TWIN_AGENT_THINK_MS",
     )
@@ -120,10 +122,11 @@ async def _run(args: argparse.Namespace) -> dict[str, object]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    if not args.token:
-        print("python -m twin_agents: error: --token (or TWIN_AGENT_TOKEN) is required",
-              file=sys.stderr)  # fmt: skip
-        return 2
+    for flag, variable in (("session", "TWIN_AGENT_SESSION"), ("token", "TWIN_AGENT_TOKEN")):
+        if not getattr(args, flag):
+            print(f"python -m twin_agents: error: --{flag} (or {variable}) is required",
+                  file=sys.stderr)  # fmt: skip
+            return 2
     try:
         report = asyncio.run(_run(args))
     except HandshakeError as exc:

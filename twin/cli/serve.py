@@ -229,7 +229,10 @@ def open_declared(
         if ended is not None and args.exit_when_done:
             # A restart after the declared session ended: nothing is left to run.
             structlog.get_logger().info(
-                "session_already_ended", session_id=declared.session_id, log=str(ended)
+                "session_already_ended",
+                session_id=declared.session_id,
+                log=str(ended),
+                hint="--session-id plays it again under a fresh id (compose: TWIN_SESSION=...)",
             )
             asyncio.get_running_loop().call_soon(signal.raise_signal, signal.SIGTERM)
             return
