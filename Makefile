@@ -7,6 +7,7 @@ LLM_STAMP := $(VENV)/.llm-installed-portable
 BROWSER_STAMP := $(VENV)/.browser-installed
 TRAIN_STAMP := $(VENV)/.train-installed
 ENGINE_STAMP := $(VENV)/.engine-installed
+SLURM_STAMP := $(VENV)/.slurm-installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: run test lint bench clean
@@ -47,6 +48,13 @@ $(ENGINE_STAMP): $(STAMP)
 		$(SUDO) apt-get install -y -qq docker.io debootstrap >/dev/null; }
 	touch $(ENGINE_STAMP)
 
+# A private Slurm runs in the tests (Debian's packages; the tests start and stop its daemons).
+$(SLURM_STAMP): $(STAMP)
+	{ command -v slurmctld && command -v slurmd && command -v squeue && command -v munged; } >/dev/null || \
+		{ $(SUDO) apt-get update -qq && \
+		$(SUDO) apt-get install -y -qq slurmctld slurmd slurm-client munge >/dev/null; }
+	touch $(SLURM_STAMP)
+
 run: $(STAMP)
 	$(BIN)/twin run --out runs/default
 
@@ -56,7 +64,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
 
-test: lint $(LLM_STAMP) $(TRAIN_STAMP) $(BROWSER_STAMP) $(ENGINE_STAMP)
+test: lint $(LLM_STAMP) $(TRAIN_STAMP) $(BROWSER_STAMP) $(ENGINE_STAMP) $(SLURM_STAMP)
 	$(BIN)/pytest -q
 
 bench: $(STAMP) $(ENGINE_STAMP)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 import re
-from datetime import datetime
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,8 +49,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     fc.add_argument("--params", type=trace_file, help="scheduler model and cluster share (a "
                     "calibration.json or its params), for --trace")  # fmt: skip
     fc.add_argument("--at", help="the instant: with --trace, time from the trace's first "
-                    "submission (s, or with m/h/d); with an export, an RFC 3339 time or epoch "
-                    "seconds (default: the export's newest time)")  # fmt: skip
+                    "submission (s, or with m/h/d); with an export, an RFC 3339 time, epoch "
+                    "seconds, or now for a capture just taken (default: when the export was "
+                    "taken, as it records it: never a pending job's estimated start)")  # fmt: skip
     fc.add_argument("--window-h", type=positive, default=168.0,
                     help="hours of history before the instant the models are fitted on "
                     "(default 168)")  # fmt: skip
@@ -87,6 +89,8 @@ def instant_s(text: str, *, clock: bool) -> float:
         if value > MAX_INSTANT_S:
             raise ConfigError(f"--at: {text!r} is past {MAX_INSTANT_S:.0e} s")
         return value
+    if clock and text.strip() == "now":  # a capture just taken
+        return time.time()
     if clock:
         try:
             return datetime.fromisoformat(text.strip().replace("Z", "+00:00")).timestamp()
@@ -182,6 +186,14 @@ def forecast_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def instant_text(state: Snapshot) -> str:
+    """The instant as a date (UTC) where it is on a wall clock (an export's), else seconds on
+    the trace's clock."""
+    if state.at_s > 1e8:  # after 1973: an epoch time, not an offset into a trace
+        return datetime.fromtimestamp(state.at_s, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"{state.at_s:,.0f} s"
+
+
 def _offset(seconds: float) -> str:
     if seconds < 120:
         return f"{seconds:,.0f} s"
@@ -194,7 +206,7 @@ def print_forecast(state: Snapshot, result: Forecast, console: Console) -> None:
     head = Table(title=f"forecast from {state.source}", show_header=False)
     head.add_column(style="bold")
     head.add_column()
-    head.add_row("instant", f"{state.at_s:,.0f} s · {len(state.running)} running · "
+    head.add_row("instant", f"{instant_text(state)} · {len(state.running)} running · "
                  f"{len(state.waiting)} waiting")  # fmt: skip
     head.add_row("models", f"{result.runs_fitted} finished runs in the window · "
                  f"{result.arrivals_per_h:.2f} arrivals/h")  # fmt: skip

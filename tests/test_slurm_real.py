@@ -1,0 +1,152 @@
+"""The twin reads a real Slurm (Debian's 22.05, openapi v0.0.38), as it is: a private Slurm
+started for these tests (tests/slurm.py) with emulated GPU nodes, jobs asking GPUs every way
+users ask them, and a workload from ITP's cluster10 driven through it (tests/slurm_workload.py).
+The same reader is held to captures of that Slurm shipped in traces/samples/slurm-22.05/, for
+machines where no Slurm can start.
+
+Where no Slurm can be started here (its packages missing, not root, a daemon that will not
+start) the tests that need one skip with the reason: the only skip of this module."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.slurm import Nodes, NoSlurmError, Slurm, slurm
+from tests.slurm_workload import Done, drive, plan, score
+from twin.errors import ConfigError
+from twin.replay.snapshot_sources import from_slurm, slurm_instant
+from twin.schema.snapshot import Snapshot
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = ROOT / "traces" / "samples" / "slurm-22.05"
+BF_INTERVAL_S = 5
+
+
+@pytest.fixture(scope="module")
+def shapes() -> Iterator[Slurm]:
+    """Two 8-GPU H100 nodes in `gpu`; one node of 6 H100s and 2 H200s in `gpu` and `big`; one
+    more H100 node, drained."""
+    try:
+        with slurm([Nodes("r", 2, 8, "h100"), Nodes("x", 1, 8, "h100"),
+                    Nodes("m", 1, 6, "h100", partitions=("gpu", "big"), extra=(("h200", 2),))],
+                   bf_interval_s=BF_INTERVAL_S) as cluster:  # fmt: skip
+            yield cluster
+    except NoSlurmError as exc:
+        pytest.skip(f"no Slurm here: {exc}")  # the only skip of this module
+
+
+def ask_every_way(cluster: Slurm) -> dict[str, str]:
+    """Jobs asking GPUs each way Slurm users do (held longer than the test: they wait or run),
+    by what they asked."""
+    cluster.run("scontrol", "update", "nodename=x1", "state=drain", "reason=maintenance")
+    return {
+        "--gres=gpu:h100:4": cluster.sbatch("--gres=gpu:h100:4", "--time=5", run_s=300),
+        "--gpus=8": cluster.sbatch("--gpus=8", "--time=5", run_s=300),
+        "--gpus-per-task=1 -n2": cluster.sbatch("--gpus-per-task=1", "-n2", "--time=5", run_s=300),
+        "--gres=gpu:h100:1,gpu:h200:1": cluster.sbatch(
+            "--gres=gpu:h100:1,gpu:h200:1", "-p", "big", "--time=5", run_s=300
+        ),
+        "--gpus=16": cluster.sbatch("--gpus=16", "-N2", "--time=5", run_s=300),
+        "no GPU": cluster.sbatch("--time=5", run_s=300),
+    }
+
+
+def read_shapes(into: Path) -> tuple[dict[str, float], dict[str, str | None], Snapshot]:
+    state = from_slurm(into / "squeue.json", into / "sinfo.json")
+    jobs = [*state.running, *state.waiting]
+    return ({j.job_id: j.gpus for j in jobs}, {j.job_id: j.gpu_type for j in jobs}, state)
+
+
+def test_gpus_asked_every_way_are_read_from_a_real_slurm(shapes: Slurm, tmp_path: Path) -> None:
+    asked = ask_every_way(shapes)
+    taken = shapes.snapshot(tmp_path)
+    gpus, models, state = read_shapes(tmp_path)
+    assert gpus == {asked["--gres=gpu:h100:4"]: 4, asked["--gpus=8"]: 8,
+                    asked["--gpus-per-task=1 -n2"]: 2, asked["--gres=gpu:h100:1,gpu:h200:1"]: 2,
+                    asked["--gpus=16"]: 16}  # fmt: skip
+    assert models[asked["--gres=gpu:h100:4"]] == "h100"
+    assert models[asked["--gres=gpu:h100:1,gpu:h200:1"]] is None  # any model stands in
+    unused = state.unused_fields
+    assert unused["jobs without GPUs (not played)"] == 1
+    assert unused["jobs asking for several GPU models (any model stands in)"] == 1
+    assert unused["nodes DRAIN (GPUs left out)"] == 1
+    assert unused["nodes with several GPU models (a node per model)"] == 1
+    pools = {p.name: p.max_gpus for p in state.pools}
+    assert pools == {"h100": 8 + 8 + 6, "h200": 2}  # m1 once (two partitions), x1 drained
+    assert taken - BF_INTERVAL_S - 2 <= state.at_s <= taken
+
+
+@pytest.fixture(scope="module")
+def driven(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Done]]:
+    """24 jobs of ITP's cluster10 (runs scaled to 8-40 s, limits 1.5-4x in whole minutes) on
+    two 8-GPU nodes at an offered load of 2, half asking with --gres, half with --gpus,
+    snapshotted every 5 s (about a minute)."""
+    into = tmp_path_factory.mktemp("driven")
+    try:
+        with slurm([Nodes("r", 2, 8, "h100")], bf_interval_s=BF_INTERVAL_S) as cluster:
+            planned = plan(jobs=24, total_gpus=16, node_gpus=8, load=2.0, run_s=(8, 40))
+            return into, drive(cluster, planned, into, every_s=5, gpu_flag="both")
+    except NoSlurmError as exc:
+        pytest.skip(f"no Slurm here: {exc}")  # the only skip of this module
+
+
+def test_the_instant_is_the_export_s_own_never_a_pending_job_s_estimate(
+    driven: tuple[Path, list[Done]],
+) -> None:
+    """Each pending job's start_time in squeue --json is Slurm's estimate, in the future:
+    taking the newest time in the export for its instant put it ahead of the capture."""
+    into, done = driven
+    assert len(done) == 24
+    assert {d.state for d in done} == {"COMPLETED"}
+    ahead = 0
+    for snap in sorted(p for p in into.iterdir() if p.is_dir()):
+        taken = float((snap / "taken.txt").read_text())
+        state = from_slurm(snap / "squeue.json", snap / "sinfo.json")
+        assert taken - BF_INTERVAL_S - 2 <= state.at_s <= taken, snap.name
+        jobs = json.loads((snap / "squeue.json").read_text())["jobs"]
+        estimates = [j["start_time"] for j in jobs if j["job_state"] == "PENDING"]
+        ahead += any(t > taken for t in estimates)
+        assert "jobs without GPUs (not played)" not in state.unused_fields  # --gpus too
+    assert ahead > 0  # the estimates were there to be mistaken for the instant
+
+
+def test_a_user_s_forecast_of_the_real_slurm_is_scored_beside_slurm_s_own_estimate(
+    driven: tuple[Path, list[Done]],
+) -> None:
+    into, done = driven
+    pairs = score(into, done, samples=100)
+    assert len(pairs) >= 20
+    twin = sorted(abs(p.twin_s - p.started_s) for p in pairs if p.twin_s is not None)
+    slurm_own = sorted(abs(p.slurm_s - p.started_s) for p in pairs if p.slurm_s is not None)
+    assert twin[len(twin) // 2] < slurm_own[len(slurm_own) // 2]
+
+
+def test_the_shipped_captures_of_a_real_slurm_read_with_their_own_instant() -> None:
+    """traces/samples/slurm-22.05/: what this machine's Slurm 22.05.8 wrote, with the wall
+    clock time each capture began."""
+    for snap in sorted(p for p in SHIPPED.iterdir() if p.is_dir()):
+        taken = float((snap / "taken.txt").read_text())
+        squeue = json.loads((snap / "squeue.json").read_text())
+        assert squeue["meta"]["plugin"]["type"] == "openapi/v0.0.38"
+        state = from_slurm(snap / "squeue.json", snap / "sinfo.json")
+        assert taken - BF_INTERVAL_S - 2 <= state.at_s <= taken, snap.name
+        assert state.waiting, snap.name
+        without = 1 if snap.name == "gpus-every-way" else 0  # its one job asked for none
+        assert state.unused_fields.get("jobs without GPUs (not played)", 0) == without
+
+
+def test_an_export_that_says_nothing_of_when_it_was_taken_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "q.json").write_text('{"jobs": []}')
+    sinfo = next(p for p in SHIPPED.iterdir() if p.is_dir()) / "sinfo.json"
+    nodes = json.loads(sinfo.read_text())
+    for node in nodes["nodes"]:
+        for key in ("last_busy", "slurmd_start_time", "boot_time", "reason_changed_at"):
+            node[key] = 0
+    (tmp_path / "s.json").write_text(json.dumps(nodes))
+    assert slurm_instant({"jobs": []}, nodes) is None
+    with pytest.raises(ConfigError, match="no time in the export says when it was taken"):
+        from_slurm(tmp_path / "q.json", tmp_path / "s.json")
