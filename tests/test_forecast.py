@@ -171,6 +171,39 @@ def test_a_wrong_state_is_one_line_naming_it(argv: list[str], says: str) -> None
     assert "Traceback" not in done.stderr
 
 
+def test_kubernetes_exports_given_apart_are_merged_and_an_instant_before_them_refused(
+    tmp_path: Path,
+) -> None:
+    from twin.replay import snapshot_sources
+
+    whole = json.loads((SAMPLES / "kubernetes_pods_nodes.json").read_text())
+    for kind in ("Pod", "Node"):
+        part = {**whole, "items": [i for i in whole["items"] if i["kind"] == kind]}
+        (tmp_path / f"{kind}.json").write_text(json.dumps(part))
+    apart = snapshot_sources.from_kubernetes([tmp_path / "Pod.json", tmp_path / "Node.json"])
+    together = snapshot_sources.from_kubernetes(SAMPLES / "kubernetes_pods_nodes.json")
+    fields = ("at_s", "pools", "nodes", "running", "waiting", "history")
+    assert apart.model_dump(include=set(fields)) == together.model_dump(include=set(fields))
+    done = twin_command("forecast", "--kubernetes", str(tmp_path / "Pod.json"), "--kubernetes",
+                        str(tmp_path / "Node.json"), "--samples", "5", "--json")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["forecast"]["waiting"] == len(together.waiting)
+    early = twin_command("forecast", "--kubernetes", str(SAMPLES / "kubernetes_pods_nodes.json"),
+                         "--at", "2020-01-01T00:00:00Z")  # fmt: skip
+    assert early.returncode == 2
+    assert "was taken (2026-" in early.stderr
+    assert "an export holds the state when it was taken, not before" in early.stderr
+    nodes = json.loads((tmp_path / "Node.json").read_text())
+    for node in nodes["items"]:
+        node["metadata"].pop("creationTimestamp", None)
+        node["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    (tmp_path / "Node.json").write_text(json.dumps(nodes))
+    nodes_only = twin_command("forecast", "--kubernetes", str(tmp_path / "Node.json"))
+    assert nodes_only.returncode == 2  # it forecast from 1970 before
+    assert "no time in the export says when it was taken" in nodes_only.stderr
+    assert "Traceback" not in early.stderr + nodes_only.stderr
+
+
 def test_a_backtest_scores_the_twin_beside_the_baselines_on_held_out_instants() -> None:
     from twin.replay import backtest as bt
 

@@ -137,6 +137,8 @@ def test_the_shipped_captures_of_a_real_slurm_read_with_their_own_instant() -> N
         assert state.waiting, snap.name
         without = 1 if snap.name == "gpus-every-way" else 0  # its one job asked for none
         assert state.unused_fields.get("jobs without GPUs (not played)", 0) == without
+        with pytest.raises(ConfigError, match="an export holds the state when it was taken"):
+            from_slurm(snap / "squeue.json", snap / "sinfo.json", at_s=taken - 600)
 
 
 def test_an_export_that_says_nothing_of_when_it_was_taken_is_refused(tmp_path: Path) -> None:

@@ -40,8 +40,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )  # fmt: skip
     where = fc.add_argument_group("the state (one of)")
     where.add_argument("--snapshot", type=trace_file, help="a snapshot file (twin-snapshot/1)")
-    where.add_argument("--kubernetes", type=trace_file, metavar="FILE",
-                       help="kubectl get pods,nodes -o json")  # fmt: skip
+    where.add_argument("--kubernetes", type=trace_file, metavar="FILE", action="append",
+                       help="kubectl get pods,nodes -o json; again for more files, merged "
+                       "(pods and nodes exported apart)")  # fmt: skip
     where.add_argument("--squeue", type=trace_file, metavar="FILE", help="squeue --json")
     where.add_argument("--sinfo", type=trace_file, metavar="FILE",
                        help="sinfo --json (with --squeue)")  # fmt: skip
@@ -115,7 +116,8 @@ def load_snapshot(args: argparse.Namespace) -> Snapshot:
         state = snapshot.read(Path(args.snapshot))
     elif args.kubernetes:
         at = instant_s(args.at, clock=True) if args.at else None
-        state = snapshot_sources.from_kubernetes(Path(args.kubernetes), at_s=at, window_s=window_s)
+        state = snapshot_sources.from_kubernetes([Path(k) for k in args.kubernetes], at_s=at,
+                                                 window_s=window_s)  # fmt: skip
     elif args.squeue:
         at = instant_s(args.at, clock=True) if args.at else None
         state = snapshot_sources.from_slurm(Path(args.squeue), Path(args.sinfo), at_s=at,

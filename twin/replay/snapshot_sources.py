@@ -33,8 +33,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from datetime import datetime
+from contextlib import contextmanager, suppress
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -127,12 +127,24 @@ _NODE_USED = {
 }  # fmt: skip
 
 
-def from_kubernetes(path: Path, *, at_s: float | None = None,
+def from_kubernetes(paths: Path | Sequence[Path], *, at_s: float | None = None,
                     window_s: float = DEFAULT_WINDOW_S) -> Snapshot:  # fmt: skip
-    """A snapshot from `kubectl get pods,nodes -o json` (a `List`; `at_s`: the newest time in
-    it unless given)."""
-    with _shaped(path, "kubectl get pods,nodes -o json"):
-        return _kubernetes(path, at_s, window_s)
+    """A snapshot from `kubectl get pods,nodes -o json` (a `List`, or several merged: pods and
+    nodes exported apart; `at_s`: when the export was taken, as it records it, unless given)."""
+    listed = [paths] if isinstance(paths, Path) else list(paths)
+    for path in listed:
+        with _shaped(path, "kubectl get pods,nodes -o json"):
+            _items(path)  # each file a List, or one error naming it
+    with _shaped(listed[-1], "kubectl get pods,nodes -o json"):
+        return _kubernetes(listed, at_s, window_s)
+
+
+def refuse_before(at_s: float, own_s: float | None, path: Path) -> None:
+    """An export holds the state when it was taken: an instant before that is refused."""
+    if own_s is not None and at_s < own_s - 1:
+        taken = datetime.fromtimestamp(own_s, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        raise ConfigError(f"--at: before {path} was taken ({taken}): an export holds the "
+                          "state when it was taken, not before")  # fmt: skip
 
 
 def from_slurm(squeue: Path, sinfo: Path, *, at_s: float | None = None,
@@ -156,12 +168,56 @@ def _shaped(path: Path, what: str) -> Iterator[None]:
                           f"{str(exc)[:200]})") from None  # fmt: skip
 
 
-def _kubernetes(path: Path, at_s: float | None, window_s: float) -> Snapshot:
+def _items(path: Path) -> list[Any]:
     doc = _json(path, "Kubernetes export")
     items = doc.get("items") if isinstance(doc, dict) else None
     if not isinstance(items, list):
         raise ConfigError(f"{path}: not a Kubernetes List (no 'items')")
+    return items
+
+
+def _merged(paths: Sequence[Path], unused: Counter[str]) -> list[Any]:
+    """The items of every file, an object given twice (kind, namespace, name) taken from the
+    last file that has it."""
+    merged: dict[tuple[str, str, str], Any] = {}
+    for path in paths:
+        for item in _items(path):
+            meta = item.get("metadata", {}) if isinstance(item, dict) else {}
+            key = (str(item.get("kind") if isinstance(item, dict) else None),
+                   str(meta.get("namespace", "")), str(meta.get("name", len(merged))))  # fmt: skip
+            if key in merged:
+                unused["objects in more than one file (the last file's taken)"] += 1
+            merged[key] = item
+    return list(merged.values())
+
+
+def kubernetes_instant(items: Sequence[Any]) -> float | None:
+    """When the export was taken, from the export alone: the newest time in it, all of which
+    are past (creations, starts, condition changes, node heartbeats, container ends). None
+    where it holds none."""
+    times: list[str] = []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        meta, status = item.get("metadata", {}), item.get("status", {})
+        times += [meta.get("creationTimestamp"), status.get("startTime")]
+        for c in status.get("conditions") or []:
+            times += [c.get("lastHeartbeatTime"), c.get("lastTransitionTime")]
+        for c in status.get("containerStatuses") or []:
+            for state in (c.get("state") or {}).values():
+                times += [state.get("startedAt"), state.get("finishedAt")]
+    stamps = []
+    for t in times:
+        if isinstance(t, str):
+            with suppress(ValueError):
+                stamps.append(datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp())
+    return max(stamps) if stamps else None
+
+
+def _kubernetes(paths: Sequence[Path], at_s: float | None, window_s: float) -> Snapshot:
+    path = paths[-1]
     unused: Counter[str] = Counter()
+    items = _merged(paths, unused)
     nodes, models = [], {}
     pods = []
     for i, item in enumerate(items):
@@ -180,11 +236,16 @@ def _kubernetes(path: Path, at_s: float | None, window_s: float) -> Snapshot:
     if not nodes:
         raise ConfigError(f"{path}: no node with allocatable {GPU} (export nodes too: "
                           "kubectl get pods,nodes -o json)")  # fmt: skip
-    stamps = [_epoch_s(p["metadata"]["creationTimestamp"], f"{path}: items[{i}]")
-              for i, p in pods if p.get("metadata", {}).get("creationTimestamp")]  # fmt: skip
-    at = at_s if at_s is not None else max(stamps, default=0.0)
+    own = kubernetes_instant(items)
+    if at_s is not None:
+        refuse_before(at_s, own, path)
+    at = at_s if at_s is not None else own
+    if at is None:
+        raise ConfigError(f"{path}: no time in the export says when it was taken (no pod or "
+                          "node with a timestamp): give --at (RFC 3339, or now)")  # fmt: skip
     jobs = [_k8s_pod(pod, f"{path}: items[{i}]", at, window_s, unused) for i, pod in pods]
-    return _assemble(Snapshot(at_s=at, source=f"{path} (Kubernetes)", window_s=window_s,
+    source = " + ".join(str(p) for p in paths)
+    return _assemble(Snapshot(at_s=at, source=f"{source} (Kubernetes)", window_s=window_s,
                               pools=_pools(_groups(nodes), models),
                               nodes=NodeConfig(groups=_groups(nodes)), queue="priority"),
                      jobs, unused)  # fmt: skip
@@ -345,7 +406,10 @@ def _slurm(squeue: Path, sinfo: Path, at_s: float | None, window_s: float) -> Sn
         raise ConfigError(f"{squeue}: not squeue --json output (no 'jobs')")
     unused: Counter[str] = Counter()
     nodes, models = _slurm_nodes(nodes_doc, sinfo, unused)
-    at = at_s if at_s is not None else slurm_instant(doc, nodes_doc)
+    own = slurm_instant(doc, nodes_doc)
+    if at_s is not None:
+        refuse_before(at_s, own, squeue)
+    at = at_s if at_s is not None else own
     if at is None:
         raise ConfigError(f"{squeue}: no time in the export says when it was taken (no job "
                           "submitted, started or ended): give --at (RFC 3339, or now)")  # fmt: skip
