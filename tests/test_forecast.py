@@ -29,6 +29,7 @@ from twin.sim.runner import run_episode
 OPENB = TRACES / "alibaba-gpu-v2023-openb"
 PODS = OPENB / "openb_pod_list_default.csv"
 SAMPLES = TRACES / "samples"
+ITP = TRACES / "microsoft-itp-elasticflow-2021" / "cluster10.csv"  # no start times
 
 
 def openb_cut(pods: Path, at_s: float) -> snapshot.Snapshot:
@@ -162,6 +163,7 @@ def test_a_snapshot_round_trips_and_a_bad_one_is_named(tmp_path: Path) -> None:
         (["--squeue", str(SAMPLES / "slurm_squeue.json")], "--squeue and --sinfo go together"),
         (["--trace", str(PODS), "--gpus", "8", "--at", "yesterday"], "--at: 'yesterday'"),
         (["--kubernetes", str(SAMPLES / "slurm_squeue.json")], "not a Kubernetes List"),
+        (["--trace", str(ITP), "--gpus", "64", "--at", "10h"], "records when it started"),
     ],
 )
 def test_a_wrong_state_is_one_line_naming_it(argv: list[str], says: str) -> None:
@@ -202,6 +204,15 @@ def test_kubernetes_exports_given_apart_are_merged_and_an_instant_before_them_re
     assert nodes_only.returncode == 2  # it forecast from 1970 before
     assert "no time in the export says when it was taken" in nodes_only.stderr
     assert "Traceback" not in early.stderr + nodes_only.stderr
+
+
+def test_a_trace_that_records_no_start_is_refused_by_the_backtest_too() -> None:
+    """ITP's traces hold submissions and run times only: cut at any instant every job would
+    wait forever (it forecast thousands waiting for hundreds of hours, exit 0)."""
+    done = twin_command("backtest", "--trace", str(ITP), "--gpus", "64")
+    assert done.returncode == 2
+    assert "no job in this itp trace records when it started" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_a_backtest_scores_the_twin_beside_the_baselines_on_held_out_instants() -> None:

@@ -152,11 +152,16 @@ def trace_cut(args: argparse.Namespace, at_s: float, window_s: float) -> Snapsho
 
     options = trace_options(args)
     path, fmt, cluster = trace_cluster(options, Path(args.trace))
-    return snapshot.cut(
-        load.records(path, fmt, ReadLog(skip_bad=options.skip_bad), options.trace), at_s,
+    records = load.RecordedStarts(
+        load.records(path, fmt, ReadLog(skip_bad=options.skip_bad), options.trace), path, fmt
+    )
+    state = snapshot.cut(
+        records, at_s,
         window_s=window_s, cluster=cluster, queue=Queue(options.policy, options.backfill),
         scheduler=options.params.scheduler, source=f"{path} ({fmt}) on {cluster.source}",
     )  # fmt: skip
+    records.check()  # every job read up to the instant, and none said when it started
+    return state
 
 
 def forecast_command(args: argparse.Namespace) -> int:
@@ -348,7 +353,11 @@ def backtest_command(args: argparse.Namespace) -> int:
                           f"{MAX_HORIZON_H:g}")  # fmt: skip
     options = trace_options(args)
     path, fmt, cluster = trace_cluster(options, Path(args.trace))
-    records = list(load.records(path, fmt, ReadLog(skip_bad=options.skip_bad), options.trace))
+    read = load.RecordedStarts(
+        load.records(path, fmt, ReadLog(skip_bad=options.skip_bad), options.trace), path, fmt
+    )
+    records = list(read)
+    read.check()
     setup = bt.Setup(cluster, Queue(options.policy, options.backfill), options.params.scheduler,
                      window_s=args.window_h * 3600, samples=args.samples,
                      horizon_s=args.horizon_h * 3600, seed=args.seed)  # fmt: skip

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from twin.errors import TraceError
+from twin.errors import ConfigError, TraceError
 from twin.replay.detect import detect
 from twin.replay.formats.nodes import Inventory, read_inventory
 from twin.replay.reader import ReadLog
@@ -53,3 +53,24 @@ def inventory(path: Path, fmt: str | None, log: ReadLog) -> Inventory:
 
 
 __all__ = ["DEFAULT_OPTIONS", "TraceOptions", "inventory", "job_format", "records"]
+
+
+class RecordedStarts:
+    """Records passed through, noting whether any recorded when it started; `check()` after
+    reading: a ConfigError where none did (a forecast cut from such a trace has every job
+    waiting forever, and a backtest has no start to score)."""
+
+    def __init__(self, records: Iterable[JobRecord], path: Path, fmt: str) -> None:
+        self.records, self.path, self.fmt = records, path, fmt
+        self.started = False
+
+    def __iter__(self) -> Iterator[JobRecord]:
+        for record in self.records:
+            self.started = self.started or record.observed_start_s is not None
+            yield record
+
+    def check(self) -> None:
+        if not self.started:
+            raise ConfigError(f"{self.path}: no job in this {self.fmt} trace records when it "
+                              "started (only submissions and run times): forecast and "
+                              "backtest need start times to know who waited")  # fmt: skip
