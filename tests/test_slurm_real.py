@@ -18,7 +18,7 @@ import pytest
 from tests.slurm import Nodes, NoSlurmError, Slurm, slurm
 from tests.slurm_workload import Done, drive, plan, score
 from twin.errors import ConfigError
-from twin.replay.snapshot_sources import from_slurm, slurm_instant
+from twin.replay.snapshot_sources import from_slurm, ranked_unused, slurm_instant
 from twin.schema.snapshot import Snapshot
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -152,3 +152,17 @@ def test_an_export_that_says_nothing_of_when_it_was_taken_is_refused(tmp_path: P
     assert slurm_instant({"jobs": []}, nodes) is None
     with pytest.raises(ConfigError, match="no time in the export says when it was taken"):
         from_slurm(tmp_path / "q.json", tmp_path / "s.json")
+
+
+def test_the_fields_that_would_move_the_forecast_come_first_and_the_rest_are_counted() -> None:
+    """A real export has dozens of unused fields, most of them ids, paths and Slurm's `0` and
+    `false` for what a job did not ask: those are counted, not listed."""
+    snap = SHIPPED / "gpus-every-way"
+    state = from_slurm(snap / "squeue.json", snap / "sinfo.json")
+    notes, matters, others = ranked_unused(state.unused_fields)
+    assert notes == ["jobs asking for several GPU models (any model stands in)",
+                     "jobs without GPUs (not played)", "nodes DRAIN (GPUs left out)",
+                     "nodes with several GPU models (a node per model)"]  # fmt: skip
+    assert set(matters) == {"job.cpus", "job.max_nodes", "job.minimum_cpus_per_node"}
+    assert "job.array_job_id" not in state.unused_fields  # 0: not an array job
+    assert 0 < others < 20

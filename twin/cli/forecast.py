@@ -219,7 +219,16 @@ def print_forecast(state: Snapshot, result: Forecast, console: Console) -> None:
                  f"{result.arrivals_per_h:.2f} arrivals/h")  # fmt: skip
     head.add_row("samples", f"{result.samples} · {result.cpu_s:.2f} s CPU")
     if state.unused_fields:
-        head.add_row("not used", ", ".join(f"{k} ({v})" for k, v in state.unused_fields.items()))
+        from twin.replay.snapshot_sources import ranked_unused
+
+        notes, matters, others = ranked_unused(state.unused_fields)
+        count = state.unused_fields
+        if notes:
+            head.add_row("read as", ", ".join(f"{k} ({count[k]})" for k in notes))
+        if matters or others:
+            named = ", ".join(f"{k} ({count[k]})" for k in matters) or "none that moves it"
+            head.add_row("not modelled", f"{named}; {others} other fields the forecast does "
+                         "not depend on (--json lists them all)")  # fmt: skip
     console.print(head)
     jobs = Table(title="waiting jobs: start (median, 80% interval), from the instant")
     for name in ("job", "tenant", "GPUs", "waited", "starts in", "80% interval"):

@@ -54,6 +54,27 @@ GPU_MODEL = "nvidia.com/gpu.product"
 DEFAULT_WINDOW_S = 7 * 86_400.0
 
 
+# Fields a source records that would move a forecast were the twin to model them (a
+# dependency holds a job back, a reservation or a taint keeps nodes from it, memory can bind
+# before GPUs do); every other unused field (ids, paths, exit codes, flags) does not.
+FORECAST_FIELDS = (
+    "job.dependency", "job.qos", "job.nice", "job.state_reason", "job.array_task",
+    "job.resv_name", "job.required_nodes", "job.excluded_nodes", "job.features", "job.het_job",
+    "job.deadline", "job.time_minimum", "job.contiguous", "job.memory_per", "job.licenses",
+    "job.shared", "job.max_nodes", "job.minimum_cpus_per_node", "job.cpus", "job.exclusive",
+    "pod.spec.tolerations", "pod.spec.affinity", "pod.spec.topologySpreadConstraints",
+    "pod.spec.schedulerName", "pod.spec.priorityClassName", "pod.resources.", "node.spec",
+)  # fmt: skip
+
+
+def ranked_unused(unused: Mapping[str, int]) -> tuple[list[str], list[str], int]:
+    """`unused_fields` for a reader: what the reader did (`jobs without GPUs`, `nodes DRAIN`),
+    the fields that would move the forecast, and how many others there are."""
+    notes = [k for k in unused if not k.startswith(("job.", "pod.", "node."))]
+    matters = [k for k in unused if k.startswith(FORECAST_FIELDS)]
+    return notes, matters, len(unused) - len(notes) - len(matters)
+
+
 def _json(path: Path, what: str) -> Any:
     try:
         return orjson.loads(read_text(path, what))
@@ -87,12 +108,23 @@ def _unused(
     (descending into a mapping some used path lies under)."""
     for key, value in record.items():
         path = f"{at}{key}"
-        if path in used or value in (None, "", [], {}):
+        if path in used or _unset(path, value):
             continue
         if isinstance(value, dict) and any(u.startswith(path + ".") for u in used):
             _unused(value, used, counts, label, path + ".")
         else:
             counts[label + path] += 1
+
+
+def _unset(path: str, value: object) -> bool:
+    """Whether a field says nothing: empty, zero or false (Slurm writes `0` and `false` for
+    what a job did not ask, and `{"set": false}` from data_parser 0.0.39), or a waiting reason
+    every queued job has."""
+    if isinstance(value, dict) and value.get("set") is False:
+        return True
+    if path == "state_reason" and value in ("None", "Resources", "Priority"):
+        return True
+    return value is None or value is False or value in ("", 0, [], {})
 
 
 def _pools(groups: Sequence[NodeGroup], models: Mapping[str, str]) -> list[PoolConfig]:
