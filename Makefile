@@ -67,9 +67,10 @@ lint: $(STAMP)
 test: lint $(LLM_STAMP) $(TRAIN_STAMP) $(BROWSER_STAMP) $(ENGINE_STAMP) $(SLURM_STAMP)
 	$(BIN)/pytest -q
 
-bench: $(STAMP) $(ENGINE_STAMP)
+bench: $(STAMP) $(ENGINE_STAMP) $(SLURM_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(BIN)/twin bench all
 	$(BIN)/python -m bench.compose  # the compose stacks on a real Docker Engine, the model's too
+	$(BIN)/python -m bench.slurm  # the forecast against a real Slurm
 
 clean:
 	rm -rf $(VENV) runs .mypy_cache .pytest_cache .ruff_cache
