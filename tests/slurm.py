@@ -192,7 +192,11 @@ def slurm(nodes: Sequence[Nodes], *, bf_interval_s: int = 5) -> Iterator[Slurm]:
         (root / sub).mkdir()
     (root / "plugstack.conf").write_text("")
     (root / "slurm.conf").write_text(config(root, nodes, ports, bf_interval_s))
-    (root / "gres.conf").write_text(gres_config(root, nodes))
+    try:
+        (root / "gres.conf").write_text(gres_config(root, nodes))
+    except OSError as exc:  # a container without CAP_MKNOD
+        shutil.rmtree(root, ignore_errors=True)
+        raise NoSlurmError(f"cannot make the GPUs' character devices here: {exc}") from None
     key = root / "munge.key"
     key.write_bytes(os.urandom(1024))
     key.chmod(0o400)
@@ -211,9 +215,25 @@ def slurm(nodes: Sequence[Nodes], *, bf_interval_s: int = 5) -> Iterator[Slurm]:
         cluster.idle()
         yield cluster
     finally:
+        if cluster.procs and cluster.procs[-1].poll() is None:
+            cancel_all(cluster)  # job steps outlive their slurmd: end them first
         for proc in reversed(cluster.procs):
             stop(proc)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def cancel_all(cluster: Slurm, timeout_s: float = 30) -> None:
+    """Cancel every job and wait until none runs: a job's slurmstepd is not slurmd's to stop."""
+    subprocess.run(["scancel", "--full", "--user", "root"], env=cluster.env, capture_output=True,
+                   timeout=30, check=False)  # fmt: skip
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        listed = subprocess.run(["squeue", "--noheader", "--states=RUNNING,COMPLETING",
+                                 "--format=%i"], env=cluster.env, capture_output=True,
+                                text=True, timeout=30, check=False)  # fmt: skip
+        if listed.returncode != 0 or not listed.stdout.strip():
+            return
+        time.sleep(0.3)
 
 
 def answers(cluster: Slurm) -> bool:

@@ -8,7 +8,8 @@ session id without a file deleted by hand.
 
 The daemon is the one that answers, or a `dockerd` these tests start and stop by its PID
 (tests/engine.py). Where neither can be had (no dockerd installed, not root, a daemon that
-will not start) the module skips with the reason: that is the only skip here."""
+will not start, no base image to build on) the module skips with the reason: that is the only
+skip here."""
 
 from __future__ import annotations
 
