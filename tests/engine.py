@@ -9,7 +9,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -17,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.daemons import stop
 from tests.test_compose import compose_binary
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,20 +95,8 @@ def engine() -> Iterator[Engine]:
             time.sleep(0.5)
         yield with_base(ours)
     finally:
-        stop(proc)
+        stop(proc, grace_s=60)  # it stops its containers and containerd first
         shutil.rmtree(state, ignore_errors=True)
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    """Stop the daemon we started, by its PID: SIGTERM (it stops its containers and its
-    containerd), SIGKILL after a minute."""
-    if proc.poll() is None:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
 
 
 def with_base(engine: Engine) -> Engine:

@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -19,6 +18,8 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.daemons import stop
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("sbatch", "squeue", "sinfo", "scontrol", "scancel")
@@ -218,7 +219,7 @@ def slurm(nodes: Sequence[Nodes], *, bf_interval_s: int = 5) -> Iterator[Slurm]:
         if cluster.procs and cluster.procs[-1].poll() is None:
             cancel_all(cluster)  # job steps outlive their slurmd: end them first
         for proc in reversed(cluster.procs):
-            stop(proc)
+            stop(proc, grace_s=20)
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -256,14 +257,3 @@ def start(cluster: Slurm, argv: list[str], *, ready: object) -> None:
                 errors="replace")  # fmt: skip
             raise NoSlurmError(f"{name} would not start: {said[-800:]} {cluster.log_tail()}")
         time.sleep(0.2)
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM by PID, SIGKILL after 20 s."""
-    if proc.poll() is None:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)

@@ -171,6 +171,18 @@ def test_sigterm_before_the_end_of_an_exit_when_done_session_stops_cleanly(tmp_p
     assert len(list(logs.glob("*.session.json"))) == 1  # restorable
 
 
+def serve_to_its_end(output: Path, *flags: str) -> str:
+    """`twin serve FLAGS` (with --exit-when-done) run until it exits 0 by itself; its output."""
+    server = start_serve(free_port(), ADMIN, output, *flags)
+    try:
+        assert server.wait(timeout=60) == 0, output.read_text()
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    return output.read_text()
+
+
 def test_a_restart_after_the_declared_session_ended_runs_nothing_again(tmp_path: Path) -> None:
     """`--session-file --exit-when-done` (how compose runs the gateway): once the declared
     session has ended, a restart says so and exits 0, opening no fresh session and leaving the
@@ -180,15 +192,8 @@ def test_a_restart_after_the_declared_session_ended_runs_nothing_again(tmp_path:
     session_file.write_bytes(orjson.dumps({"session_id": DECLARED, **REQUEST, "agents": []}))
     flags = ["--session-file", str(session_file), "--exit-when-done", "--log-dir", str(logs)]
     for run in ("first", "again"):
-        output = tmp_path / f"{run}.log"
-        server = start_serve(free_port(), ADMIN, output, *flags)
-        try:
-            assert server.wait(timeout=60) == 0, output.read_text()
-        finally:
-            if server.poll() is None:
-                server.kill()
-                server.wait()
-        assert "Traceback" not in output.read_text()
+        output = serve_to_its_end(tmp_path / f"{run}.log", *flags)
+        assert "Traceback" not in output
     assert "session_open" in (tmp_path / "first.log").read_text()
     again = (tmp_path / "again.log").read_text()
     assert "session_already_ended" in again
@@ -209,15 +214,7 @@ def test_a_fresh_session_id_plays_the_declared_session_again_beside_the_first(
     flags = ["--session-file", str(session_file), "--exit-when-done", "--log-dir", str(logs)]
     played = {}
     for run, extra in (("first", []), ("again", ["--session-id", "again"])):
-        output = tmp_path / f"{run}.log"
-        server = start_serve(free_port(), ADMIN, output, *flags, *extra)
-        try:
-            assert server.wait(timeout=60) == 0, output.read_text()
-        finally:
-            if server.poll() is None:
-                server.kill()
-                server.wait()
-        assert "session_open" in output.read_text()
+        assert "session_open" in serve_to_its_end(tmp_path / f"{run}.log", *flags, *extra)
         played[run] = sorted(p.name for p in logs.glob("*.jsonl"))
     assert played == {"first": [f"{DECLARED}.jsonl"],
                       "again": sorted([f"{DECLARED}.jsonl", "again.jsonl"])}  # fmt: skip

@@ -171,12 +171,20 @@ def from_kubernetes(paths: Path | Sequence[Path], *, at_s: float | None = None,
         return _kubernetes(listed, at_s, window_s)
 
 
-def refuse_before(at_s: float, own_s: float | None, path: Path) -> None:
-    """An export holds the state when it was taken: an instant before that is refused."""
+def instant(at_s: float | None, own_s: float | None, path: Path, lacking: str) -> float:
+    """The instant of an export: `at_s` (`--at`) where given, else its own (`own_s`). An export
+    holds the state when it was taken: an `--at` before that is refused, and so is an export
+    that says nothing of when it was taken (`lacking`: what it lacks) without one."""
+    if at_s is None:
+        if own_s is None:
+            raise ConfigError(f"{path}: no time in the export says when it was taken "
+                              f"({lacking}): give --at (RFC 3339, or now)")  # fmt: skip
+        return own_s
     if own_s is not None and at_s < own_s - 1:
         taken = datetime.fromtimestamp(own_s, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
         raise ConfigError(f"--at: before {path} was taken ({taken}): an export holds the "
                           "state when it was taken, not before")  # fmt: skip
+    return at_s
 
 
 def from_slurm(squeue: Path, sinfo: Path, *, at_s: float | None = None,
@@ -268,13 +276,7 @@ def _kubernetes(paths: Sequence[Path], at_s: float | None, window_s: float) -> S
     if not nodes:
         raise ConfigError(f"{path}: no node with allocatable {GPU} (export nodes too: "
                           "kubectl get pods,nodes -o json)")  # fmt: skip
-    own = kubernetes_instant(items)
-    if at_s is not None:
-        refuse_before(at_s, own, path)
-    at = at_s if at_s is not None else own
-    if at is None:
-        raise ConfigError(f"{path}: no time in the export says when it was taken (no pod or "
-                          "node with a timestamp): give --at (RFC 3339, or now)")  # fmt: skip
+    at = instant(at_s, kubernetes_instant(items), path, "no pod or node with a timestamp")
     jobs = [_k8s_pod(pod, f"{path}: items[{i}]", at, window_s, unused) for i, pod in pods]
     source = " + ".join(str(p) for p in paths)
     return _assemble(Snapshot(at_s=at, source=f"{source} (Kubernetes)", window_s=window_s,
@@ -438,13 +440,8 @@ def _slurm(squeue: Path, sinfo: Path, at_s: float | None, window_s: float) -> Sn
         raise ConfigError(f"{squeue}: not squeue --json output (no 'jobs')")
     unused: Counter[str] = Counter()
     nodes, models = _slurm_nodes(nodes_doc, sinfo, unused)
-    own = slurm_instant(doc, nodes_doc)
-    if at_s is not None:
-        refuse_before(at_s, own, squeue)
-    at = at_s if at_s is not None else own
-    if at is None:
-        raise ConfigError(f"{squeue}: no time in the export says when it was taken (no job "
-                          "submitted, started or ended): give --at (RFC 3339, or now)")  # fmt: skip
+    at = instant(at_s, slurm_instant(doc, nodes_doc), squeue, "no job submitted, started or "
+                 "ended")  # fmt: skip
     read = []
     for i, raw in enumerate(jobs):
         _unused(raw, _JOB_USED, unused, "job.")
