@@ -61,18 +61,14 @@ def alone() -> bytes:
     root.chmod(0o755)
     try:
         for name in COMPOSE_FILES:
-            shutil.copy(checkout_file(name), root / name)
-        shutil.copytree(checkout_file("compose"), root / "compose")
+            shutil.copy(ROOT / name, root / name)
+        shutil.copytree(ROOT / "compose", root / "compose")
         subprocess.run(["sh", "compose/tokens.sh"], cwd=root, check=True, capture_output=True)
         reports = play_as_local_processes(root, *BUILTIN)
         assert {r["end_reason"] for r in reports.values()} == {"horizon"}
         return (root / "runs" / "main.jsonl").read_bytes()
     finally:
         shutil.rmtree(root, ignore_errors=True)
-
-
-def checkout_file(name: str) -> Path:
-    return ROOT / name
 
 
 def events(log: Path) -> list[dict[str, Any]]:

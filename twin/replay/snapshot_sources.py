@@ -164,11 +164,12 @@ def from_kubernetes(paths: Path | Sequence[Path], *, at_s: float | None = None,
     """A snapshot from `kubectl get pods,nodes -o json` (a `List`, or several merged: pods and
     nodes exported apart; `at_s`: when the export was taken, as it records it, unless given)."""
     listed = [paths] if isinstance(paths, Path) else list(paths)
-    for path in listed:
+    loaded = []
+    for path in listed:  # each file read once, a List or one error naming it
         with _shaped(path, "kubectl get pods,nodes -o json"):
-            _items(path)  # each file a List, or one error naming it
+            loaded.append((path, _items(path)))
     with _shaped(listed[-1], "kubectl get pods,nodes -o json"):
-        return _kubernetes(listed, at_s, window_s)
+        return _kubernetes(loaded, at_s, window_s)
 
 
 def instant(at_s: float | None, own_s: float | None, path: Path, lacking: str) -> float:
@@ -216,12 +217,12 @@ def _items(path: Path) -> list[Any]:
     return items
 
 
-def _merged(paths: Sequence[Path], unused: Counter[str]) -> list[Any]:
+def _merged(loaded: Sequence[tuple[Path, list[Any]]], unused: Counter[str]) -> list[Any]:
     """The items of every file, an object given twice (kind, namespace, name) taken from the
     last file that has it."""
     merged: dict[tuple[str, str, str], Any] = {}
-    for path in paths:
-        for item in _items(path):
+    for _, items in loaded:
+        for item in items:
             meta = item.get("metadata", {}) if isinstance(item, dict) else {}
             key = (str(item.get("kind") if isinstance(item, dict) else None),
                    str(meta.get("namespace", "")), str(meta.get("name", len(merged))))  # fmt: skip
@@ -254,10 +255,13 @@ def kubernetes_instant(items: Sequence[Any]) -> float | None:
     return max(stamps) if stamps else None
 
 
-def _kubernetes(paths: Sequence[Path], at_s: float | None, window_s: float) -> Snapshot:
+def _kubernetes(
+    loaded: Sequence[tuple[Path, list[Any]]], at_s: float | None, window_s: float
+) -> Snapshot:
+    paths = [path for path, _ in loaded]
     path = paths[-1]
     unused: Counter[str] = Counter()
-    items = _merged(paths, unused)
+    items = _merged(loaded, unused)
     nodes, models = [], {}
     pods = []
     for i, item in enumerate(items):
