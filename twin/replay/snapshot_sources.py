@@ -364,8 +364,7 @@ _JOB_USED = {
     "job_id", "job_state", "submit_time", "start_time", "end_time", "time_limit", "account",
     "user_name", "partition", "priority", "tres_per_node", "tres_per_job", "tres_per_task",
     "tres_req_str", "tres_alloc_str", "node_count", "tasks", "name", "nodes",
-    "last_sched_evaluation", "accrue_time", "eligible_time", "suspend_time", "preempt_time",
-    "resize_time",
+    "last_sched_evaluation", "accrue_time", "suspend_time", "preempt_time", "resize_time",
 }  # fmt: skip
 _GRES = re.compile(r"(?:gres[:/])?gpu(?::(?P<model>[A-Za-z][\w.-]*))?[:=](?P<count>\d+)")
 # Node states under which Slurm starts nothing new on a node (data_parser 0.0.38's `state` and
