@@ -131,8 +131,8 @@ def score(into: Path, done: list[Done], *, samples: int = 200, seed: int = 0,
     """Every (snapshot, pending job) of a driven run with the twin's forecast from that
     snapshot as a user runs it (`twin forecast --squeue --sinfo`, the instant the export's
     own unless `at` says, e.g. "taken" for the capture's own clock)."""
-    from twin.replay.forecast import forecast
-    from twin.replay.snapshot_sources import from_slurm
+    from twin.forecast.forecast import forecast
+    from twin.forecast.slurm import from_slurm
 
     started = {d.job_id: d.start_s for d in done}
     pairs = []

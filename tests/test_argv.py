@@ -43,9 +43,9 @@ HOSTILE = (
 PRELOADED = (
     "numpy", "pyarrow.parquet", "matplotlib.pyplot", "aiohttp.web", "rich.console", "yaml",
     "twin.kernel.jit", "twin.sim.runner", "twin.replay.run", "twin.replay.calibrate",
-    "twin.replay.fill_run", "twin.eventlog.report", "twin.gateway.app", "twin.rl",
+    "twin.fill.run", "twin.eventlog.report", "twin.gateway.app", "twin.rl",
     "twin.arena.lineup", "twin.bound", "twin.sweep.execute", "twin.cli.main",
-    "twin.replay.forecast", "twin.replay.backtest", "twin.replay.rounds",
+    "twin.forecast.forecast", "twin.forecast.backtest", "twin.rounds.rounds",
 )  # fmt: skip
 
 # A line that makes each command valid, so a hostile value reaches the command itself.

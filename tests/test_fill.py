@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import TRACES, twin_command
 from twin.errors import TraceError
-from twin.replay.fill import (
+from twin.fill.fill import (
     Cluster,
     Curve,
     Pod,
@@ -29,7 +29,7 @@ from twin.replay.fill import (
     read_priority,
     typical_pods,
 )
-from twin.replay.fill_policies import policy as make
+from twin.fill.policies import policy as make
 
 OPENB = TRACES / "alibaba-gpu-v2023-openb"
 PODS, NODES = OPENB / "openb_pod_list_default.csv", OPENB / "openb_node_list_gpu_node.csv"

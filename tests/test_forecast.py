@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 
 from tests.conftest import TRACES, twin_command
 from twin.errors import ConfigError
-from twin.replay import load, snapshot
+from twin.forecast import snapshot
+from twin.forecast.forecast import Forecast, Known, forecast
+from twin.replay import load
 from twin.replay.cluster import build
-from twin.replay.forecast import Forecast, Known, forecast
 from twin.replay.params import read_params
 from twin.replay.reader import ReadLog
 from twin.replay.run import Queue, replay_scenario
@@ -127,9 +128,9 @@ def test_kubernetes_and_slurm_exports_forecast_end_to_end() -> None:
 
 
 def test_adding_nodes_now_brings_every_start_forward() -> None:
-    from twin.replay import snapshot_sources
+    from twin.forecast import slurm
 
-    state = snapshot_sources.from_slurm(SAMPLES / "slurm_squeue.json", SAMPLES / "slurm_sinfo.json")
+    state = slurm.from_slurm(SAMPLES / "slurm_squeue.json", SAMPLES / "slurm_sinfo.json")
     base = forecast(state, samples=30, seed=1)
     more = forecast(snapshot.what_if(state, ["pools.a100.nodes=+2"]), samples=30, seed=1)
     assert sum(p.max_gpus for p in snapshot.what_if(state, ["pools.a100.nodes=+2"]).pools) == 40
@@ -176,14 +177,14 @@ def test_a_wrong_state_is_one_line_naming_it(argv: list[str], says: str) -> None
 def test_kubernetes_exports_given_apart_are_merged_and_an_instant_before_them_refused(
     tmp_path: Path,
 ) -> None:
-    from twin.replay import snapshot_sources
+    from twin.forecast import kubernetes
 
     whole = json.loads((SAMPLES / "kubernetes_pods_nodes.json").read_text())
     for kind in ("Pod", "Node"):
         part = {**whole, "items": [i for i in whole["items"] if i["kind"] == kind]}
         (tmp_path / f"{kind}.json").write_text(json.dumps(part))
-    apart = snapshot_sources.from_kubernetes([tmp_path / "Pod.json", tmp_path / "Node.json"])
-    together = snapshot_sources.from_kubernetes(SAMPLES / "kubernetes_pods_nodes.json")
+    apart = kubernetes.from_kubernetes([tmp_path / "Pod.json", tmp_path / "Node.json"])
+    together = kubernetes.from_kubernetes(SAMPLES / "kubernetes_pods_nodes.json")
     fields = ("at_s", "pools", "nodes", "running", "waiting", "history")
     assert apart.model_dump(include=set(fields)) == together.model_dump(include=set(fields))
     done = twin_command("forecast", "--kubernetes", str(tmp_path / "Pod.json"), "--kubernetes",
@@ -216,7 +217,7 @@ def test_a_trace_that_records_no_start_is_refused_by_the_backtest_too() -> None:
 
 
 def test_a_backtest_scores_the_twin_beside_the_baselines_on_held_out_instants() -> None:
-    from twin.replay import backtest as bt
+    from twin.forecast import backtest as bt
 
     params = read_params(OPENB / "calibrated-params-alternate-days.json")
     records = list(load.records(PODS, "openb", ReadLog()))
@@ -269,7 +270,7 @@ def test_an_export_of_the_wrong_shape_is_one_error_naming_the_file(
 ) -> None:
     """Any one field of any one record replaced by a value of another shape: a forecast or one
     ConfigError naming the file, never another exception."""
-    from twin.replay import snapshot_sources
+    from twin.forecast import kubernetes, slurm
 
     where = tmp_path_factory.mktemp("shape")
     for name, key in (("kubernetes_pods_nodes.json", "items"), ("slurm_squeue.json", "jobs")):
@@ -284,9 +285,9 @@ def test_an_export_of_the_wrong_shape_is_one_error_naming_the_file(
         broken.write_text(json.dumps(doc))
         try:
             if key == "items":
-                snapshot_sources.from_kubernetes(broken)
+                kubernetes.from_kubernetes(broken)
             else:
-                snapshot_sources.from_slurm(broken, SAMPLES / "slurm_sinfo.json")
+                slurm.from_slurm(broken, SAMPLES / "slurm_sinfo.json")
         except ConfigError as exc:
             message = str(exc)
         else:

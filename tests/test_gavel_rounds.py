@@ -17,10 +17,11 @@ import pytest
 from tests.conftest import TRACES, twin_command
 from twin.cli.rounds import cluster_spec
 from twin.errors import ConfigError, TraceError
-from twin.replay import round_policies, rounds
 from twin.replay.detect import detect
 from twin.replay.formats import gavel
 from twin.replay.reader import ReadLog
+from twin.rounds import policies as round_policies
+from twin.rounds import rounds
 
 GAVEL = TRACES / "gavel"
 REFERENCE: dict[str, Any] = json.loads((GAVEL / "gavel-results.json").read_text())

@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import TRACES, twin_command
 from twin.errors import ConfigError
-from twin.replay.go_rand import GoRand, artefact_draws, seeds
+from twin.fill.go_rand import GoRand, artefact_draws, seeds
 
 OPENB = TRACES / "alibaba-gpu-v2023-openb"
 

@@ -14,9 +14,9 @@ from aiohttp import ClientWebSocketResponse
 from aiohttp.test_utils import TestClient, TestServer
 
 from twin.eventlog.log import EventLog
+from twin.forecast.forecast import forecast
 from twin.gateway.keys import REGISTRY
 from twin.replay.cluster import Cluster
-from twin.replay.forecast import forecast
 from twin.replay.run import Queue, replay_scenario
 from twin.schema.scenario import PoolConfig
 from twin.schema.scheduling import SchedulerConfig

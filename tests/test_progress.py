@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tests.conftest import TRACES
 from tests.test_fill import csv_file
-from twin.replay.fill_run import FillSpec, run
+from twin.fill.run import FillSpec, run
 
 
 def _twin(*args: str, terminal: bool) -> subprocess.CompletedProcess[str]:

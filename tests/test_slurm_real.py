@@ -18,7 +18,8 @@ import pytest
 from tests.slurm import Nodes, NoSlurmError, Slurm, slurm
 from tests.slurm_workload import Done, drive, plan, score
 from twin.errors import ConfigError
-from twin.replay.snapshot_sources import from_slurm, ranked_unused, slurm_instant
+from twin.forecast.exports import ranked_unused
+from twin.forecast.slurm import from_slurm, slurm_instant
 from twin.schema.snapshot import Snapshot
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,8 +18,8 @@ TARGET_SPEEDUP = 10.0
 
 
 def bench_fill(quick: bool) -> Result:
-    from twin.replay.fill import Pod, fill, read_nodes, read_pods, read_priority, typical_pods
-    from twin.replay.fill_policies import policy as make
+    from twin.fill.fill import Pod, fill, read_nodes, read_pods, read_priority, typical_pods
+    from twin.fill.policies import policy as make
 
     openb = project_traces() / "alibaba-gpu-v2023-openb"
     r = Result()

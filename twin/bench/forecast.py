@@ -21,9 +21,10 @@ ROUNDS_TARGET_SPEEDUP = 10.0
 
 
 def bench_forecast(quick: bool) -> Result:
-    from twin.replay import load, snapshot
+    from twin.forecast import snapshot
+    from twin.forecast.forecast import forecast
+    from twin.replay import load
     from twin.replay.cluster import build
-    from twin.replay.forecast import forecast
     from twin.replay.params import read_params
     from twin.replay.reader import ReadLog
 
@@ -67,9 +68,10 @@ def bench_forecast(quick: bool) -> Result:
 
 
 def _rounds(r: Result) -> None:
-    from twin.replay import round_policies, rounds
     from twin.replay.formats import gavel
     from twin.replay.reader import ReadLog
+    from twin.rounds import policies as round_policies
+    from twin.rounds import rounds
 
     jobs = gavel.read(project_traces() / "gavel/heavy.trace", ReadLog())
     table = gavel.throughputs()

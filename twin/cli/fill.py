@@ -82,8 +82,8 @@ def fill_command(args: argparse.Namespace) -> int:
     from twin.cli.progress import progress_bar
     from twin.cli.render import Table
     from twin.errors import ConfigError
-    from twin.replay.fill_policies import POLICIES
-    from twin.replay.fill_run import FILL_CSV, FILL_SVG, SHOWN_PCT, FillSpec, medians, run, write
+    from twin.fill.policies import POLICIES
+    from twin.fill.run import FILL_CSV, FILL_SVG, SHOWN_PCT, FillSpec, medians, run, write
 
     policies = [p.strip().replace("-", "_") for p in args.placement.split(",") if p.strip()]
     unknown = [p for p in policies if p not in POLICIES]

@@ -17,8 +17,8 @@ from twin.errors import ConfigError
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from twin.forecast.forecast import Forecast
     from twin.replay.cluster import Cluster
-    from twin.replay.forecast import Forecast
     from twin.replay.run import ReplayOptions
     from twin.schema.snapshot import Snapshot
 
@@ -103,7 +103,7 @@ def instant_s(text: str, *, clock: bool) -> float:
 
 def load_snapshot(args: argparse.Namespace) -> Snapshot:
     """The snapshot the options name, --set applied."""
-    from twin.replay import snapshot, snapshot_sources
+    from twin.forecast import kubernetes, slurm, snapshot
 
     given = [f for f in ("snapshot", "kubernetes", "squeue", "trace") if getattr(args, f)]
     if len(given) != 1:
@@ -116,11 +116,11 @@ def load_snapshot(args: argparse.Namespace) -> Snapshot:
         state = snapshot.read(Path(args.snapshot))
     elif args.kubernetes:
         at = instant_s(args.at, clock=True) if args.at else None
-        state = snapshot_sources.from_kubernetes([Path(k) for k in args.kubernetes], at_s=at,
+        state = kubernetes.from_kubernetes([Path(k) for k in args.kubernetes], at_s=at,
                                                  window_s=window_s)  # fmt: skip
     elif args.squeue:
         at = instant_s(args.at, clock=True) if args.at else None
-        state = snapshot_sources.from_slurm(Path(args.squeue), Path(args.sinfo), at_s=at,
+        state = slurm.from_slurm(Path(args.squeue), Path(args.sinfo), at_s=at,
                                             window_s=window_s)  # fmt: skip
     else:
         if not args.at:
@@ -146,7 +146,8 @@ def trace_cluster(options: ReplayOptions, path: Path) -> tuple[Path, str, Cluste
 def trace_cut(args: argparse.Namespace, at_s: float, window_s: float) -> Snapshot:
     """The trace cut at `at_s`, on the cluster a replay with the same options plays on."""
     from twin.cli.trace_args import trace_options
-    from twin.replay import load, snapshot
+    from twin.forecast import snapshot
+    from twin.replay import load
     from twin.replay.reader import ReadLog
     from twin.replay.run import Queue
 
@@ -166,8 +167,8 @@ def trace_cut(args: argparse.Namespace, at_s: float, window_s: float) -> Snapsho
 
 def forecast_command(args: argparse.Namespace) -> int:
     from twin.cli.render import console_for, print_json
-    from twin.replay import snapshot
-    from twin.replay.forecast import forecast
+    from twin.forecast import snapshot
+    from twin.forecast.forecast import forecast
 
     if args.samples > MAX_SAMPLES:
         raise ConfigError(f"--samples: at most {MAX_SAMPLES:,}, got {args.samples:,}")
@@ -219,7 +220,7 @@ def print_forecast(state: Snapshot, result: Forecast, console: Console) -> None:
                  f"{result.arrivals_per_h:.2f} arrivals/h")  # fmt: skip
     head.add_row("samples", f"{result.samples} · {result.cpu_s:.2f} s CPU")
     if state.unused_fields:
-        from twin.replay.snapshot_sources import ranked_unused
+        from twin.forecast.exports import ranked_unused
 
         notes, matters, others = ranked_unused(state.unused_fields)
         count = state.unused_fields
@@ -287,7 +288,7 @@ def write_forecast(state: Snapshot, result: Forecast, out: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from twin.replay import snapshot
+    from twin.forecast import snapshot
 
     out.mkdir(parents=True, exist_ok=True)
     body = forecast_json(state, result)
@@ -352,7 +353,7 @@ def backtest_command(args: argparse.Namespace) -> int:
     from twin.cli.progress import progress_bar
     from twin.cli.render import console_for, print_json
     from twin.cli.trace_args import trace_options
-    from twin.replay import backtest as bt
+    from twin.forecast import backtest as bt
     from twin.replay import load
     from twin.replay.reader import ReadLog
     from twin.replay.run import Queue

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from twin.eventlog.log import EventLog
-    from twin.replay.rounds import Append, RoundRun
+    from twin.rounds.rounds import Append, RoundRun
     from twin.schema.records import AnyRecord
 
 ROUNDS_FILE = "rounds.json"
@@ -95,9 +95,10 @@ def _play(
 ) -> tuple[RoundRun, float]:
     """The run, its events streamed to `out`/events.jsonl when given; and its round length."""
     from twin.eventlog.log import EventLog, JsonlWriter
-    from twin.replay import round_policies, rounds
     from twin.replay.formats import gavel
     from twin.replay.reader import ReadLog
+    from twin.rounds import policies as round_policies
+    from twin.rounds import rounds
     from twin.schema.vocabulary import EVENTS_FILE
 
     jobs = gavel.read(path, ReadLog(skip_bad=args.skip_bad))

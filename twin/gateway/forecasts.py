@@ -17,8 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from twin.errors import FrameError
-from twin.replay.forecast import Forecast, JobForecast, forecast
-from twin.replay.snapshot import what_if
+from twin.forecast.forecast import Forecast, JobForecast, forecast
+from twin.forecast.snapshot import what_if
 from twin.schema.codes import ErrorCode
 from twin.schema.scenario import ClusterScenario
 from twin.schema.snapshot import Snapshot

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from twin.errors import ConfigError
 from twin.replay.formats.gavel import WORKER_TYPES, GavelJob, Throughputs
-from twin.replay.round_policies import Allocation, PolicyJob, RoundPolicy
+from twin.rounds.policies import Allocation, PolicyJob, RoundPolicy
 from twin.schema import records as r
 
 ROUND_S = 360.0

@@ -15,9 +15,8 @@ from typing import Literal
 import numpy as np
 
 from twin.errors import ConfigError
-from twin.processes import quiet_pool, stopping
-from twin.replay import fill_policies
-from twin.replay.fill import (
+from twin.fill import policies as fill_policies
+from twin.fill.fill import (
     Pod,
     Typical,
     arrivals,
@@ -29,8 +28,9 @@ from twin.replay.fill import (
     typical_pods,
     unconstrained,
 )
-from twin.replay.go_rand import artefact_draws
-from twin.replay.go_rand import seeds as shipped_seeds
+from twin.fill.go_rand import artefact_draws
+from twin.fill.go_rand import seeds as shipped_seeds
+from twin.processes import quiet_pool, stopping
 
 FILL_CSV, FILL_SVG = "fill.csv", "fill.svg"
 COLUMNS = ("policy", "seed", "arrived_pct", "unallocated_gpu_pct", "frag_pct")

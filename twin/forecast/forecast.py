@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from twin.eventlog.metrics import Metrics
+from twin.forecast.models import Arrivals, RunTimes
 from twin.replay.cluster import Cluster
-from twin.replay.forecast_models import Arrivals, RunTimes
 from twin.replay.run import Queue, replay_scenario
 from twin.schema import records
 from twin.schema.snapshot import Snapshot, SnapshotJob

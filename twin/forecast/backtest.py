@@ -28,12 +28,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from twin.errors import ConfigError
+from twin.forecast.forecast import Forecast, Known, forecast
+from twin.forecast.models import CLASSES
+from twin.forecast.snapshot import cut
 from twin.replay.cluster import Cluster
 from twin.replay.common import gpu_class
-from twin.replay.forecast import Forecast, Known, forecast
-from twin.replay.forecast_models import CLASSES
 from twin.replay.run import Queue
-from twin.replay.snapshot import cut
 from twin.schema.scheduling import SchedulerConfig
 from twin.schema.snapshot import Snapshot, SnapshotJob
 from twin.sim.jobrecord import JobRecord

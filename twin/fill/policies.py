@@ -10,7 +10,7 @@ from collections.abc import Callable
 import numpy as np
 
 from twin.errors import TraceError
-from twin.replay.fill import WHOLE, Choose, Cluster, Pod, Typical, fragmentation, sigmoid
+from twin.fill.fill import WHOLE, Choose, Cluster, Pod, Typical, fragmentation, sigmoid
 
 MAX_SPEC_CPU, MAX_SPEC_GPU = 128_000.0, 8_000.0  # what best-fit normalises by
 MAX_SPEC_GPU_MILLI, MAX_SPEC_CPU_MILLI = 8_000, 128_000
