@@ -149,6 +149,45 @@ def test_ctrl_c_is_one_line_saying_what_is_saved_and_how_to_go_on(
                     "again to resume")  # fmt: skip
 
 
+# A pool of quick tasks: the command's own process spends its time waiting for the next to finish,
+# where Ctrl-C then lands. (Forked workers find `task` in this `__main__`.)
+BUSY_POOL = """
+import time
+from twin.sweep.execute import local
+
+def task(i):
+    time.sleep(0.002)
+    return i
+
+try:
+    for n, _ in enumerate(local(task, list(range(20000)), 2, warmed=lambda: None)):
+        if n == 50:
+            print("waiting", flush=True)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+"""
+
+
+def test_ctrl_c_stops_a_pool_whatever_moment_of_its_wait_it_lands_in() -> None:
+    """Ten interrupts at spread moments of a busy pool's wait: each stops it within seconds.
+    (Waiting with `concurrent.futures.wait` hung six times in ten: an interrupt while it took the
+    pending futures' locks left some held, and the pool's thread waited on them forever.)"""
+    for delay_s in [i * 0.03 for i in range(10)]:
+        proc = subprocess.Popen([sys.executable, "-c", BUSY_POOL], stdout=subprocess.PIPE,
+                                text=True, start_new_session=True)  # fmt: skip
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "waiting"
+        time.sleep(delay_s)
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            out, _ = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            pytest.fail(f"still running 20 s after an interrupt {delay_s:.2f} s into its wait")
+        assert out.strip() == "interrupted"
+
+
 @pytest.mark.parametrize("command", ["calibrate", "fill"])
 def test_ctrl_c_in_a_command_that_writes_at_its_end_is_one_line_too(
     tmp_path: Path, command: str

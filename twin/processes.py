@@ -7,13 +7,16 @@ outlives it."""
 
 from __future__ import annotations
 
+import queue
 import signal
 import threading
-from collections.abc import Callable, Iterator
-from concurrent.futures import InvalidStateError, ProcessPoolExecutor
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, InvalidStateError, ProcessPoolExecutor
 from contextlib import contextmanager
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 def _start_quietly(initializer: Callable[..., None] | None, *initargs: Any) -> None:
@@ -49,6 +52,18 @@ def stopping(pool: ProcessPoolExecutor) -> Iterator[ProcessPoolExecutor]:
             threading.excepthook = hook
         raise
     pool.shutdown()
+
+
+def as_finished(futures: Sequence[Future[T]]) -> Iterator[Future[T]]:
+    """`futures` as each finishes. Unlike `concurrent.futures.as_completed` and `wait`, which
+    take every pending future's lock in turn, it holds none while it waits: an interrupt
+    between two takes left some held, and the pool's own thread, failing those futures after
+    Ctrl-C, waited for them forever (and the command with it)."""
+    finished: queue.SimpleQueue[Future[T]] = queue.SimpleQueue()
+    for future in futures:
+        future.add_done_callback(finished.put)
+    for _ in futures:
+        yield finished.get()
 
 
 def _unless_cancelled(hook: Callable[[threading.ExceptHookArgs], object],

@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -30,7 +29,7 @@ from twin.fill.fill import (
 )
 from twin.fill.go_rand import artefact_draws
 from twin.fill.go_rand import seeds as shipped_seeds
-from twin.processes import quiet_pool, stopping
+from twin.processes import as_finished, quiet_pool, stopping
 
 FILL_CSV, FILL_SVG = "fill.csv", "fill.svg"
 COLUMNS = ("policy", "seed", "arrived_pct", "unallocated_gpu_pct", "frag_pct")
@@ -120,7 +119,7 @@ def run(spec: FillSpec, policies: Sequence[str], seeds: Sequence[int], workers: 
     else:
         with stopping(quiet_pool(min(workers, len(jobs)))) as pool:
             futures = [pool.submit(run_one, spec, p, s) for p, s in jobs]
-            for finished, _ in enumerate(as_completed(futures), start=1):
+            for finished, _ in enumerate(as_finished(futures), start=1):
                 done(finished)
             results = [f.result() for f in futures]
     return [row for rows in results for row in rows]

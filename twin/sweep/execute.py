@@ -12,14 +12,13 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, wait
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
 import orjson
 
-from twin.processes import quiet_pool, stopping
+from twin.processes import as_finished, quiet_pool, stopping
 from twin.ray_runtime import start_ray
 from twin.sweep.spec import Run
 
@@ -90,14 +89,12 @@ def local(task: Callable[[T], Row], items: Sequence[T], workers: int,
     stopped; what finished before it is kept by the caller."""
     warmed()
     with stopping(quiet_pool(workers)) as pool:
-        pending: set[Future[Row]] = {pool.submit(task, item) for item in items}
+        futures = [pool.submit(task, item) for item in items]
         # After the first submit a forking pool has its workers; the thread ends before this
         # does, so no later fork copies it mid-import.
         helper = None if meanwhile is None else in_background(meanwhile)
-        while pending:
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for future in finished:
-                yield future.result()
+        for future in as_finished(futures):
+            yield future.result()
         if helper is not None:
             helper.join()
 
