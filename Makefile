@@ -71,6 +71,7 @@ bench: $(STAMP) $(ENGINE_STAMP) $(SLURM_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(BIN)/twin bench all
 	$(BIN)/python -m bench.compose  # the compose stacks on a real Docker Engine, the model's too
 	$(BIN)/python -m bench.slurm  # the forecast against a real Slurm
+	$(BIN)/python -m bench.slurm --workload held-out  # and on a workload it was not developed on
 
 clean:
 	rm -rf $(VENV) runs .mypy_cache .pytest_cache .ruff_cache

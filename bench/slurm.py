@@ -2,10 +2,13 @@
 cluster10 (tests/slurm_workload.py), snapshotted while it runs; every (snapshot, pending job)
 pair is then forecast as a user runs it (`twin forecast --squeue --sinfo`, no `--at`) and
 scored against the start Slurm gave the job, beside "every job starts now" and Slurm's own
-estimate (the pending job's `start_time`), overall and by class. Readable lines, then one JSON
-line.
+estimate (the pending job's `start_time`), overall and by class; and the oracle: the same jobs
+with their true run times in the twin's Slurm mode, the share started within one backfill
+interval of Slurm's start. `--workload held-out` drives cluster10's jobs 60-99 instead (run
+times 8-90 s, load 3), a workload the models were not developed on. Readable lines, then one
+JSON line.
 
-    python -m bench.slurm [--jobs 60] [--load 2.5] [--run-s 8,150] [--every-s 8]"""
+    python -m bench.slurm [--workload tuned|held-out] [--samples 200]"""
 
 from __future__ import annotations
 
@@ -19,7 +22,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.slurm import Nodes, NoSlurmError, slurm
-from tests.slurm_workload import Pair, drive, plan, score
+from tests.slurm_workload import Pair, drive, oracle, plan, score
+
+BF_INTERVAL_S = 5
+WORKLOADS = {  # jobs, first, load, run times (s), seconds between snapshots
+    "tuned": (60, 0, 2.5, (8.0, 150.0), 8.0),
+    "held-out": (40, 60, 3.0, (8.0, 90.0), 6.0),
+}
 
 Predictor = Callable[[Pair], float | None]
 PREDICTORS: dict[str, Predictor] = {
@@ -58,33 +67,37 @@ def figures(pairs: list[Pair]) -> dict[str, dict[str, float | int | None]]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.slurm", description=__doc__)
-    p.add_argument("--jobs", type=int, default=60)
-    p.add_argument("--load", type=float, default=2.5)
-    p.add_argument("--run-s", default="8,150", help="the run-time range, seconds: LO,HI")
-    p.add_argument("--every-s", type=float, default=8.0, help="seconds between snapshots")
+    p.add_argument("--workload", choices=sorted(WORKLOADS), default="tuned")
     p.add_argument("--samples", type=int, default=200)
     args = p.parse_args(argv)
-    lo, hi = (float(x) for x in args.run_s.split(","))
+    jobs, first, load, run_s, every_s = WORKLOADS[args.workload]
     into = Path(tempfile.mkdtemp(prefix="twin-bench-slurm-"))
-    planned = plan(jobs=args.jobs, total_gpus=16, node_gpus=8, load=args.load, run_s=(lo, hi))
+    planned = plan(jobs=jobs, total_gpus=16, node_gpus=8, load=load, run_s=run_s, first=first)
     start = time.perf_counter()
     try:
-        with slurm([Nodes("r", 2, 8, "h100")], bf_interval_s=5) as cluster:
-            done = drive(cluster, planned, into, every_s=args.every_s, gpu_flag="both")
+        with slurm([Nodes("r", 2, 8, "h100")], bf_interval_s=BF_INTERVAL_S) as cluster:
+            done = drive(cluster, planned, into, every_s=every_s, gpu_flag="both")
     except NoSlurmError as exc:
         print(f"slurm: no Slurm here: {exc}", file=sys.stderr)
         return 2
     drove_s = time.perf_counter() - start
     pairs = score(into, done, samples=args.samples)
     table = figures(pairs)
-    print(f"{len(done)} jobs on 2 x 8 GPUs in {drove_s:.0f} s, {len(pairs)} (snapshot, pending "
-          f"job) pairs, median wait {statistics.median(p.waited_s() for p in pairs):.0f} s; "
-          f"snapshots in {into}")  # fmt: skip
+    starts = oracle(done, nodes=2, node_gpus=8, bf_interval_s=BF_INTERVAL_S)
+    within = sum(abs(starts[d.job_id] - d.start_s) <= BF_INTERVAL_S for d in done) / len(done)
+    wait_s = statistics.median(p.waited_s() for p in pairs)
+    print(f"{args.workload}: {len(done)} jobs on 2 x 8 GPUs in {drove_s:.0f} s, {len(pairs)} "
+          f"(snapshot, pending job) pairs, median wait {wait_s:.0f} s; in {into}")  # fmt: skip
+    print(
+        f"oracle (run times known, Slurm mode): {within:.0%} of jobs start within "
+        f"{BF_INTERVAL_S} s of Slurm's start"
+    )
     for name, row in table.items():
         cells = ", ".join(f"{k} {v}" for k, v in row.items())
         print(f"{name}: {cells}")
-    print(json.dumps({"jobs": len(done), "drove_s": round(drove_s, 1), "pairs": len(pairs),
-                      "classes": table}))  # fmt: skip
+    print(json.dumps({"workload": args.workload, "jobs": len(done),
+                      "drove_s": round(drove_s, 1), "pairs": len(pairs),
+                      "oracle_within_interval": round(within, 3), "classes": table}))  # fmt: skip
     return 0
 
 

@@ -72,6 +72,8 @@ def drive(cluster: Slurm, planned: list[Planned], into: Path, *, every_s: float,
     """Submit `planned` on its schedule, snapshotting every `every_s` into `into/NNNN/` while
     any job waits or runs; what Slurm did with each, once all have ended. `gpu_flag`:
     `--gres` (gpu:N per node) or `--gpus` (N for the job), alternating with `both`."""
+    into.mkdir(parents=True, exist_ok=True)
+    (into / "config.txt").write_text(cluster.run("scontrol", "show", "config"))
     t0 = time.time()
     ids: dict[str, Planned] = {}
     pending = list(planned)
@@ -138,8 +140,10 @@ def score(into: Path, done: list[Done], *, samples: int = 200, seed: int = 0,
     pairs = []
     for snap in sorted(p for p in into.iterdir() if p.is_dir()):
         taken = float((snap / "taken.txt").read_text())
+        config = into / "config.txt"
         state = from_slurm(snap / "squeue.json", snap / "sinfo.json",
-                           at_s=taken if at == "taken" else None)  # fmt: skip
+                           at_s=taken if at == "taken" else None,
+                           config=config if config.exists() else None)  # fmt: skip
         if not state.waiting:
             continue
         result = forecast(state, samples=samples, horizon_s=6 * 3600, step_s=60, seed=seed)
@@ -155,3 +159,49 @@ def score(into: Path, done: list[Done], *, samples: int = 200, seed: int = 0,
                               float(slurm) if isinstance(slurm, (int, float)) and slurm > 0
                               else None))  # fmt: skip
     return pairs
+
+
+def oracle(done: list[Done], *, nodes: int, node_gpus: int, bf_interval_s: float,
+           seed: int = 0) -> dict[str, float]:  # fmt: skip
+    """Each job's start (epoch seconds) when the same jobs, submitted when Slurm had them and
+    running as long as they ran there (the oracle), play in the twin's Slurm mode: priority
+    order (priority/basic: submission order), a backfill pass every `bf_interval_s` planned on
+    their time limits, nodes in order, an ended run's GPUs going to the next job as late as
+    they did there (`completing_s`, as the Slurm reader measures it)."""
+    from twin.eventlog.metrics import Metrics
+    from twin.forecast.slurm import completing_s
+    from twin.replay.cluster import Cluster, pool_of
+    from twin.replay.run import Queue, replay_scenario
+    from twin.schema import records
+    from twin.schema.scheduling import NodeConfig, NodeGroup, SchedulerConfig
+    from twin.sim.jobrecord import JobRecord
+    from twin.sim.runner import run_episode
+
+    class Starts(Metrics):
+        def __post_init__(self) -> None:
+            super().__post_init__()
+            self.started_s: dict[str, float] = {}
+
+        def _on_job_started(self, rec: records.JobStarted) -> None:
+            self.started_s.setdefault(rec.job_id, rec.t_s)
+
+    ordered = sorted(done, key=lambda d: (d.submit_s, int(d.job_id)))
+    t0 = ordered[0].submit_s
+    jobs = [JobRecord(job_id=d.job_id, submit_s=d.submit_s - t0, service_s=d.end_s - d.start_s,
+                      gpus=float(d.planned.gpus), tenant="slurm", priority=-float(d.job_id),
+                      time_limit_s=d.planned.limit_min * 60.0)
+            for d in ordered]  # fmt: skip
+    cluster = Cluster([pool_of("h100", nodes * node_gpus)],
+                      NodeConfig(groups=[NodeGroup(pool="h100", count=nodes, gpus=node_gpus)],
+                                 placement="first_fit"), "driven Slurm")  # fmt: skip
+    queue = Queue(
+        "priority",
+        backfill=True,
+        backfill_interval_s=bf_interval_s,
+        completing_s=completing_s([(d.submit_s, d.start_s, d.end_s) for d in done]),
+    )
+    scenario = replay_scenario("slurm-oracle", "a driven Slurm's jobs", cluster, queue,
+                               SchedulerConfig())  # fmt: skip
+    metrics = Starts()
+    run_episode(scenario, seed=seed, sources=[jobs], metrics=metrics)
+    return {job: t0 + t for job, t in metrics.started_s.items()}

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.slurm import Nodes, NoSlurmError, Slurm, slurm
-from tests.slurm_workload import Done, drive, plan, score
+from tests.slurm_workload import Done, drive, oracle, plan, score
 from twin.errors import ConfigError
 from twin.forecast.exports import ranked_unused
 from twin.forecast.slurm import from_slurm, slurm_instant
@@ -163,7 +163,41 @@ def test_the_fields_that_would_move_the_forecast_come_first_and_the_rest_are_cou
     notes, matters, others = ranked_unused(state.unused_fields)
     assert notes == ["jobs asking for several GPU models (any model stands in)",
                      "jobs without GPUs (not played)", "nodes DRAIN (GPUs left out)",
-                     "nodes with several GPU models (a node per model)"]  # fmt: skip
+                     "nodes with several GPU models (a node per model)",
+                     "scheduler: sched/backfill every 30 s on time limits (resolution 60 s), "
+                     "priority/basic; Slurm's defaults (no scontrol show config given)",
+                     ]  # fmt: skip
     assert set(matters) == {"job.cpus", "job.max_nodes", "job.minimum_cpus_per_node"}
     assert "job.array_job_id" not in state.unused_fields  # 0: not an array job
     assert 0 < others < 20
+
+
+def test_scontrol_show_config_sets_the_scheduler_the_twin_plays(tmp_path: Path) -> None:
+    """The shipped capture's own `scontrol show config`: backfill every 5 s, priority/basic;
+    sched/builtin plays priority order with no backfill."""
+    snap = SHIPPED / "itp-cluster10-0007"
+    state = from_slurm(snap / "squeue.json", snap / "sinfo.json", config=SHIPPED / "config.txt")
+    assert (state.backfill, state.backfill_interval_s, state.backfill_resolution_s) == (
+        True, 5.0, 60.0)  # fmt: skip
+    assert state.nodes is not None
+    assert state.nodes.placement == "first_fit"
+    builtin = tmp_path / "builtin.txt"
+    shipped = (SHIPPED / "config.txt").read_text()
+    builtin.write_text(shipped.replace("= sched/backfill", "= sched/builtin"))
+    plain = from_slurm(snap / "squeue.json", snap / "sinfo.json", config=builtin)
+    assert (plain.backfill, plain.backfill_interval_s) == (False, 0.0)
+    (tmp_path / "not.txt").write_text("hello = world\n")
+    with pytest.raises(ConfigError, match="not scontrol show config output"):
+        from_slurm(snap / "squeue.json", snap / "sinfo.json", config=tmp_path / "not.txt")
+
+
+def test_with_run_times_known_the_twin_starts_the_jobs_when_slurm_did(
+    driven: tuple[Path, list[Done]],
+) -> None:
+    """The oracle: the driven jobs, submitted when Slurm had them and running as long as they
+    ran there, in the twin's Slurm mode (priority order, backfill every bf_interval on time
+    limits, nodes in order): at least 95% start within one backfill interval of Slurm's start."""
+    _, done = driven
+    starts = oracle(done, nodes=2, node_gpus=8, bf_interval_s=BF_INTERVAL_S)
+    within = [abs(starts[d.job_id] - d.start_s) <= BF_INTERVAL_S for d in done]
+    assert sum(within) / len(within) >= 0.95

@@ -46,6 +46,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     where.add_argument("--squeue", type=trace_file, metavar="FILE", help="squeue --json")
     where.add_argument("--sinfo", type=trace_file, metavar="FILE",
                        help="sinfo --json (with --squeue)")  # fmt: skip
+    where.add_argument("--slurm-config", type=trace_file, metavar="FILE",
+                       help="scontrol show config (with --squeue): the scheduler, "
+                       "its backfill interval, resolution (default: Slurm's, 30 s)")  # fmt: skip
     add_trace_options(fc, required=False)
     fc.add_argument("--params", type=trace_file, help="scheduler model and cluster share (a "
                     "calibration.json or its params), for --trace")  # fmt: skip
@@ -109,6 +112,8 @@ def load_snapshot(args: argparse.Namespace) -> Snapshot:
     if len(given) != 1:
         raise ConfigError("give one state: --trace (with --at), --kubernetes, --squeue with "
                           "--sinfo, or --snapshot")  # fmt: skip
+    if getattr(args, "slurm_config", None) and not args.squeue:
+        raise ConfigError("--slurm-config goes with --squeue and --sinfo")
     if bool(args.squeue) != bool(args.sinfo):
         raise ConfigError("--squeue and --sinfo go together (jobs, and the nodes they run on)")
     window_s = args.window_h * 3600
@@ -120,8 +125,9 @@ def load_snapshot(args: argparse.Namespace) -> Snapshot:
                                                  window_s=window_s)  # fmt: skip
     elif args.squeue:
         at = instant_s(args.at, clock=True) if args.at else None
+        config = Path(args.slurm_config) if getattr(args, "slurm_config", None) else None
         state = slurm.from_slurm(Path(args.squeue), Path(args.sinfo), at_s=at,
-                                            window_s=window_s)  # fmt: skip
+                                 window_s=window_s, config=config)  # fmt: skip
     else:
         if not args.at:
             raise ConfigError("--trace needs --at: the instant to cut it at")

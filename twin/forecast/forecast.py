@@ -172,7 +172,10 @@ def forecast(
     run_times, arrivals = RunTimes(snapshot), Arrivals(snapshot)
     models = _Models(run_times, arrivals, known)
     cluster = Cluster(list(snapshot.pools), snapshot.nodes, snapshot.source)
-    queue = Queue(snapshot.queue, snapshot.backfill)
+    queue = Queue(snapshot.queue, snapshot.backfill,
+                  backfill_interval_s=snapshot.backfill_interval_s,
+                  backfill_resolution_s=snapshot.backfill_resolution_s,
+                  completing_s=snapshot.completing_s)  # fmt: skip
     scenario = replay_scenario("forecast", f"{snapshot.source} at {snapshot.at_s:g} s", cluster,
                                queue, snapshot.scheduler)  # fmt: skip
     grid = np.arange(int(horizon_s // step_s) + 1) * step_s
@@ -228,7 +231,8 @@ def _sample(
     for job in snapshot.running:
         age_s = snapshot.at_s - (job.start_s if job.start_s is not None else snapshot.at_s)
         left = known.run_s[job.job_id] - age_s if known else run_times.remaining(job, age_s, rng)
-        jobs.append(_record(job, 0.0, max(left, 0.0), present=True))
+        limit_s = None if job.time_limit_s is None else max(job.time_limit_s - age_s, 1e-6)
+        jobs.append(_record(job, 0.0, max(left, 0.0), present=True, limit_s=limit_s))
     for job in waiting:
         run_s = known.run_s[job.job_id] if known else run_times.remaining(job, 0.0, rng)
         jobs.append(_record(job, 0.0, run_s))
@@ -243,11 +247,14 @@ def _sample(
     return jobs
 
 
-def _record(job: SnapshotJob, submit_s: float, run_s: float, *, present: bool = False) -> JobRecord:
+def _record(job: SnapshotJob, submit_s: float, run_s: float, *, present: bool = False,
+            limit_s: float | None = None) -> JobRecord:  # fmt: skip
+    """`limit_s`: the time limit left to it (a running job's, past its age); else its own."""
     return JobRecord(
         job_id=job.job_id, submit_s=submit_s, service_s=run_s, gpus=job.gpus,
         tenant=job.tenant, gpu_type=job.gpu_type, priority=job.priority,
         cpu_milli=job.cpu_milli, present_at_start=present, bound=present,
+        time_limit_s=job.time_limit_s if limit_s is None else limit_s,
     )  # fmt: skip
 
 

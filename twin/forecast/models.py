@@ -7,6 +7,13 @@ runs (by class of GPU count) and which jobs arrive next.
   its age (its residual life); past the curve's last drop, from an exponential tail whose mean
   is the larger of its age and the class's mean. A class with fewer than `MIN_RUNS` ended runs
   takes the pooled curve. A time limit caps a draw.
+- A job that declares a time limit (Slurm's `--time`) runs for a share of it: a Kaplan-Meier
+  curve of run time over limit, fitted the same way on the window's runs whose limits were
+  near its own (within a factor of `NEAR_LIMIT`; the running ones censored at age over
+  limit), gives that share beyond the share it has already run. Users ask limits of a job's
+  kind, so the share varies less than the run time does; near limits, because limits come in
+  round units (a minute, an hour) that a short job fills less of. A run never passes its
+  limit. Fewer than `MIN_RUNS` such runs: every run with a limit, then the class curves.
 - Arrivals: a Poisson process at the window's rate; each arrival is one of the window's jobs,
   drawn at random (its shape: GPUs, tenant, GPU model, priority, CPU), with a run time drawn
   from its class's curve.
@@ -15,7 +22,7 @@ runs (by class of GPU count) and which jobs arrive next.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +31,7 @@ from twin.replay.common import GPU_CLASSES, gpu_class
 from twin.schema.snapshot import Snapshot, SnapshotJob
 
 MIN_RUNS = 5
+NEAR_LIMIT = 2.0
 CLASSES = GPU_CLASSES
 
 
@@ -86,10 +94,38 @@ class RunTimes:
             for c in CLASSES
         }
         self.runs = sum(len(v) for v in ended.values())
+        # (limit, share of it run) of the runs that had limits: ended, and running (censored)
+        self._ended = [(r.time_limit_s, (r.end_s - r.start_s) / r.time_limit_s)
+                       for r in snapshot.history if r.time_limit_s]  # fmt: skip
+        self._running = [(j.time_limit_s, (snapshot.at_s - j.start_s) / j.time_limit_s)
+                         for j in snapshot.running
+                         if j.time_limit_s and j.start_s is not None]  # fmt: skip
+        self.of_limit = self._shares(lambda _: True)
+        self._near: dict[float, Survival | None] = {}
+
+    def _shares(self, near: Callable[[float], bool]) -> Survival | None:
+        ended = [share for limit, share in self._ended if near(limit)]
+        if len(ended) < MIN_RUNS:
+            return None
+        return Survival.fit(ended, [share for limit, share in self._running if near(limit)])
+
+    def near(self, limit_s: float) -> Survival | None:
+        """The share-of-limit curve of the runs whose limits were near `limit_s` (all runs
+        with limits where too few were near; None where too few had one)."""
+        if limit_s not in self._near:
+            curve = self._shares(lambda lim: limit_s / NEAR_LIMIT <= lim <= limit_s * NEAR_LIMIT)
+            self._near[limit_s] = curve
+        return self._near[limit_s]
 
     def remaining(self, job: SnapshotJob, age_s: float, rng: np.random.Generator) -> float:
         if job.run_s is not None:  # known (nothing is drawn)
             return max(job.run_s - age_s, 0.0)
+        limit_s = job.time_limit_s
+        if limit_s is not None and self.of_limit is not None:
+            curve, ran = self.near(limit_s), min(age_s / limit_s, 1.0)
+            # too few runs near its limit: any share of what is left of it, as likely
+            share = curve.remaining(ran, rng) if curve else rng.random() * (1.0 - ran)
+            return min(share * limit_s, max(limit_s - age_s, 0.0))
         left = self.curves[gpu_class(job.gpus)].remaining(age_s, rng)
         if job.time_limit_s is not None:
             left = min(left, max(job.time_limit_s - age_s, 0.0))

@@ -18,24 +18,30 @@ by priority with backfill, as Slurm's default scheduler runs.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 from twin.errors import ConfigError
 from twin.forecast import exports
+from twin.forecast.slurm_config import SlurmConfig, read_config
 from twin.replay.cluster import slug
 from twin.schema.scheduling import NodeConfig
 from twin.schema.snapshot import FinishedRun, Snapshot, SnapshotJob
 
 
 def from_slurm(squeue: Path, sinfo: Path, *, at_s: float | None = None,
-               window_s: float = exports.DEFAULT_WINDOW_S) -> Snapshot:  # fmt: skip
+               window_s: float = exports.DEFAULT_WINDOW_S,
+               config: Path | None = None) -> Snapshot:  # fmt: skip
     """A snapshot from `squeue --json` and `sinfo --json` (`at_s`: when the export was taken,
-    as it records it, unless given)."""
+    as it records it, unless given), scheduled as `config` (`scontrol show config`) says, or
+    as Slurm's defaults."""
+    cfg = read_config(config) if config is not None else SlurmConfig()
     with exports.shaped(squeue, "squeue --json (with sinfo --json)"):
-        return _slurm(squeue, sinfo, at_s, window_s)
+        return _slurm(squeue, sinfo, at_s, window_s, cfg)
 
 
 _JOB_USED = {
@@ -58,6 +64,7 @@ _PAST_TIMES = ("submit_time", "accrue_time", "last_sched_evaluation", "suspend_t
                "preempt_time", "resize_time")  # fmt: skip
 _NODE_PAST_TIMES = ("last_busy", "slurmd_start_time", "boot_time", "reason_changed_at")
 _STARTED = ("RUNNING", "COMPLETING", "SUSPENDED")
+_FOLLOWS_S = 3.0  # a start this soon after an end was the end's doing (Slurm's times are whole s)
 _ENDED = ("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "NODE_FAIL", "OUT_OF_MEMORY",
           "PREEMPTED", "DEADLINE", "BOOT_FAIL")  # fmt: skip
 
@@ -113,7 +120,9 @@ def slurm_instant(squeue: Any, sinfo: Any) -> float | None:
     return max(known) if known else None
 
 
-def _slurm(squeue: Path, sinfo: Path, at_s: float | None, window_s: float) -> Snapshot:
+def _slurm(
+    squeue: Path, sinfo: Path, at_s: float | None, window_s: float, cfg: SlurmConfig
+) -> Snapshot:
     nodes_doc = exports.json_doc(sinfo, "sinfo --json")
     doc = exports.json_doc(squeue, "squeue --json")
     jobs = doc.get("jobs") if isinstance(doc, dict) else None
@@ -128,10 +137,48 @@ def _slurm(squeue: Path, sinfo: Path, at_s: float | None, window_s: float) -> Sn
     for i, raw in enumerate(jobs):
         exports.count_unused(raw, _JOB_USED, unused, "job.")
         read.append(_slurm_job(raw, f"{squeue}: jobs[{i}]", at, window_s, unused))
-    return exports.assemble(Snapshot(at_s=at, source=f"{squeue} (Slurm)", window_s=window_s,
-                              pools=exports.pools(exports.groups(nodes), models),
-                              nodes=NodeConfig(groups=exports.groups(nodes)), queue="priority",
-                              backfill=True), read, unused)  # fmt: skip
+    groups = exports.groups(nodes)
+    unused[f"scheduler: {cfg.described()}"] += 1
+    return exports.assemble(Snapshot(
+        at_s=at, source=f"{squeue} (Slurm)", window_s=window_s,
+        pools=exports.pools(groups, models),
+        nodes=NodeConfig(groups=groups, placement="first_fit"),  # cons_tres: nodes in order
+        queue="priority", backfill=cfg.backfill,
+        backfill_interval_s=cfg.bf_interval_s if cfg.backfill else 0.0,
+        backfill_resolution_s=cfg.bf_resolution_s,
+        completing_s=completing_s(_runs(jobs)),
+    ), read, unused)  # fmt: skip
+
+
+def _runs(jobs: Sequence[Any]) -> list[tuple[float, float, float | None]]:
+    """(submitted, started, ended or None) of every job of the export that started."""
+    runs = []
+    for raw in jobs:
+        if not isinstance(raw, dict):
+            continue
+        state = _state_words(raw)
+        submit, start = _number(raw.get("submit_time")), _number(raw.get("start_time"))
+        if submit is None or not start or not state & {*_STARTED, *_ENDED}:
+            continue
+        end = _number(raw.get("end_time")) if state & set(_ENDED) else None
+        runs.append((submit, start, end))
+    return runs
+
+
+def completing_s(runs: Sequence[tuple[float, float, float | None]]) -> float:
+    """How long after a run ends its GPUs go to the next job: the median, over the jobs that
+    waited and then started within `_FOLLOWS_S` of an end, of the time from the latest end
+    before its start (Slurm's COMPLETING state and the scheduling it triggers; 0 where no
+    start followed an end)."""
+    ends = sorted(end for _, _, end in runs if end is not None)
+    gaps = []
+    for submit, start, _ in runs:
+        if start - submit < 1:
+            continue  # started at its submission: no end released its GPUs
+        i = bisect_right(ends, start)
+        if i and start - ends[i - 1] <= _FOLLOWS_S:
+            gaps.append(start - ends[i - 1])
+    return float(median(gaps)) if gaps else 0.0
 
 
 def _slurm_nodes(
@@ -219,7 +266,8 @@ def _slurm_job(
     if state & set(_ENDED):
         if start is None or end is None or not at_s - window_s <= end <= at_s or start <= 0:
             return None
-        return FinishedRun(**shape, start_s=start, end_s=end)
+        return FinishedRun(**shape, start_s=start, end_s=end,
+                           time_limit_s=limit_min * 60 if limit_min else None)  # fmt: skip
     job = {"job_id": str(raw.get("job_id", "?")), **shape,
            "time_limit_s": limit_min * 60 if limit_min else None}  # fmt: skip
     if state & set(_STARTED) and start:

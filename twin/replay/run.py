@@ -82,6 +82,10 @@ def replay(
 class Queue:
     policy: QueuePolicy = "fifo"
     backfill: bool = False
+    backfill_interval_s: float = 0.0  # above 0: Slurm's periodic backfill on time limits
+    backfill_resolution_s: float = 60.0
+    backfill_phase_s: float | None = None
+    completing_s: float = 0.0  # an ended run's GPUs free this much later (Slurm's COMPLETING)
 
 
 def replay_scenario(
@@ -97,7 +101,11 @@ def replay_scenario(
             "pools": pools,
             "tenants": [{"name": TENANT, "policy": "static",
                          "initial_gpus": {p.name: p.max_gpus for p in pools}}],
-            "queue": {"policy": queue.policy, "backfill": queue.backfill},
+            "queue": {"policy": queue.policy, "backfill": queue.backfill,
+                      "backfill_interval_s": queue.backfill_interval_s,
+                      "backfill_resolution_s": queue.backfill_resolution_s,
+                      "backfill_phase_s": queue.backfill_phase_s,
+                      "completing_s": queue.completing_s},
             "decisions": {"interval_s": None, "triggers": []},
             "nodes": cluster.nodes,
             "scheduler": scheduler,

@@ -196,6 +196,32 @@ class QueueConfig(Frozen):
     policy: QueuePolicy = "fifo"
     backfill: bool = False
     backfill_depth: PositiveInt = 64
+    backfill_interval_s: NonNegativeFloat = Field(
+        0.0,
+        exclude_if=lambda v: v == 0.0,
+        description="0: EASY backfill at every event, on the jobs' run times. Above 0: Slurm's "
+        "backfill scheduler: a pass this often (its bf_interval), planned on time limits, each "
+        "waiting job in priority order reserved a node at its earliest start; the main "
+        "scheduler starts jobs in priority order at each event and stops at the first that "
+        "does not fit.",
+    )
+    backfill_resolution_s: NonNegativeFloat = Field(
+        60.0,
+        exclude_if=lambda v: v == 60.0,
+        description="Slurm's bf_resolution: a reservation's start and end rounded down to it.",
+    )
+    completing_s: NonNegativeFloat = Field(
+        0.0,
+        exclude_if=lambda v: v == 0.0,
+        description="An ended run holds its GPUs this much longer, its end logged when they "
+        "free (Slurm's COMPLETING state: the epilog and the node's report, before the next job "
+        "may have them).",
+    )
+    backfill_phase_s: NonNegativeFloat | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="When the passes fall (at phase + k * interval); None: drawn per episode.",
+    )
 
 
 Trigger = Literal["arrival", "completion", "gpus_ready", "failure", "budget_threshold"]

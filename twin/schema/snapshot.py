@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, NonNegativeInt, PositiveFloat
+from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat
 
 from twin.schema.base import Frozen
 from twin.schema.scenario import PoolConfig
@@ -54,6 +54,9 @@ class FinishedRun(Frozen):
     submit_s: float
     start_s: float
     end_s: float
+    time_limit_s: PositiveFloat | None = Field(
+        None, description="Its requested time limit, where the source has one (Slurm)."
+    )
 
 
 class Snapshot(Frozen):
@@ -67,6 +70,19 @@ class Snapshot(Frozen):
     nodes: NodeConfig | None = None
     queue: QueuePolicy = "fifo"
     backfill: bool = False
+    backfill_interval_s: NonNegativeFloat = Field(
+        0.0,
+        description="0: EASY backfill at every event, on run times; above 0: Slurm's backfill "
+        "scheduler, a pass this often (bf_interval) planned on time limits.",
+    )
+    backfill_resolution_s: NonNegativeFloat = Field(
+        60.0, description="Slurm's bf_resolution (a reservation's times rounded down to it)."
+    )
+    completing_s: NonNegativeFloat = Field(
+        0.0,
+        description="How much longer an ended run holds its GPUs before the next job may "
+        "have them (Slurm's COMPLETING: the epilog and the node's report).",
+    )
     scheduler: SchedulerConfig = SchedulerConfig()
     running: list[SnapshotJob] = Field(default_factory=list)
     waiting: list[SnapshotJob] = Field(default_factory=list)

@@ -52,6 +52,7 @@ class Admits(Protocol):
         group: str = "",
         present: bool = False,
         bound: bool = False,
+        time_limit_s: float | None = None,
     ) -> Job: ...
 
 
@@ -165,5 +166,6 @@ def record_arrivals(
         admit(tenant, rec.job_id, gpus=rec.gpus, work=work, priority=rec.priority,
               gpu_type=rec.gpu_type, fails=fails, censored=rec.censored and fails is None,
               cpu_milli=rec.cpu_milli, group=rec.tenant,
-              present=rec.present_at_start, bound=rec.bound)  # fmt: skip
+              present=rec.present_at_start, bound=rec.bound,
+              time_limit_s=rec.time_limit_s)  # fmt: skip
     closed()

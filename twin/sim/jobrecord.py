@@ -41,3 +41,4 @@ class JobRecord(NamedTuple):
     cpu_milli: int = 0  # CPU asked of its node, milli-cores (node-level clusters); 0: none
     present_at_start: bool = False
     bound: bool = False  # running at a snapshot's instant: placed at once (a forecast)
+    time_limit_s: float | None = None  # the limit its run is stopped at, where it has one

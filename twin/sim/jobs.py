@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,3 +48,4 @@ class Job:
     group: str = ""  # the trace's tenant (virtual cluster) of a replayed job, for quotas
     claim: Any = None  # twin.sim.nodes.Claim: where it runs, or will if started now
     attempts: int = 0  # scheduling attempts that failed since it last queued (back-off)
+    time_limit_s: float = math.inf  # its run is stopped there (a Slurm job's limit)

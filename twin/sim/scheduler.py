@@ -36,7 +36,10 @@ from twin.sim.queues import (
 from twin.sim.quotas import Quotas
 from twin.sim.sampling import Sampler
 from twin.sim.scaling import efficiency
+from twin.sim.slurm_backfill import SlurmBackfill
 from twin.sim.state import ClusterState
+
+TIME_LIMIT = "time_limit"  # why a run stopped at its job's time limit failed
 
 
 class Charges(Protocol):
@@ -106,7 +109,9 @@ class Scheduler:
         # backfill pass that cannot start anything may be skipped with them alone.
         self._skip_futile = isinstance(placement, CounterPlacement)
         self.efficiency = efficiency(cfg.scaling)
-        self._backfill = cfg.queue.backfill
+        self._backfill = cfg.queue.backfill and cfg.queue.backfill_interval_s == 0
+        self._completing_s = cfg.queue.completing_s
+        self.slurm_backfill = self._slurm_backfill(cfg) if cfg.queue.backfill else []
         self._manual = cfg.queue.policy in PLACED_ONLY or self.cycles is not None
         divergence = state.streams.get("divergence")
         self._divergence = Sampler(divergence, lambda g, n: g.uniform(0.2, 0.9, n))
@@ -118,6 +123,26 @@ class Scheduler:
         # with no decision points, keeps none.
         asks = cfg.decisions.interval_s is not None or bool(cfg.decisions.triggers)
         self._runs = state.runs if asks else None
+
+    def _slurm_backfill(self, cfg: ClusterScenario) -> list[SlurmBackfill]:
+        """Slurm's periodic backfill pass on each queue, where the queue asks for one (a
+        cluster with shared pools has one queue, planned on the holdings of its first tenant,
+        which a replayed trace's one tenant is)."""
+        q = cfg.queue
+        if q.backfill_interval_s == 0:
+            return []
+        phase_s = q.backfill_phase_s
+        if phase_s is None:  # when the passes fall is not known: drawn once an episode
+            phase_s = float(self.state.streams.get("backfill").uniform(0.0, q.backfill_interval_s))
+        passes = []
+        for tenant, line in enumerate(self.lines[:1] if self.shared else self.lines):
+            bf = SlurmBackfill(self.env, line, self.placement, self.state.holdings[tenant],
+                               interval_s=q.backfill_interval_s,
+                               resolution_s=q.backfill_resolution_s, phase_s=phase_s,
+                               depth=q.backfill_depth, run=self.run)  # fmt: skip
+            self.env.process(bf.process())
+            passes.append(bf)
+        return passes
 
     # -- admission ------------------------------------------------------------------------
 
@@ -138,12 +163,14 @@ class Scheduler:
         group: str = "",
         present: bool = False,
         bound: bool = False,
+        time_limit_s: float | None = None,
     ) -> Job:
         """A job enters its tenant's queue; a kernel job whose plan runs nowhere is rejected.
 
         `work` is reference-GPU-seconds, or tokens for a kernel job (`option` set); `present`
         marks a replayed job already running when its trace began (left censored); `bound` one
-        running at a snapshot's instant, placed at once.
+        running at a snapshot's instant, placed at once; `time_limit_s`, where the job has
+        one, stops its run there.
         """
         now = self.env.now
         self._seq += 1
@@ -156,6 +183,8 @@ class Scheduler:
         job = Job(job_id or f"j{seq}", tenant, gpus, round(gpus * 1000), work_gpu_s, priority,
                   gpu_type, now, seq, work, work, nominal, now, option, workload)  # fmt: skip
         job.fails, job.censored, job.cpu_milli, job.group = fails, censored, cpu_milli, group
+        if time_limit_s is not None:
+            job.time_limit_s = time_limit_s
         self.placement.arrived(job)
         name = self.state.tenant_names[tenant]
         self._emit(
@@ -203,6 +232,8 @@ class Scheduler:
         self.queued_gpuless[job.tenant] += int(job.milli == 0)
         if self.cycles is not None:
             self.cycles.submit(job)
+        for bf in self.slurm_backfill:
+            bf.queued()
 
     def _fit_within_quota(self, job: Job) -> Holding | None:
         quotas = self.quotas
@@ -311,7 +342,9 @@ class Scheduler:
         self.running_jobs += 1
         job.rate = rate = self.rate(job, pool)
         run_s = job.remaining / rate
-        ev = self.env.timeout(run_s, job)
+        if run_s > job.time_limit_s:  # stopped at its limit, as Slurm kills a job there
+            run_s, job.fails = job.time_limit_s, TIME_LIMIT
+        ev = self.env.timeout(run_s + self._completing_s, job)
         ev.callbacks.append(self._finished)
         job.run = ev
         if job.option is not None and not job.option.stable[pool.index]:
@@ -361,10 +394,9 @@ class Scheduler:
         h = self._stop(job)
         tenant = job.tenant
         if job.fails is not None:  # it ran as long as the trace says, then failed as it did
+            why = job.fails if job.fails == TIME_LIMIT else f"trace: {job.fails}"
             self._emit(
-                records.JobFailed(
-                    "job_failed", now, state.tenant_names[tenant], job.job_id, f"trace: {job.fails}"
-                )
+                records.JobFailed("job_failed", now, state.tenant_names[tenant], job.job_id, why)
             )
             self._left(tenant)
             return

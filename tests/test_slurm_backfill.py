@@ -1,0 +1,98 @@
+"""The twin's Slurm mode (`queue.backfill_interval_s` above 0): the main scheduler starts jobs
+in priority order and stops at the first that does not fit; a backfill pass every interval
+plans on time limits (never run times), reserves each blocked job a node at its earliest
+start, and starts a later job now only where it cannot delay one; a run stops at its limit."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from twin.eventlog.metrics import Metrics
+from twin.replay.cluster import Cluster, pool_of
+from twin.replay.run import Queue, replay_scenario
+from twin.schema import records
+from twin.schema.scheduling import NodeConfig, NodeGroup, SchedulerConfig
+from twin.sim.jobrecord import JobRecord
+from twin.sim.runner import run_episode
+
+
+class Seen(Metrics):
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.started_s: dict[str, float] = {}
+        self.failed: dict[str, str] = {}
+
+    def _on_job_started(self, rec: records.JobStarted) -> None:
+        self.started_s.setdefault(rec.job_id, rec.t_s)
+
+    def _on_job_failed(self, rec: records.JobFailed) -> None:
+        self.failed[rec.job_id] = rec.reason
+
+
+def job(name: str, submit_s: float, gpus: int, run_s: float, limit_s: float | None) -> JobRecord:
+    priority = -float(ord(name[0]))  # submission order, as priority/basic gives
+    return JobRecord(job_id=name, submit_s=submit_s, service_s=run_s, gpus=float(gpus),
+                     tenant="slurm", priority=priority, time_limit_s=limit_s)  # fmt: skip
+
+
+def play(jobs: Sequence[JobRecord], *, nodes: int = 1, interval_s: float = 10.0,
+         phase_s: float = 0.0, resolution_s: float = 0.0) -> Seen:  # fmt: skip
+    cluster = Cluster([pool_of("h100", nodes * 8)],
+                      NodeConfig(groups=[NodeGroup(pool="h100", count=nodes, gpus=8)],
+                                 placement="first_fit"), "test")  # fmt: skip
+    queue = Queue("priority", backfill=True, backfill_interval_s=interval_s,
+                  backfill_resolution_s=resolution_s, backfill_phase_s=phase_s)  # fmt: skip
+    seen = Seen()
+    run_episode(replay_scenario("slurm", "test", cluster, queue, SchedulerConfig()),
+                sources=[sorted(jobs, key=lambda j: j.submit_s)], metrics=seen)  # fmt: skip
+    return seen
+
+
+def test_a_job_that_ends_by_its_limit_before_the_blocked_head_could_start_backfills_at_a_pass():
+    seen = play([job("a", 0, 6, 100, 200), job("b", 1, 4, 50, 300),
+                 job("c", 2, 2, 20, 150), job("d", 3, 2, 20, 250)])  # fmt: skip
+    assert seen.started_s["a"] == 0  # the main scheduler, at its submission
+    # b waits for a's GPUs by a's limit (200 s): reserved. c's limit ends by then: it backfills
+    # at the first pass (10 s), not when it came; d's limit would delay b: it waits, although
+    # its run (20 s) would have ended in time.
+    assert seen.started_s["c"] == 10
+    assert seen.started_s["b"] == 100  # a ended early: the main scheduler starts b at once
+    assert seen.started_s["d"] == 100
+
+
+def test_backfill_starts_fall_on_the_passes_only():
+    seen = play([job("a", 0, 4, 500, 600), job("b", 1, 8, 10, 600), job("c", 2, 1, 5, 60),
+                 job("d", 8, 1, 5, 60)], interval_s=30, phase_s=7)  # fmt: skip
+    # b waits for a (reserved from 600 s); c and d fit now and end by then, but the main
+    # scheduler stops at b: they start at the next pass (7 s, 37 s), not when they came.
+    assert seen.started_s["c"] == 7
+    assert seen.started_s["d"] == 37
+    assert seen.started_s["b"] == 500
+
+
+def test_a_reservation_holds_its_whole_node_so_a_job_that_fits_beside_it_waits():
+    seen = play([job("a", 0, 6, 100, 100), job("b", 1, 4, 10, 100), job("c", 2, 1, 10, 300)],
+                resolution_s=0)  # fmt: skip
+    # b is reserved the node from a's limit (100 s); c would fit in the 2 GPUs left, but its
+    # limit overlaps b's reservation: Slurm keeps the node.
+    assert seen.started_s["b"] == 100
+    assert seen.started_s["c"] == 100
+
+
+def test_a_run_longer_than_its_limit_is_stopped_there():
+    seen = play([job("a", 0, 1, 500, 60), job("b", 0, 1, 30, None)])
+    assert seen.failed == {"a": "time_limit"}
+    assert seen.started_s == {"a": 0, "b": 0}
+
+
+def test_the_second_node_takes_what_the_first_cannot_hold_in_node_order():
+    seen = play([job("a", 0, 6, 100, 200), job("b", 1, 4, 10, 20), job("c", 2, 2, 10, 20)],
+                nodes=2)  # fmt: skip
+    assert seen.started_s == {"a": 0, "b": 1, "c": 2}  # b on the second node, c beside a
+
+
+def test_a_job_without_a_limit_is_planned_as_never_ending_and_blocks_nothing_forever():
+    seen = play([job("a", 0, 8, 100, None), job("b", 1, 8, 10, None), job("c", 2, 1, 10, 60)])
+    # a never ends by its limit: b can be planned no start, and c none behind it; both start
+    # when a's GPUs come back (the main scheduler, at a's end).
+    assert seen.started_s == {"a": 0, "b": 100, "c": 110}
