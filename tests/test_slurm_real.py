@@ -10,11 +10,21 @@ start) the tests that need one skip with the reason: the only skip of this modul
 from __future__ import annotations
 
 import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.browser import chromium, new_page
 from tests.slurm import Nodes, NoSlurmError, Slurm, slurm
 from tests.slurm_workload import Done, drive, oracle, plan, score
 from twin.errors import ConfigError
@@ -81,26 +91,72 @@ def test_gpus_asked_every_way_are_read_from_a_real_slurm(shapes: Slurm, tmp_path
     assert taken - BF_INTERVAL_S - 2 <= state.at_s <= taken
 
 
+@dataclass(frozen=True)
+class Driven:
+    """A driven run: its captures, what Slurm did with each job, and `twin watch --slurm`
+    that followed it (its --out and its address, still serving)."""
+
+    into: Path
+    done: list[Done]
+    watch_out: Path
+    watch_url: str
+
+
+WATCH = ["--interval-s", "2", "--samples", "50", "--step-min", "1", "--port", "0"]
+
+
 @pytest.fixture(scope="module")
-def driven(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Done]]:
+def driven(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Driven]:
     """24 jobs of ITP's cluster10 (runs scaled to 8-40 s, limits 1.5-4x in whole minutes) on
     two 8-GPU nodes at an offered load of 2, half asking with --gres, half with --gpus,
-    snapshotted every 5 s (about a minute)."""
+    snapshotted every 5 s (about a minute), with `twin watch --slurm` following it."""
     into = tmp_path_factory.mktemp("driven")
+    watch_out = tmp_path_factory.mktemp("watch")
     try:
         with slurm([Nodes("r", 2, 8, "h100")], bf_interval_s=BF_INTERVAL_S) as cluster:
-            planned = plan(jobs=24, total_gpus=16, node_gpus=8, load=2.0, run_s=(8, 40))
-            return into, drive(cluster, planned, into, every_s=5, gpu_flag="both")
+            watch = subprocess.Popen([sys.executable, "-m", "twin", "watch", "--slurm", *WATCH,
+                                      "--out", str(watch_out)], env=cluster.env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     start_new_session=True)  # fmt: skip
+            try:
+                assert watch.stdout is not None
+                url = watch.stdout.readline().split("serving ")[1].split(" ")[0]
+                planned = plan(jobs=24, total_gpus=16, node_gpus=8, load=2.0, run_s=(8, 40))
+                done = drive(cluster, planned, into, every_s=5, gpu_flag="both")
+                settled(url)
+                yield Driven(into, done, watch_out, url)
+            finally:
+                os.killpg(watch.pid, signal.SIGINT)
+                _, err = watch.communicate(timeout=60)
+                assert "Traceback" not in err, err
     except NoSlurmError as exc:
         pytest.skip(f"no Slurm here: {exc}")  # the only skip of this module
 
 
+def view_of(url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(url + "watch.json", timeout=10) as r:
+        view: dict[str, Any] = json.loads(r.read())
+    return view
+
+
+def settled(url: str, timeout_s: float = 60) -> None:
+    """Until the watch has seen every job it forecast start (a capture after the last one
+    did), and nothing waits."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        view = view_of(url)
+        if view["open_pairs"] == 0 and view["waiting"] == 0 and view["score"]["pairs"] > 0:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"the watch did not settle: {view_of(url)}")
+
+
 def test_the_instant_is_the_export_s_own_never_a_pending_job_s_estimate(
-    driven: tuple[Path, list[Done]],
+    driven: Driven,
 ) -> None:
     """Each pending job's start_time in squeue --json is Slurm's estimate, in the future:
     taking the newest time in the export for its instant put it ahead of the capture."""
-    into, done = driven
+    into, done = driven.into, driven.done
     assert len(done) == 24
     assert {d.state for d in done} == {"COMPLETED"}
     ahead = 0
@@ -115,15 +171,41 @@ def test_the_instant_is_the_export_s_own_never_a_pending_job_s_estimate(
     assert ahead > 0  # the estimates were there to be mistaken for the instant
 
 
-def test_a_user_s_forecast_of_the_real_slurm_is_scored_beside_slurm_s_own_estimate(
-    driven: tuple[Path, list[Done]],
+def test_twin_watch_scores_its_forecasts_of_the_real_slurm_as_an_offline_backtest_does(
+    driven: Driven,
 ) -> None:
-    into, done = driven
-    pairs = score(into, done, samples=100)
-    assert len(pairs) >= 20
-    twin = sorted(abs(p.twin_s - p.started_s) for p in pairs if p.twin_s is not None)
-    slurm_own = sorted(abs(p.slurm_s - p.started_s) for p in pairs if p.slurm_s is not None)
-    assert twin[len(twin) // 2] < slurm_own[len(slurm_own) // 2]
+    """`twin watch --slurm` re-forecast at each change and scored each forecast when its job
+    started: its rolling score equals the one an offline backtest of the same captures gives
+    (tests/slurm_workload.score, the figures docs/forecast.md reports), and the twin is nearer
+    than Slurm's own estimate."""
+    live = view_of(driven.watch_url)["score"]
+    pairs = score(driven.watch_out, driven.done, samples=50)
+    assert live["pairs"] == len(pairs) >= 20
+    twin = [abs(p.twin_s - p.started_s) for p in pairs if p.twin_s is not None]
+    now = [abs(p.taken_s - p.started_s) for p in pairs]
+    own = [abs(p.slurm_s - p.started_s) for p in pairs if p.slurm_s is not None]
+    inside = [p.twin_p10_s <= p.started_s <= p.twin_p90_s for p in pairs  # type: ignore[operator]
+              if p.twin_p10_s is not None]  # fmt: skip
+    assert live["twin"]["median_abs_error_s"] == statistics.median(twin)
+    assert live["starts_now"]["median_abs_error_s"] == statistics.median(now)
+    assert live["estimate"]["median_abs_error_s"] == statistics.median(own)
+    assert live["twin_coverage_80"] == sum(inside) / len(inside)
+    assert statistics.median(twin) < statistics.median(own)
+
+
+async def test_the_watch_page_of_the_real_slurm_in_chromium(driven: Driven) -> None:
+    view = view_of(driven.watch_url)
+    async with chromium() as (browser, watched):
+        page = await new_page(browser, watched)
+        await page.goto(driven.watch_url)
+        caption = await page.locator("#score caption").inner_text()
+        assert f"{view['score']['pairs']} pairs" in caption
+        table = await page.locator("#score").inner_text()
+        assert f"{view['score']['twin']['median_abs_error_s']:,.1f} s" in table
+        assert f"{view['score']['estimate']['median_abs_error_s']:,.1f} s" in table
+        assert "Slurm (squeue, sinfo)" in await page.locator("h1").inner_text()
+        assert await page.locator("#fan").count() == 1
+        assert watched.problems == []
 
 
 def test_the_shipped_captures_of_a_real_slurm_read_with_their_own_instant() -> None:
@@ -192,12 +274,12 @@ def test_scontrol_show_config_sets_the_scheduler_the_twin_plays(tmp_path: Path) 
 
 
 def test_with_run_times_known_the_twin_starts_the_jobs_when_slurm_did(
-    driven: tuple[Path, list[Done]],
+    driven: Driven,
 ) -> None:
     """The oracle: the driven jobs, submitted when Slurm had them and running as long as they
     ran there, in the twin's Slurm mode (priority order, backfill every bf_interval on time
     limits, nodes in order): at least 95% start within one backfill interval of Slurm's start."""
-    _, done = driven
+    done = driven.done
     starts = oracle(done, nodes=2, node_gpus=8, bf_interval_s=BF_INTERVAL_S)
     within = [abs(starts[d.job_id] - d.start_s) <= BF_INTERVAL_S for d in done]
     assert sum(within) / len(within) >= 0.95

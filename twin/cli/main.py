@@ -100,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
         trace_scenario,
         train,
         warm,
+        watch,
     )
 
     run = sub.add_parser("run", help="play a scenario to its end and summarise it")
@@ -133,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     fill.add_parser(sub)
     forecast.add_parser(sub)
     forecast.add_backtest_parser(sub)
+    watch.add_parser(sub)
     serve.add_parser(sub)
     play.add_parser(sub)
     arena.add_parser(sub)

@@ -120,6 +120,30 @@ def slurm_instant(squeue: Any, sinfo: Any) -> float | None:
     return max(known) if known else None
 
 
+def job_times(squeue: Path) -> tuple[dict[str, float], dict[str, float]]:
+    """From `squeue --json`: when each job that started did (running or ended), and each
+    pending job's estimated start where Slurm has planned one (its `start_time`, what
+    `squeue --start` prints), by job id; epoch seconds."""
+    doc = exports.json_doc(squeue, "squeue --json")
+    jobs = doc.get("jobs") if isinstance(doc, dict) else None
+    started, estimated = {}, {}
+    for raw in jobs if isinstance(jobs, list) else []:
+        if not isinstance(raw, dict):
+            continue
+        state, start = _state_words(raw), _number(raw.get("start_time"))
+        if start is None or start <= 0:
+            continue
+        job_id = str(raw.get("job_id", "?"))
+        end = _number(raw.get("end_time")) or 0.0
+        if "CANCELLED" in state and end <= start:  # cancelled while pending: its "start" is when
+            continue
+        if state & {*_STARTED, *_ENDED}:
+            started[job_id] = start
+        elif "PENDING" in state:
+            estimated[job_id] = start
+    return started, estimated
+
+
 def _slurm(
     squeue: Path, sinfo: Path, at_s: float | None, window_s: float, cfg: SlurmConfig
 ) -> Snapshot:
