@@ -283,3 +283,25 @@ def test_with_run_times_known_the_twin_starts_the_jobs_when_slurm_did(
     starts = oracle(done, nodes=2, node_gpus=8, bf_interval_s=BF_INTERVAL_S)
     within = [abs(starts[d.job_id] - d.start_s) <= BF_INTERVAL_S for d in done]
     assert sum(within) / len(within) >= 0.95
+
+
+@pytest.mark.parametrize(
+    ("gres", "gpus"),
+    [
+        ("gpu:nvidia_h100_80gb_hbm3:8(S:0-1)", [("nvidia_h100_80gb_hbm3", 8)]),
+        ("gpu:nvidia_a100_80gb_pcie:3(S:1)", [("nvidia_a100_80gb_pcie", 3)]),
+        ("gpu:1g.10gb:21(S:1)", [("1g.10gb", 21)]),  # MIG slices: the model starts with a digit
+        ("gpu:1g.10gb:9(IDX:0-3,5-9)", [("1g.10gb", 9)]),
+        ("gpu:4", [(None, 4)]),
+        ("cpu=4,mem=8G,gres/gpu=2,gres/gpu:h100=2", [("h100", 2)]),
+    ],
+)
+def test_gres_as_a_real_cluster_writes_it(gres: str, gpus: list[tuple[str | None, int]]) -> None:
+    """Node and job GRES strings as the University of Oregon's Talapas (Slurm 23.11.1,
+    slurmrestd data_parser v0.0.40) wrote them, in lcrownover/prometheus-slurm-exporter's
+    testdata/V0040OpenapiNodesResp.json: a model name may start with a digit (a MIG profile,
+    `1g.10gb`), and the socket or index suffix is not part of the count. (Before, `1g.10gb:21`
+    read as one GPU of no model.)"""
+    from twin.forecast.slurm import gres_gpus
+
+    assert gres_gpus(gres) == gpus

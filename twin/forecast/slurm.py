@@ -50,7 +50,10 @@ _JOB_USED = {
     "tres_req_str", "tres_alloc_str", "node_count", "tasks", "name", "nodes",
     "last_sched_evaluation", "accrue_time", "suspend_time", "preempt_time", "resize_time",
 }  # fmt: skip
-_GRES = re.compile(r"(?:gres[:/])?gpu(?::(?P<model>[A-Za-z][\w.-]*))?[:=](?P<count>\d+)")
+# A model is any name with a letter in it (`h100`, `nvidia_h100_80gb_hbm3`, a MIG profile such
+# as `1g.10gb`); a bare number is the count.
+_GRES = re.compile(r"(?:gres[:/])?gpu(?::(?P<model>[\w.-]*[A-Za-z][\w.-]*))?[:=](?P<count>\d+)")
+_MIG = re.compile(r"\d+g\.\d+gb", re.IGNORECASE)
 # Node states under which Slurm starts nothing new on a node (data_parser 0.0.38's `state` and
 # `state_flags`, 0.0.39+'s `state` list).
 _NOT_SCHEDULABLE = {
@@ -78,7 +81,7 @@ def _number(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _gres_gpus(text: object) -> list[tuple[str | None, int]]:
+def gres_gpus(text: object) -> list[tuple[str | None, int]]:
     """The GPUs of a GRES or TRES string, by model: `gpu:h100:6,gpu:h200:2(S:0-1)` (a node),
     `gres:gpu:8` or `gres/gpu:h100:1` (a job's request), `...,gres/gpu=8,gres/gpu:h100=8`
     (TRES, where the typed entries restate the untyped one: those are taken)."""
@@ -223,7 +226,7 @@ def _slurm_nodes(
         raise ConfigError(f"{path}: not sinfo --json output (no 'nodes' or 'sinfo')")
     seen: set[str] = set()
     for name, gres, count, cpus, partitions, state in entries:
-        gpus = _gres_gpus(gres)
+        gpus = gres_gpus(gres)
         if not gpus:
             continue
         if name is not None:
@@ -235,6 +238,8 @@ def _slurm_nodes(
             continue
         if len(gpus) > 1:
             unused["nodes with several GPU models (a node per model)"] += count
+        if any(model and _MIG.fullmatch(model) for model, _ in gpus):
+            unused["nodes with MIG slices (a slice counted as a GPU)"] += count
         total = sum(n for _, n in gpus)
         for model, n in gpus:
             label = model or str(partitions[0])
@@ -310,9 +315,9 @@ def _slurm_job_gpus(raw: Mapping[str, Any]) -> list[tuple[str | None, int]]:
     nodes = int(_number(raw.get("node_count")) or 1)
     tasks = int(_number(raw.get("tasks")) or 1)
     for field, times in (("tres_per_job", 1), ("tres_per_node", nodes), ("tres_per_task", tasks)):
-        if gpus := _gres_gpus(raw.get(field)):
+        if gpus := gres_gpus(raw.get(field)):
             return [(model, n * times) for model, n in gpus]
     for field in ("tres_alloc_str", "tres_req_str"):
-        if gpus := _gres_gpus(raw.get(field)):
+        if gpus := gres_gpus(raw.get(field)):
             return gpus
     return []
