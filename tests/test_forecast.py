@@ -293,3 +293,60 @@ def test_an_export_of_the_wrong_shape_is_one_error_naming_the_file(
         else:
             message = str(broken)
         assert str(broken) in message
+
+
+def _node(name: str, resources: dict[str, str], *, labels: dict[str, str] | None = None,
+          spec: dict[str, Any] | None = None, ready: str = "True") -> dict[str, Any]:  # fmt: skip
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": labels or {},
+                         "creationTimestamp": "2026-08-04T12:00:00Z"},
+            "spec": spec or {},
+            "status": {"allocatable": {"cpu": "64", **resources},
+                       "conditions": [{"type": "Ready", "status": ready}]}}  # fmt: skip
+
+
+def _pending(name: str, resource: str, count: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "lab",
+                         "creationTimestamp": "2026-11-02T10:43:23Z"},
+            "spec": {"containers": [{"name": "main",
+                                     "resources": {"requests": {resource: count}}}]},
+            "status": {"phase": "Pending"}}  # fmt: skip
+
+
+def test_kubernetes_nodes_the_scheduler_would_not_use_are_left_out_and_named(
+    tmp_path: Path,
+) -> None:
+    """Cordoned, not Ready and tainted nodes start nothing (a taint on the GPU resource itself,
+    which GPU pods tolerate, excepted); AMD GPUs and MIG slices are pools of their own, and a pod
+    is held to the pools its GPU resource is found in (`nvidia.com/gpu` is on the H100s alone
+    here)."""
+    from twin.forecast import kubernetes
+
+    h100 = {"nvidia.com/gpu.product": "NVIDIA-H100"}
+    items = [
+        _node("ok", {"nvidia.com/gpu": "8"}, labels=h100,
+              spec={"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]}),
+        _node("cordoned", {"nvidia.com/gpu": "8"}, labels=h100, spec={"unschedulable": True}),
+        _node("down", {"nvidia.com/gpu": "8"}, labels=h100, ready="False"),
+        _node("reserved", {"nvidia.com/gpu": "8"}, labels=h100,
+              spec={"taints": [{"key": "team", "value": "x", "effect": "NoSchedule"}]}),
+        _node("mi300", {"amd.com/gpu": "8"}, labels={"amd.com/gpu.product-name": "MI300X"}),
+        _node("sliced", {"nvidia.com/mig-1g.10gb": "14", "nvidia.com/gpu": "1"}, labels=h100),
+        _pending("amd", "amd.com/gpu", "2"),
+        _pending("slice", "nvidia.com/mig-1g.10gb", "1"),
+        _pending("any", "nvidia.com/gpu", "1"),
+    ]  # fmt: skip
+    (tmp_path / "k.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List",
+                                                  "items": items}))  # fmt: skip
+    state = kubernetes.from_kubernetes(tmp_path / "k.json")
+    assert {p.name: p.max_gpus for p in state.pools} == {
+        "nvidia-h100": 8 + 1, "mi300x": 8, "mig-1g.10gb": 14}  # fmt: skip
+    notes = state.unused_fields
+    assert notes["nodes cordoned (GPUs left out)"] == 1
+    assert notes["nodes not Ready (GPUs left out)"] == 1
+    assert notes["nodes tainted team:NoSchedule (GPUs left out)"] == 1
+    assert notes["nodes with MIG slices (a slice counted as a GPU)"] == 1
+    assert notes["nodes with several GPU resources (a node per resource)"] == 1
+    held = {j.job_id: j.gpu_type for j in state.waiting}
+    assert held == {"lab/amd": "mi300x", "lab/slice": "mig-1g.10gb", "lab/any": "nvidia-h100"}

@@ -1,16 +1,23 @@
 """A snapshot from `kubectl get pods,nodes -o json`.
 
-GPU nodes (allocatable `nvidia.com/gpu`) grouped by their GPU model label
-(`nvidia.com/gpu.product`, else one pool `gpu`); a pod's GPUs and CPU are its containers'
+GPU nodes (allocatable `nvidia.com/gpu`, `amd.com/gpu` or MIG slices such as
+`nvidia.com/mig-1g.10gb`) grouped by their GPU model label (`nvidia.com/gpu.product`,
+`amd.com/gpu.product-name`; else one pool `gpu`, `amd-gpu`), MIG slices as a pool of their
+profile; a node with several such resources as one node per resource (its CPUs shared out).
+Nodes the scheduler starts nothing on are left out and counted: cordoned
+(`spec.unschedulable`), not Ready, or tainted `NoSchedule`/`NoExecute` (but for a taint on a GPU
+resource itself, which GPU pods tolerate). A pod's GPUs and CPU are its containers'
 requests (limits where a request is missing), its tenant its namespace, its priority
 `spec.priority`, its time limit `spec.activeDeadlineSeconds`, its GPU model a node selector on
-`nvidia.com/gpu.product`. Running pods run from `status.startTime`; Pending pods wait from
-`metadata.creationTimestamp`; Succeeded and Failed pods are the window's finished runs (their
-containers' last `finishedAt`). The queue is the default scheduler's: by priority, then age.
+the model label, or the one pool its GPU resource is found in. Running pods run from
+`status.startTime`; Pending pods wait from `metadata.creationTimestamp`; Succeeded and Failed
+pods are the window's finished runs (their containers' last `finishedAt`). The queue is the
+default scheduler's: by priority, then age.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
@@ -26,6 +33,15 @@ from twin.schema.snapshot import FinishedRun, Snapshot, SnapshotJob
 
 GPU = "nvidia.com/gpu"
 GPU_MODEL = "nvidia.com/gpu.product"
+AMD_GPU = "amd.com/gpu"
+AMD_MODEL = "amd.com/gpu.product-name"
+MIG = re.compile(r"nvidia\.com/mig-(?P<profile>[\w.-]+)")
+# A GPU resource's model label and the pool name where a node has none.
+MODEL_LABELS = {GPU: (GPU_MODEL, "gpu"), AMD_GPU: (AMD_MODEL, "amd-gpu")}
+
+
+def gpu_resource(name: str) -> bool:
+    return name in MODEL_LABELS or MIG.fullmatch(name) is not None
 
 
 _POD_USED = {
@@ -41,6 +57,7 @@ _NODE_USED = {
     "metadata.creationTimestamp", "metadata.annotations", "metadata.resourceVersion",
     "metadata.managedFields", "status.allocatable", "status.capacity", "status.conditions",
     "status.addresses", "status.nodeInfo", "status.daemonEndpoints", "status.images",
+    "spec.unschedulable", "spec.taints",
 }  # fmt: skip
 
 
@@ -111,14 +128,15 @@ def _kubernetes(
     unused: Counter[str] = Counter()
     items = _merged(loaded, unused)
     nodes, models = [], {}
+    pools_of: dict[str, set[str]] = {}  # the pools a GPU resource is found in
     pods = []
     for i, item in enumerate(items):
         kind = item.get("kind") if isinstance(item, dict) else None
         if kind == "Node":
-            node = _k8s_node(item, f"{path}: items[{i}]")
-            if node is not None:
-                nodes.append(node[0])
-                models[node[0][0]] = node[1]
+            for node, model, resource in _k8s_node(item, f"{path}: items[{i}]", unused):
+                nodes.append(node)
+                models[node[0]] = model
+                pools_of.setdefault(resource, set()).add(node[0])
             exports.count_unused(item, _NODE_USED, unused, "node.")
         elif kind == "Pod":
             pods.append((i, item))
@@ -126,10 +144,12 @@ def _kubernetes(
         else:
             unused[f"items of kind {kind!r}"] += 1
     if not nodes:
-        raise ConfigError(f"{path}: no node with allocatable {GPU} (export nodes too: "
-                          "kubectl get pods,nodes -o json)")  # fmt: skip
+        raise ConfigError(f"{path}: no schedulable node with allocatable {GPU}, {AMD_GPU} or "
+                          "nvidia.com/mig-* (export nodes too: kubectl get pods,nodes -o "
+                          "json)")  # fmt: skip
     at = exports.instant(at_s, kubernetes_instant(items), path, "no pod or node with a timestamp")
-    jobs = [_k8s_pod(pod, f"{path}: items[{i}]", at, window_s, unused) for i, pod in pods]
+    jobs = [_k8s_pod(pod, f"{path}: items[{i}]", at, window_s, unused, pools_of=pools_of)
+            for i, pod in pods]  # fmt: skip
     source = " + ".join(str(p) for p in paths)
     return exports.assemble(Snapshot(at_s=at, source=f"{source} (Kubernetes)", window_s=window_s,
                               pools=exports.pools(exports.groups(nodes), models),
@@ -137,34 +157,84 @@ def _kubernetes(
                      jobs, unused)  # fmt: skip
 
 
-def _k8s_node(item: Mapping[str, Any], where: str) -> tuple[tuple[str, int, int], str] | None:
-    status = item.get("status", {})
+def _k8s_node(
+    item: Mapping[str, Any], where: str, unused: Counter[str]
+) -> list[tuple[tuple[str, int, int], str, str]]:
+    """((pool, GPUs, CPU milli), model, resource) for each GPU resource of a node the scheduler
+    may start pods on; none for one it may not (counted by why)."""
+    status, spec = item.get("status", {}), item.get("spec", {})
     alloc = status.get("allocatable") or status.get("capacity") or {}
-    gpus = int(exports.quantity(alloc.get(GPU, 0), f"{where}.status.allocatable"))
-    if gpus <= 0:
-        return None
-    model = item.get("metadata", {}).get("labels", {}).get(GPU_MODEL, "gpu")
-    cpu = round(exports.quantity(alloc.get("cpu", 0), f"{where}.status.allocatable.cpu") * 1000)
-    return (slug(model), min(gpus, 64), cpu), model
+    gpus = {name: int(exports.quantity(n, f"{where}.status.allocatable.{name}"))
+            for name, n in alloc.items() if gpu_resource(name)}  # fmt: skip
+    gpus = {name: n for name, n in gpus.items() if n > 0}
+    if not gpus:
+        return []
+    if spec.get("unschedulable"):
+        unused["nodes cordoned (GPUs left out)"] += 1
+        return []
+    ready = [c for c in status.get("conditions") or [] if c.get("type") == "Ready"]
+    if ready and ready[0].get("status") != "True":
+        unused["nodes not Ready (GPUs left out)"] += 1
+        return []
+    for taint in spec.get("taints") or []:
+        key, effect = str(taint.get("key", "")), taint.get("effect")
+        if effect in ("NoSchedule", "NoExecute") and not gpu_resource(key):
+            unused[f"nodes tainted {key}:{effect} (GPUs left out)"] += 1
+            return []
+    if len(gpus) > 1:
+        unused["nodes with several GPU resources (a node per resource)"] += 1
+    labels = item.get("metadata", {}).get("labels", {})
+    cpu = exports.quantity(alloc.get("cpu", 0), f"{where}.status.allocatable.cpu") * 1000
+    total = sum(gpus.values())
+    out = []
+    for name, n in sorted(gpus.items()):
+        mig = MIG.fullmatch(name)
+        if mig is not None:
+            model = f"mig-{mig['profile']}"
+            unused["nodes with MIG slices (a slice counted as a GPU)"] += 1
+        else:
+            label, default = MODEL_LABELS[name]
+            model = str(labels.get(label, default))
+        out.append(((slug(model), min(n, 64), round(cpu * n / total)), model, name))
+    return out
 
 
 def _k8s_pod(
-    pod: Mapping[str, Any], where: str, at_s: float, window_s: float, unused: Counter[str]
+    pod: Mapping[str, Any],
+    where: str,
+    at_s: float,
+    window_s: float,
+    unused: Counter[str],
+    *,
+    pools_of: Mapping[str, set[str]],
 ) -> SnapshotJob | FinishedRun | None:
     meta, spec, status = pod.get("metadata", {}), pod.get("spec", {}), pod.get("status", {})
     gpus = cpu = 0.0
+    resources: set[str] = set()
     for c in spec.get("containers", []):
         res = c.get("resources", {})
         asked = {**res.get("limits", {}), **res.get("requests", {})}
-        gpus += exports.quantity(asked.get(GPU, 0), f"{where}.spec.containers")
-        cpu += exports.quantity(asked.get("cpu", 0), f"{where}.spec.containers")
-        for name in asked:
-            if name not in (GPU, "cpu"):
+        for name, value in asked.items():
+            if gpu_resource(name):
+                n = exports.quantity(value, f"{where}.spec.containers")
+                gpus += n
+                resources |= {name} if n > 0 else set()
+            elif name == "cpu":
+                cpu += exports.quantity(value, f"{where}.spec.containers")
+            else:
                 unused[f"pod.resources.{name}"] += 1
     if gpus <= 0:
         unused["pods without GPUs (not played)"] += 1
         return None
-    model = spec.get("nodeSelector", {}).get(GPU_MODEL)
+    selector = spec.get("nodeSelector", {})
+    model = next((selector[label] for label, _ in MODEL_LABELS.values() if label in selector),
+                 None)  # fmt: skip
+    if model is None:  # held to the pool its GPU resource is found in, where that is one
+        found = set().union(*(pools_of.get(r, set()) for r in resources))
+        if len(resources) > 1:
+            unused["pods asking several GPU resources (any pool stands in)"] += 1
+        elif len(found) == 1 and len(found) < len({p for ps in pools_of.values() for p in ps}):
+            model = next(iter(found))
     shape: dict[str, Any] = {
         "tenant": meta.get("namespace", "default"), "gpus": gpus,
         "gpu_type": slug(model) if model else None, "priority": float(spec.get("priority", 0)),
