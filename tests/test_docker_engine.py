@@ -120,7 +120,8 @@ def test_a_gateway_stopped_mid_session_resumes_from_its_log_to_the_same_end(
 def test_a_killed_agent_leaves_its_tenant_to_its_default_policy_in_the_log(
     stack: Project,
 ) -> None:
-    stack.must("up", "--build", "--detach", env=PACED)
+    # The round its agent was playing waits its timeout: 5 s here rather than the stack's 60.
+    stack.must("up", "--build", "--detach", env={**PACED, "TWIN_ROUND_TIMEOUT_MS": "5000"})
     stack.wait_for_rounds(3)
     stack.must("kill", "research")
     codes = stack.wait_until_exited()

@@ -70,11 +70,21 @@ def test_a_documented_command_parses_as_written(
             pytest.fail(f"{where}: `{command}` does not parse: {capsys.readouterr().err}")
 
 
-QUICK_COMMANDS = [(w, c) for w, c in COMMANDS if shlex.split(c)[1] in QUICK]
+# Documented commands another test runs as written and holds to what the docs say of it.
+RUN_ELSEWHERE = {
+    "twin bound --scenario family:market --seeds held-out:20": "tests/test_families.py",
+}
+QUICK_COMMANDS = [(w, c) for w, c in COMMANDS
+                  if shlex.split(c)[1] in QUICK and c not in RUN_ELSEWHERE]  # fmt: skip
 
 
 def test_some_documented_commands_are_quick_enough_to_run() -> None:
     assert len(QUICK_COMMANDS) >= 2
+    documented = {c for _, c in COMMANDS}
+    for command, test in RUN_ELSEWHERE.items():  # still documented, and still run there
+        assert command in documented
+        call = ", ".join(f'"{w}"' for w in shlex.split(command)[1:])
+        assert call in (ROOT / test).read_text(), f"{test} no longer runs `{command}`"
 
 
 @pytest.mark.parametrize(("where", "command"), QUICK_COMMANDS,

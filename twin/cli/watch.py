@@ -4,7 +4,6 @@ each forecast when its jobs start, and serving a dashboard page and JSON."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 from pathlib import Path
 
 from twin.cli.arg_types import at_least_one, out_dir, port, positive
@@ -80,6 +79,8 @@ def _source(args: argparse.Namespace) -> object:
 
 
 def watch_command(args: argparse.Namespace) -> int:
+    import asyncio
+
     from twin.cli.render import console_for, print_json
     from twin.cli.serve import is_loopback
     from twin.watch import server, sources
