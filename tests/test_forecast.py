@@ -350,3 +350,27 @@ def test_kubernetes_nodes_the_scheduler_would_not_use_are_left_out_and_named(
     assert notes["nodes with several GPU resources (a node per resource)"] == 1
     held = {j.job_id: j.gpu_type for j in state.waiting}
     assert held == {"lab/amd": "mi300x", "lab/slice": "mig-1g.10gb", "lab/any": "nvidia-h100"}
+
+
+def test_a_job_the_trace_never_started_waits_at_the_cut_and_is_not_scored() -> None:
+    """That a job will never start is not known at an instant: it waits in the snapshot as any
+    job not yet started does (it was left out, which told the forecast the future), and the
+    backtest, having no start to score it on, scores the others only."""
+    from twin.forecast import backtest as bt
+
+    records = [
+        JobRecord(job_id="ran", submit_s=0.0, service_s=50.0, gpus=1.0, tenant="t",
+                  status="completed", observed_start_s=0.0, observed_end_s=50.0),
+        JobRecord(job_id="never", submit_s=10.0, service_s=0.0, gpus=8.0, tenant="t",
+                  status="pending"),
+        JobRecord(job_id="later", submit_s=20.0, service_s=30.0, gpus=1.0, tenant="t",
+                  status="completed", observed_start_s=60.0, observed_end_s=90.0),
+    ]  # fmt: skip
+    cluster = build(iter(()), None, 8, ReplayParams())
+    state = snapshot.cut(records, 30.0, window_s=1e6, cluster=cluster)
+    assert [j.job_id for j in state.waiting] == ["never", "later"]
+    assert state.unused_fields == {}  # nothing says which of them never starts
+    setup = bt.Setup(cluster, Queue(), ReplayParams().scheduler, window_s=1e6, samples=2,
+                     horizon_s=3600.0, seed=0)  # fmt: skip
+    scored, _ = bt.backtest(records, [30.0], setup)
+    assert [s.job_id for s in scored] == ["later"]

@@ -4,7 +4,8 @@ A cut reads the trace in submission order and stops at the first job submitted a
 instant; of the jobs before it, a job's end is read only to learn that it ended before the
 instant, and a job's start only to learn that it started before it. A job running at the
 instant keeps its start and nothing of its end, so changing any time after the instant changes
-no snapshot.
+no snapshot. A job the trace never started waits at the instant as any job not yet started
+does: that it never will is not known then.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from twin.sim.jobrecord import JobRecord
 from twin.sim.scenarios import describe, override
 from twin.text_files import read_text
 
-NEVER_STARTED = "jobs the trace never started (left out, as a replay leaves them out)"
 FIFO = Queue()
 DEFAULT_SCHEDULER = SchedulerConfig()
 
@@ -45,7 +45,6 @@ def cut(
     running: list[SnapshotJob] = []
     waiting: list[SnapshotJob] = []
     history: list[FinishedRun] = []
-    never = 0
     stream = iter(records)
     for rec in stream:
         if rec.submit_s > at_s:
@@ -55,9 +54,8 @@ def cut(
             break
         if rec.gpus <= 0:
             continue
-        if rec.status == "pending":  # never started in the trace: left out, as a replay does
-            never += 1
-            continue
+        # A job the trace never started waits at the instant like any other: that it will not
+        # start is not known then (the backtest does not score it: its start is censored).
         start = rec.observed_start_s
         if start is None and rec.present_at_start:
             start = rec.submit_s  # already running when the trace began: its age is a floor
@@ -77,7 +75,6 @@ def cut(
         at_s=at_s, source=source, window_s=window_s, pools=cluster.pools, nodes=cluster.nodes,
         queue=queue.policy, backfill=queue.backfill, scheduler=scheduler, running=running,
         waiting=waiting, history=history,
-        unused_fields={NEVER_STARTED: never} if never else {},
     )  # fmt: skip
 
 
