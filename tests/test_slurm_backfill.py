@@ -36,12 +36,13 @@ def job(name: str, submit_s: float, gpus: int, run_s: float, limit_s: float | No
 
 
 def play(jobs: Sequence[JobRecord], *, nodes: int = 1, interval_s: float = 10.0,
-         phase_s: float = 0.0, resolution_s: float = 0.0) -> Seen:  # fmt: skip
+         phase_s: float = 0.0, resolution_s: float = 0.0, depth: int = 64) -> Seen:  # fmt: skip
     cluster = Cluster([pool_of("h100", nodes * 8)],
                       NodeConfig(groups=[NodeGroup(pool="h100", count=nodes, gpus=8)],
                                  placement="first_fit"), "test")  # fmt: skip
     queue = Queue("priority", backfill=True, backfill_interval_s=interval_s,
-                  backfill_resolution_s=resolution_s, backfill_phase_s=phase_s)  # fmt: skip
+                  backfill_resolution_s=resolution_s, backfill_phase_s=phase_s,
+                  backfill_depth=depth)  # fmt: skip
     seen = Seen()
     run_episode(replay_scenario("slurm", "test", cluster, queue, SchedulerConfig()),
                 sources=[sorted(jobs, key=lambda j: j.submit_s)], metrics=seen)  # fmt: skip
@@ -96,3 +97,10 @@ def test_a_job_without_a_limit_is_planned_as_never_ending_and_blocks_nothing_for
     # a never ends by its limit: b can be planned no start, and c none behind it; both start
     # when a's GPUs come back (the main scheduler, at a's end).
     assert seen.started_s == {"a": 0, "b": 100, "c": 110}
+
+
+def test_a_pass_tries_only_as_many_jobs_as_bf_max_job_test():
+    jobs = [job("a", 0, 6, 100, 200), job("b", 1, 4, 50, 300), job("c", 2, 2, 20, 150)]
+    assert play(jobs, depth=2).started_s["c"] == 10  # tried at the first pass: backfilled
+    # A pass that tries one waiting job tries b only: c waits for the main scheduler, behind b.
+    assert play(jobs, depth=1).started_s["c"] == 100

@@ -246,8 +246,9 @@ def test_the_fields_that_would_move_the_forecast_come_first_and_the_rest_are_cou
     assert notes == ["jobs asking for several GPU models (any model stands in)",
                      "jobs without GPUs (not played)", "nodes DRAIN (GPUs left out)",
                      "nodes with several GPU models (a node per model)",
-                     "scheduler: sched/backfill every 30 s on time limits (resolution 60 s), "
-                     "priority/basic; Slurm's defaults (no scontrol show config given)",
+                     "scheduler: sched/backfill every 30 s on time limits (resolution 60 s, 500 "
+                     "jobs a pass), priority/basic; Slurm's defaults (no scontrol show config "
+                     "given)",
                      ]  # fmt: skip
     assert set(matters) == {"job.cpus", "job.max_nodes", "job.minimum_cpus_per_node"}
     assert "job.array_job_id" not in state.unused_fields  # 0: not an array job
@@ -256,6 +257,7 @@ def test_the_fields_that_would_move_the_forecast_come_first_and_the_rest_are_cou
 
 def test_scontrol_show_config_sets_the_scheduler_the_twin_plays(tmp_path: Path) -> None:
     """The shipped capture's own `scontrol show config`: backfill every 5 s, priority/basic;
+    a pass tries bf_max_job_test jobs (Slurm's default 500, or as SchedulerParameters says);
     sched/builtin plays priority order with no backfill."""
     snap = SHIPPED / "itp-cluster10-0007"
     state = from_slurm(snap / "squeue.json", snap / "sinfo.json", config=SHIPPED / "config.txt")
@@ -263,8 +265,13 @@ def test_scontrol_show_config_sets_the_scheduler_the_twin_plays(tmp_path: Path) 
         True, 5.0, 60.0)  # fmt: skip
     assert state.nodes is not None
     assert state.nodes.placement == "first_fit"
-    builtin = tmp_path / "builtin.txt"
+    assert state.backfill_depth == 500
     shipped = (SHIPPED / "config.txt").read_text()
+    shallow = tmp_path / "shallow.txt"
+    shallow.write_text(shipped.replace("bf_interval=5", "bf_interval=5,bf_max_job_test=8"))
+    assert from_slurm(snap / "squeue.json", snap / "sinfo.json",
+                      config=shallow).backfill_depth == 8  # fmt: skip
+    builtin = tmp_path / "builtin.txt"
     builtin.write_text(shipped.replace("= sched/backfill", "= sched/builtin"))
     plain = from_slurm(snap / "squeue.json", snap / "sinfo.json", config=builtin)
     assert (plain.backfill, plain.backfill_interval_s) == (False, 0.0)

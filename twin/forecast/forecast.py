@@ -175,6 +175,7 @@ def forecast(
     queue = Queue(snapshot.queue, snapshot.backfill,
                   backfill_interval_s=snapshot.backfill_interval_s,
                   backfill_resolution_s=snapshot.backfill_resolution_s,
+                  backfill_depth=snapshot.backfill_depth,
                   completing_s=snapshot.completing_s)  # fmt: skip
     scenario = replay_scenario("forecast", f"{snapshot.source} at {snapshot.at_s:g} s", cluster,
                                queue, snapshot.scheduler)  # fmt: skip

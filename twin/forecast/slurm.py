@@ -173,6 +173,7 @@ def _slurm(
         queue="priority", backfill=cfg.backfill,
         backfill_interval_s=cfg.bf_interval_s if cfg.backfill else 0.0,
         backfill_resolution_s=cfg.bf_resolution_s,
+        backfill_depth=cfg.bf_max_job_test,
         completing_s=completing_s(_runs(jobs)),
     ), read, unused)  # fmt: skip
 

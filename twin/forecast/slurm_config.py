@@ -37,7 +37,8 @@ class SlurmConfig:
         prio = f"{self.priority}" + (f" ({weights}; held as each job's priority now)"
                                      if weights else "")  # fmt: skip
         return (f"{self.scheduler} every {self.bf_interval_s:g} s on time limits "
-                f"(resolution {self.bf_resolution_s:g} s), {prio}; {self.source}")  # fmt: skip
+                f"(resolution {self.bf_resolution_s:g} s, {self.bf_max_job_test} jobs a pass), "
+                f"{prio}; {self.source}")  # fmt: skip
 
 
 def read_config(path: Path) -> SlurmConfig:

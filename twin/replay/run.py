@@ -84,6 +84,7 @@ class Queue:
     backfill: bool = False
     backfill_interval_s: float = 0.0  # above 0: Slurm's periodic backfill on time limits
     backfill_resolution_s: float = 60.0
+    backfill_depth: int = 64  # jobs a backfill pass tries (Slurm's bf_max_job_test)
     backfill_phase_s: float | None = None
     completing_s: float = 0.0  # an ended run's GPUs free this much later (Slurm's COMPLETING)
 
@@ -104,6 +105,7 @@ def replay_scenario(
             "queue": {"policy": queue.policy, "backfill": queue.backfill,
                       "backfill_interval_s": queue.backfill_interval_s,
                       "backfill_resolution_s": queue.backfill_resolution_s,
+                      "backfill_depth": queue.backfill_depth,
                       "backfill_phase_s": queue.backfill_phase_s,
                       "completing_s": queue.completing_s},
             "decisions": {"interval_s": None, "triggers": []},

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat
+from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 
 from twin.schema.base import Frozen
 from twin.schema.scenario import PoolConfig
@@ -77,6 +77,9 @@ class Snapshot(Frozen):
     )
     backfill_resolution_s: NonNegativeFloat = Field(
         60.0, description="Slurm's bf_resolution (a reservation's times rounded down to it)."
+    )
+    backfill_depth: PositiveInt = Field(
+        64, description="How many waiting jobs a backfill pass tries (Slurm's bf_max_job_test)."
     )
     completing_s: NonNegativeFloat = Field(
         0.0,
