@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -251,6 +252,19 @@ def test_ctrl_c_stops_a_watch_with_its_score(tmp_path: Path) -> None:
     assert proc.returncode == 0, err
     assert "Traceback" not in err
     assert "1 captures, 0 forecasts scored" in out
+
+
+def test_a_port_already_taken_is_refused_in_one_line(tmp_path: Path) -> None:
+    cron = tmp_path / "cron"
+    cron_writes(cron, CAPTURES[0])
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = twin_command("watch", "--slurm-dir", str(cron), "--port", str(port))
+    assert result.returncode == 2
+    assert f"--port {port}: cannot serve there" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize("flag", ["--slurm-dir", "--kubernetes-dir", "--replay"])

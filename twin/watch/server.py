@@ -16,6 +16,7 @@ from contextlib import suppress
 
 from aiohttp import web
 
+from twin.errors import ConfigError
 from twin.schema.codes import ErrorCode
 from twin.watch.page import STYLE, render
 from twin.watch.score import predictor
@@ -91,7 +92,12 @@ async def serve(watcher: Watcher, *, host: str, port: int, interval_s: float,
     runner = web.AppRunner(app(watcher, token=token, refresh_s=interval_s), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
-    await site.start()
+    try:
+        await site.start()
+    except OSError as exc:  # taken, or not an address of this host
+        await runner.cleanup()
+        raise ConfigError(f"--host {host} --port {port}: cannot serve there "
+                          f"({exc.strerror or exc})") from None  # fmt: skip
     bound = runner.addresses[0]
     say(f"twin watch: serving http://{host}:{bound[1]}/ (JSON: /watch.json), polling "
         f"{watcher.source.described} every {interval_s:g} s")  # fmt: skip
