@@ -45,7 +45,7 @@ PRELOADED = (
     "twin.kernel.jit", "twin.sim.runner", "twin.replay.run", "twin.replay.calibrate",
     "twin.fill.run", "twin.eventlog.report", "twin.gateway.app", "twin.rl",
     "twin.arena.lineup", "twin.bound", "twin.sweep.execute", "twin.cli.main",
-    "twin.forecast.forecast", "twin.forecast.backtest", "twin.rounds.rounds",
+    "twin.forecast.forecast", "twin.forecast.backtest", "twin.rounds.rounds", "twin.watch.server",
 )  # fmt: skip
 
 # A line that makes each command valid, so a hostile value reaches the command itself.
@@ -74,6 +74,8 @@ BASE: dict[str, list[str]] = {
     "backtest": ["--trace", TRACE, "--gpus", "8", "--max-cuts", "2", "--samples", "2"],
     "forecast": ["--squeue", str(SAMPLES / "slurm_squeue.json"),
                  "--sinfo", str(SAMPLES / "slurm_sinfo.json"), "--samples", "3"],
+    "watch": ["--slurm-dir", str(SAMPLES / "slurm-22.05" / "itp-cluster10-0004"), "--port", "0",
+              "--polls", "1", "--samples", "3"],
 }  # fmt: skip
 
 
