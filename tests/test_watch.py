@@ -61,6 +61,20 @@ def test_each_change_is_forecast_once_and_recorded(tmp_path: Path) -> None:
     assert view["taken_s"] == float((SHIPPED / CAPTURES[1] / "taken.txt").read_text())
 
 
+def test_a_watch_kept_where_an_earlier_one_was_records_after_its_captures(
+    tmp_path: Path,
+) -> None:
+    cron, out = tmp_path / "cron", tmp_path / "out"
+    cron_writes(cron, CAPTURES[0])
+    assert Watcher(SlurmFiles(cron), QUICK, out).poll()
+    first = (out / "0000" / "squeue.json").read_bytes()
+    cron_writes(cron, CAPTURES[1])
+    assert Watcher(SlurmFiles(cron), QUICK, out).poll()
+    assert (out / "0000" / "squeue.json").read_bytes() == first  # kept, not written over
+    assert (out / "0001" / "squeue.json").read_bytes() == (cron / "squeue.json").read_bytes()
+    assert len((out / FORECASTS_FILE).read_text().splitlines()) == 2
+
+
 def test_forecasts_are_scored_when_a_later_capture_shows_their_jobs_started(
     tmp_path: Path,
 ) -> None:

@@ -97,6 +97,9 @@ class Watcher:
         self.source.prepare(self._home)
         self.score = LiveScore()
         self.captures = 0  # polls that found a change
+        # A watch kept in a folder that holds an earlier one's captures records after them.
+        kept = [int(d.name) for d in self._home.iterdir() if d.is_dir() and d.name.isdigit()]
+        self._next = max(kept, default=-1) + 1
         self.forecasts = 0
         self.errors: list[str] = []
         self._digest = ""
@@ -110,7 +113,7 @@ class Watcher:
     def poll(self) -> bool:
         """One capture; re-forecast where the state changed. False where it had not (or the
         capture failed: the error is kept, and the next poll tries again)."""
-        into = self._home / f"{self.captures:04d}"
+        into = self._home / f"{self._next:04d}"
         if into.exists():
             shutil.rmtree(into)
         into.mkdir()
@@ -136,6 +139,7 @@ class Watcher:
         if self.out is None and self._last is not None:
             shutil.rmtree(self._last, ignore_errors=True)
         self._last = into
+        self._next += 1
         return True
 
     def replay(self, captures: Sequence[Path]) -> None:
