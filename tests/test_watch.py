@@ -7,8 +7,10 @@ watch of a live Slurm is in tests/test_slurm_real.py."""
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -214,6 +216,10 @@ async def test_the_page_and_json_need_the_token_and_change_nothing(tmp_path: Pat
         async with http.get(url + f"?token={token}") as r:
             assert r.status == 200
             assert "default-src 'none'" in r.headers["Content-Security-Policy"]
+            page = await r.text()
+        for link in re.findall(r'(?:href)="/([^"]+)"', page):  # its own links carry the token
+            async with http.get(url + html.unescape(link)) as r:
+                assert r.status == 200, link
         for method, path in (("POST", ""), ("DELETE", "watch.json"), ("GET", "nothing")):
             async with http.request(method, url + path, headers=bearer) as r:
                 assert r.status == 404

@@ -89,7 +89,8 @@ def _score_table(caption: str, score: ScoreSummary, table_id: str) -> str:
     )
 
 
-def render(view: View, refresh_s: float) -> str:
+def render(view: View, refresh_s: float, query: str = "") -> str:
+    """The page; `query` (`?token=...` where the watch needs one) is kept on its own links."""
     now = view["taken_s"]
     what_if = view["what_if"]
     extra = f"<th>with {html.escape(', '.join(what_if))}</th>" if what_if else ""
@@ -111,7 +112,7 @@ def render(view: View, refresh_s: float) -> str:
     return (
         "<!doctype html><html lang=en><meta charset=utf-8>"
         f'<meta http-equiv="refresh" content="{max(refresh_s, 1.0):g}">'
-        '<title>twin watch</title><link rel="stylesheet" href="/watch.css">'
+        f'<title>twin watch</title><link rel="stylesheet" href="/watch.css{html.escape(query)}">'
         f"<h1>twin watch: {html.escape(view['source'])}</h1>"
         f'<p id="status">state at {instant} · {view["running"]} running · {view["waiting"]} '
         f"waiting · {view['captures']} captures with a change · {view['open_pairs']} forecasts "
@@ -123,7 +124,7 @@ def render(view: View, refresh_s: float) -> str:
         + "<h2>score: each forecast against the start the cluster gave</h2>"
         + _score_table("rolling (the pairs scored last)", view["rolling"], "rolling")
         + _score_table("since the watch began", view["score"], "score")
-        + '<p><a href="/watch.json">the same as JSON</a></p></html>\n'
+        + f'<p><a href="/watch.json{html.escape(query)}">the same as JSON</a></p></html>\n'
     )
 
 

@@ -13,6 +13,7 @@ import json
 import signal
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
+from urllib.parse import urlencode
 
 from aiohttp import web
 
@@ -56,7 +57,9 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 
 async def _page(request: web.Request) -> web.Response:
-    body = render(request.app[WATCHER].view, request.app[REFRESH_S])
+    token = request.app[TOKEN]
+    query = f"?{urlencode({'token': token})}" if token is not None else ""
+    body = render(request.app[WATCHER].view, request.app[REFRESH_S], query)
     return web.Response(text=body, content_type="text/html", headers=HEADERS)
 
 
