@@ -312,3 +312,42 @@ def test_gres_as_a_real_cluster_writes_it(gres: str, gpus: list[tuple[str | None
     from twin.forecast.slurm import gres_gpus
 
     assert gres_gpus(gres) == gpus
+
+
+def test_a_pending_job_array_waits_as_one_job_per_task() -> None:
+    """traces/samples/slurm-22.05/array-job: Slurm lists an array's pending tasks as one record
+    (`array_task_string` `1-6%2`); each task waits, named as Slurm names it (`2_1` ... `2_6`),
+    Slurm's estimate is its next task's, and the throttle is named (not modelled)."""
+    from twin.forecast.slurm import job_times
+
+    snap = SHIPPED / "array-job"
+    state = from_slurm(snap / "squeue.json", snap / "sinfo.json")
+    assert [j.job_id for j in state.waiting] == [f"2_{t}" for t in range(1, 7)]
+    assert {j.gpus for j in state.waiting} == {4.0}
+    assert state.unused_fields["array jobs throttled with %N (tasks may run at once beyond it)"]
+    started, estimated = job_times(snap / "squeue.json")
+    assert list(started) == ["1"]
+    assert list(estimated) == ["2_1"]
+
+
+def test_a_started_array_task_keeps_its_array_name(tmp_path: Path) -> None:
+    """A task that starts gets a job id of its own; the reader names it `ARRAYJOB_TASK`, as it
+    named the task while it waited, so a forecast made for it is scored on its start."""
+    from twin.forecast.slurm import job_times
+
+    try:
+        with slurm([Nodes("a", 1, 8, "h100")], bf_interval_s=BF_INTERVAL_S) as cluster:
+            array = cluster.sbatch("--array=1-2", "--gres=gpu:1", "--time=5", run_s=300)
+            named = {f"{array}_1", f"{array}_2"}
+            deadline = time.monotonic() + 30
+            while True:
+                cluster.snapshot(tmp_path)
+                started, _ = job_times(tmp_path / "squeue.json")
+                if named <= set(started) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.5)
+    except NoSlurmError as exc:
+        pytest.skip(f"no Slurm here: {exc}")
+    assert named <= set(started)
+    state = from_slurm(tmp_path / "squeue.json", tmp_path / "sinfo.json")
+    assert named <= {j.job_id for j in state.running}

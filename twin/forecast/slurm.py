@@ -49,6 +49,7 @@ _JOB_USED = {
     "user_name", "partition", "priority", "tres_per_node", "tres_per_job", "tres_per_task",
     "tres_req_str", "tres_alloc_str", "node_count", "tasks", "name", "nodes",
     "last_sched_evaluation", "accrue_time", "suspend_time", "preempt_time", "resize_time",
+    "array_job_id", "array_task_id", "array_task_string", "array_max_tasks",
 }  # fmt: skip
 # A model is any name with a letter in it (`h100`, `nvidia_h100_80gb_hbm3`, a MIG profile such
 # as `1g.10gb`); a bare number is the count.
@@ -123,6 +124,44 @@ def slurm_instant(squeue: Any, sinfo: Any) -> float | None:
     return max(known) if known else None
 
 
+MAX_ARRAY_TASKS = 10_000  # pending tasks of one array record played; the rest are named
+
+
+def job_identity(raw: Mapping[str, Any]) -> str:
+    """A job's id as Slurm names it: `JOBID`, or `ARRAYJOBID_TASK` for an array's task (a task
+    keeps that name when it starts and gets a job id of its own)."""
+    array = _number(raw.get("array_job_id"))
+    task = _number(raw.get("array_task_id"))
+    if array and task is not None and 0 <= task < 4_000_000_000:  # NO_VAL: not one task
+        return f"{array:.0f}_{task:.0f}"
+    return str(raw.get("job_id", "?"))
+
+
+def _pending_tasks(raw: Mapping[str, Any], where: str, unused: Counter[str]) -> list[int]:
+    """The task numbers of a pending array record (`array_task_string`: `1-6%2`, `3,5-9:2`),
+    each a job waiting; none for any other record. A throttle (`%N`) is named, not modelled."""
+    text = str(raw.get("array_task_string") or "").strip()
+    if not text or not _number(raw.get("array_job_id")):
+        return []
+    ranges, _, throttle = text.partition("%")
+    if throttle:
+        unused["array jobs throttled with %N (tasks may run at once beyond it)"] += 1
+    tasks: list[int] = []
+    for part in ranges.split(","):
+        match = re.fullmatch(r"(\d+)(?:-(\d+)(?::(\d+))?)?", part.strip())
+        if match is None:
+            raise ConfigError(f"{where}.array_task_string: {text!r} is not a task list")
+        first, last, step = int(match[1]), int(match[2] or match[1]), int(match[3] or 1)
+        if step < 1 or last < first:
+            raise ConfigError(f"{where}.array_task_string: {text!r} is not a task list")
+        room = MAX_ARRAY_TASKS - len(tasks)
+        count = (last - first) // step + 1
+        tasks += range(first, first + step * min(count, room), step)
+        if count > room:
+            unused[f"array tasks past {MAX_ARRAY_TASKS:,} of one array (left out)"] += count - room
+    return tasks
+
+
 def job_times(squeue: Path) -> tuple[dict[str, float], dict[str, float]]:
     """From `squeue --json`: when each job that started did (running or ended), and each
     pending job's estimated start where Slurm has planned one (its `start_time`, what
@@ -136,14 +175,16 @@ def job_times(squeue: Path) -> tuple[dict[str, float], dict[str, float]]:
         state, start = _state_words(raw), _number(raw.get("start_time"))
         if start is None or start <= 0:
             continue
-        job_id = str(raw.get("job_id", "?"))
+        job_id = job_identity(raw)
         end = _number(raw.get("end_time")) or 0.0
         if "CANCELLED" in state and end <= start:  # cancelled while pending: its "start" is when
             continue
         if state & {*_STARTED, *_ENDED}:
             started[job_id] = start
-        elif "PENDING" in state:
-            estimated[job_id] = start
+        elif "PENDING" in state:  # an array record: the estimate is its next task's
+            tasks = _pending_tasks(raw, f"{squeue}: job {job_id}", Counter())
+            array = f"{_number(raw.get('array_job_id')):.0f}"
+            estimated[f"{array}_{tasks[0]}" if tasks else job_id] = start
     return started, estimated
 
 
@@ -160,10 +201,16 @@ def _slurm(
     at = exports.instant(
         at_s, slurm_instant(doc, nodes_doc), squeue, "no job submitted, started or ended"
     )
-    read = []
+    read: list[SnapshotJob | FinishedRun | None] = []
     for i, raw in enumerate(jobs):
         exports.count_unused(raw, _JOB_USED, unused, "job.")
-        read.append(_slurm_job(raw, f"{squeue}: jobs[{i}]", at, window_s, unused))
+        job = _slurm_job(raw, f"{squeue}: jobs[{i}]", at, window_s, unused)
+        tasks = _pending_tasks(raw, f"{squeue}: jobs[{i}]", unused)
+        if isinstance(job, SnapshotJob) and job.start_s is None and tasks:
+            base = f"{_number(raw.get('array_job_id')):.0f}"
+            read += [job.model_copy(update={"job_id": f"{base}_{t}"}) for t in tasks]
+        else:
+            read.append(job)
     groups = exports.groups(nodes)
     unused[f"scheduler: {cfg.described()}"] += 1
     return exports.assemble(Snapshot(
@@ -298,7 +345,7 @@ def _slurm_job(
             return None
         return FinishedRun(**shape, start_s=start, end_s=end,
                            time_limit_s=limit_min * 60 if limit_min else None)  # fmt: skip
-    job = {"job_id": str(raw.get("job_id", "?")), **shape,
+    job = {"job_id": job_identity(raw), **shape,
            "time_limit_s": limit_min * 60 if limit_min else None}  # fmt: skip
     if state & set(_STARTED) and start:
         return SnapshotJob(**job, start_s=start)
