@@ -351,3 +351,16 @@ def test_a_started_array_task_keeps_its_array_name(tmp_path: Path) -> None:
     assert named <= set(started)
     state = from_slurm(tmp_path / "squeue.json", tmp_path / "sinfo.json")
     assert named <= {j.job_id for j in state.running}
+
+
+def test_a_held_job_is_left_out_and_a_dependent_one_named() -> None:
+    """traces/samples/slurm-22.05/held-and-dependent: a held job (`JobHeldUser`, priority 0)
+    starts nothing until it is released: it is left out of the queue and named; a job waiting
+    on a dependency is forecast as if free of it, and says so."""
+    snap = SHIPPED / "held-and-dependent"
+    state = from_slurm(snap / "squeue.json", snap / "sinfo.json")
+    assert [j.job_id for j in state.waiting] == ["3"]
+    assert [j.job_id for j in state.running] == ["1"]
+    notes, _, _ = ranked_unused(state.unused_fields)
+    assert "jobs held (not queued until released)" in notes
+    assert "jobs waiting on a dependency (forecast as if free of it)" in notes

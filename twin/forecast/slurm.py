@@ -49,7 +49,7 @@ _JOB_USED = {
     "user_name", "partition", "priority", "tres_per_node", "tres_per_job", "tres_per_task",
     "tres_req_str", "tres_alloc_str", "node_count", "tasks", "name", "nodes",
     "last_sched_evaluation", "accrue_time", "suspend_time", "preempt_time", "resize_time",
-    "array_job_id", "array_task_id", "array_task_string", "array_max_tasks",
+    "array_job_id", "array_task_id", "array_task_string", "array_max_tasks", "hold",
 }  # fmt: skip
 # A model is any name with a letter in it (`h100`, `nvidia_h100_80gb_hbm3`, a MIG profile such
 # as `1g.10gb`); a bare number is the count.
@@ -350,6 +350,12 @@ def _slurm_job(
     if state & set(_STARTED) and start:
         return SnapshotJob(**job, start_s=start)
     if "PENDING" in state:
+        reason = str(raw.get("state_reason") or "")
+        if raw.get("hold") is True or reason.startswith("JobHeld"):
+            unused["jobs held (not queued until released)"] += 1
+            return None
+        if reason == "Dependency" or "unfulfilled" in str(raw.get("dependency") or ""):
+            unused["jobs waiting on a dependency (forecast as if free of it)"] += 1
         return SnapshotJob(**job)
     unused[f"jobs in state {'+'.join(sorted(state))!r}"] += 1
     return None
