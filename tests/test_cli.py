@@ -487,3 +487,33 @@ def test_a_sweep_of_no_seeds_is_a_usage_error_naming_the_flag(
     with pytest.raises(SystemExit):
         main(["sweep", "--seeds", "-1", "--out", "o"])
     assert "argument --seeds: at least 1 (got -1)" in capsys.readouterr().err
+
+
+def test_an_error_raised_while_ctrl_c_arrives_is_the_interrupt(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A C extension that meets a pending KeyboardInterrupt mid-call raises its own error (a
+    pybind11 call in matplotlib said "incompatible function arguments" when Ctrl-C landed in
+    `twin report`): the command says it was interrupted, exit 130, with no traceback. The same
+    error with no interrupt is a bug, and still raises."""
+    import argparse
+    import signal
+
+    from twin.cli.main import run_command
+
+    def cut_short(_: argparse.Namespace) -> int:
+        try:
+            signal.raise_signal(signal.SIGINT)
+        except KeyboardInterrupt:
+            raise TypeError("affine_transform(): incompatible function arguments") from None
+        return 0
+
+    assert run_command(argparse.Namespace(func=cut_short, command="report")) == 130
+    assert capsys.readouterr().err == "twin: interrupted\n"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+
+    def broken(_: argparse.Namespace) -> int:
+        raise TypeError("a bug")
+
+    with pytest.raises(TypeError, match="a bug"):
+        run_command(argparse.Namespace(func=broken, command="report"))

@@ -227,6 +227,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TwinError as exc:
         print(f"twin: error: {exc}", file=sys.stderr)
         return 2
+    return run_command(args)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run the parsed command: a refusal is one line (exit 2), Ctrl-C one line saying what is
+    kept (exit 130). An error raised while an interrupt was arriving is the interrupt: a C
+    extension that meets a pending KeyboardInterrupt mid-call reports its own error instead (a
+    pybind11 call's "incompatible function arguments"), and the user asked to stop."""
+    interrupted = _InterruptSeen()
     try:
         code: int = args.func(args)
     except TwinError as exc:
@@ -239,7 +248,42 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader went away (`twin scenarios | head`): stop quietly, as Unix tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    except Exception:
+        if not interrupted.seen:
+            raise
+        print(f"twin: interrupted{_saved(args)}", file=sys.stderr)
+        return 130
+    finally:
+        interrupted.restore()
     return code
+
+
+class _InterruptSeen:
+    """Notes a SIGINT (then raises KeyboardInterrupt as Python's own handler does), where this
+    is the main thread and the handler is Python's own."""
+
+    def __init__(self) -> None:
+        import signal
+        import threading
+
+        self.seen = False
+        self._previous: object = None
+        if threading.current_thread() is threading.main_thread() and (
+            signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        ):
+            self._previous = signal.signal(signal.SIGINT, self._on_interrupt)
+
+    def _on_interrupt(self, signum: int, frame: object) -> None:
+        import signal
+
+        self.seen = True
+        signal.default_int_handler(signum, frame)  # type: ignore[arg-type]
+
+    def restore(self) -> None:
+        if self._previous is not None:
+            import signal
+
+            signal.signal(signal.SIGINT, self._previous)  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":
