@@ -13,6 +13,7 @@ from twin.watch.watch import BandView, View
 NAMES = {"twin": "the twin", "starts_now": "“starts now”", "estimate": "the cluster's estimate"}
 CHART_W, CHART_H, PAD = 640, 200, 36
 DASH = "-"
+MIN_REFRESH_S = 5.0  # the page reloads itself at the poll interval, but not faster
 
 
 def _when(t_s: float | None, now_s: float | None) -> str:
@@ -111,7 +112,7 @@ def render(view: View, refresh_s: float, query: str = "") -> str:
     instant = _when(view["at_s"], None) if view["at_s"] is not None else "no capture yet"
     return (
         "<!doctype html><html lang=en><meta charset=utf-8>"
-        f'<meta http-equiv="refresh" content="{max(refresh_s, 1.0):g}">'
+        f'<meta http-equiv="refresh" content="{max(refresh_s, MIN_REFRESH_S):g}">'
         f'<title>twin watch</title><link rel="stylesheet" href="/watch.css{html.escape(query)}">'
         f"<h1>twin watch: {html.escape(view['source'])}</h1>"
         f'<p id="status">state at {instant} · {view["running"]} running · {view["waiting"]} '
