@@ -4,6 +4,9 @@ and how fast it replays a Gavel workload against Gavel's own simulator.
 - forecast: openb cut at 2851 h on its calibrated 10-node share (28 pods running, one waiting),
   50 samples of 6 hours; DLRM cut at a held-out submission on 3,484 GPUs (some 3,200 instances
   running), 10 samples. Target: a forecast in seconds (50 samples of openb under 5 s of CPU).
+- slurm: a capture of a real Slurm 22.05 (traces/samples/slurm-22.05/itp-cluster10-0007, with
+  its scontrol show config) in the twin's Slurm mode (a backfill pass every 5 s, planned on time
+  limits), 100 samples of 6 hours: what `twin watch` spends on each change.
 - rounds: the heavy Gavel workload (60 jobs on 24 GPUs) under max-min fairness, against Gavel's
   simulator on the same run (0.9 s on this machine kind, ECOS included). Target: 10x.
 """
@@ -11,6 +14,7 @@ and how fast it replays a Gavel workload against Gavel's own simulator.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from twin.bench.harness import Result
 from twin.bench.replay import project_traces
@@ -60,11 +64,31 @@ def bench_forecast(quick: bool) -> Result:
         took = f"{samples} samples in {cpu:.2f} s CPU ({wall:.2f} s wall)"
         r.lines.append(f"  {name:>6}: {len(state.running):,} running, {len(state.waiting)} "
                        f"waiting; {took}")  # fmt: skip
+    _slurm(r, traces)
     r.figures["forecast_vs_target"] = round(FORECAST_TARGET_CPU_S / openb_cpu_s, 1)
     r.lines.append(f"  target: 50 openb samples under {FORECAST_TARGET_CPU_S:g} s CPU: "
                    f"{r.figures['forecast_vs_target']}x")  # fmt: skip
     _rounds(r)
     return r
+
+
+def _slurm(r: Result, traces: Path) -> None:
+    from twin.forecast.forecast import forecast
+    from twin.forecast.slurm import from_slurm
+
+    shipped = traces / "samples" / "slurm-22.05"
+    capture = shipped / "itp-cluster10-0007"
+    state = from_slurm(capture / "squeue.json", capture / "sinfo.json",
+                       config=shipped / "config.txt")  # fmt: skip
+    samples = 100
+    wall, cpu = time.perf_counter(), time.process_time()
+    forecast(state, samples=samples, step_s=60.0)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    r.figures[f"slurm_{samples}_samples_cpu_s"] = round(cpu, 3)
+    r.figures[f"slurm_{samples}_samples_wall_s"] = round(wall, 3)
+    r.lines.append(f"  {'slurm':>6}: {len(state.running)} running, {len(state.waiting)} waiting "
+                   f"(Slurm mode, backfill every {state.backfill_interval_s:g} s); {samples} "
+                   f"samples in {cpu:.2f} s CPU ({wall:.2f} s wall)")  # fmt: skip
 
 
 def _rounds(r: Result) -> None:
