@@ -1,8 +1,10 @@
 """The twin reads a real Slurm (Debian's 22.05, openapi v0.0.38), as it is: a private Slurm
 started for these tests (tests/slurm.py) with emulated GPU nodes, jobs asking GPUs every way
-users ask them, and a workload from ITP's cluster10 driven through it (tests/slurm_workload.py).
-The same reader is held to captures of that Slurm shipped in traces/samples/slurm-22.05/, for
-machines where no Slurm can start.
+users ask them, and a workload from ITP's cluster10 driven through it (tests/slurm_workload.py)
+with `twin watch --slurm` following it (its live score against the offline one, its page in
+Chromium). The same reader is held to captures of that Slurm shipped in
+traces/samples/slurm-22.05/ (arrays, held and dependent jobs among them), for machines where no
+Slurm can start.
 
 Where no Slurm can be started here (its packages missing, not root, a daemon that will not
 start) the tests that need one skip with the reason: the only skip of this module."""
