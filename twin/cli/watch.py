@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from twin.cli.arg_types import at_least_one, out_dir, port, positive
 from twin.cli.forecast import MAX_HORIZON_H, MAX_SAMPLES, add_forecast_options
 from twin.cli.trace_args import trace_file
 from twin.errors import ConfigError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from twin.watch.sources import Recorded, Source
+    from twin.watch.watch import Watcher
 
 DEFAULT_PORT = 8471
 
@@ -59,7 +66,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     w.set_defaults(func=watch_command)
 
 
-def _source(args: argparse.Namespace) -> object:
+def _source(args: argparse.Namespace) -> Source | Recorded:
     from twin.watch import sources
 
     given = [f for f in ("slurm", "slurm_dir", "kubectl", "kubernetes_dir", "replay")
@@ -116,8 +123,6 @@ def watch_command(args: argparse.Namespace) -> int:
         if args.json:
             print_json("watch", view=watcher.view)
         return 0
-    assert isinstance(source, (sources.SlurmCommands, sources.SlurmFiles,
-                               sources.KubernetesCommands, sources.KubernetesFiles))  # fmt: skip
     watcher = Watcher(source, settings, out)
     try:
         asyncio.run(server.serve(watcher, host=args.host, port=args.port,
@@ -130,16 +135,12 @@ def watch_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_score(watcher: object, console: object) -> None:
-    from rich.console import Console
+def print_score(watcher: Watcher, console: Console) -> None:
 
     from twin.cli.render import Table
     from twin.watch.page import NAMES
     from twin.watch.score import PREDICTORS, predictor
-    from twin.watch.watch import Watcher
 
-    assert isinstance(watcher, Watcher)
-    assert isinstance(console, Console)
     score = watcher.view["score"]
     table = Table(title=f"watch of {watcher.source.described}: {watcher.captures} captures, "
                   f"{score['pairs']} forecasts scored")  # fmt: skip

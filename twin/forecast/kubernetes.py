@@ -148,7 +148,10 @@ def _kubernetes(
                           "nvidia.com/mig-* (export nodes too: kubectl get pods,nodes -o "
                           "json)")  # fmt: skip
     at = exports.instant(at_s, kubernetes_instant(items), path, "no pod or node with a timestamp")
-    jobs = [_k8s_pod(pod, f"{path}: items[{i}]", at, window_s, unused, pools_of=pools_of)
+    every = set().union(*pools_of.values())
+    # A GPU resource found in one pool of several holds the pods asking for it to that pool.
+    held_to = {r: next(iter(ps)) for r, ps in pools_of.items() if len(ps) == 1 < len(every)}
+    jobs = [_k8s_pod(pod, f"{path}: items[{i}]", at, window_s, unused, held_to=held_to)
             for i, pod in pods]  # fmt: skip
     source = " + ".join(str(p) for p in paths)
     return exports.assemble(Snapshot(at_s=at, source=f"{source} (Kubernetes)", window_s=window_s,
@@ -206,7 +209,7 @@ def _k8s_pod(
     window_s: float,
     unused: Counter[str],
     *,
-    pools_of: Mapping[str, set[str]],
+    held_to: Mapping[str, str],
 ) -> SnapshotJob | FinishedRun | None:
     meta, spec, status = pod.get("metadata", {}), pod.get("spec", {}), pod.get("status", {})
     gpus = cpu = 0.0
@@ -230,11 +233,10 @@ def _k8s_pod(
     model = next((selector[label] for label, _ in MODEL_LABELS.values() if label in selector),
                  None)  # fmt: skip
     if model is None:  # held to the pool its GPU resource is found in, where that is one
-        found = set().union(*(pools_of.get(r, set()) for r in resources))
         if len(resources) > 1:
             unused["pods asking several GPU resources (any pool stands in)"] += 1
-        elif len(found) == 1 and len(found) < len({p for ps in pools_of.values() for p in ps}):
-            model = next(iter(found))
+        elif resources:
+            model = held_to.get(next(iter(resources)))
     shape: dict[str, Any] = {
         "tenant": meta.get("namespace", "default"), "gpus": gpus,
         "gpu_type": slug(model) if model else None, "priority": float(spec.get("priority", 0)),

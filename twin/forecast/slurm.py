@@ -41,7 +41,22 @@ def from_slurm(squeue: Path, sinfo: Path, *, at_s: float | None = None,
     as Slurm's defaults."""
     cfg = read_config(config) if config is not None else SlurmConfig()
     with exports.shaped(squeue, "squeue --json (with sinfo --json)"):
-        return _slurm(squeue, sinfo, at_s, window_s, cfg)
+        return _slurm(exports.json_doc(squeue, "squeue --json"), squeue, sinfo, at_s,
+                      window_s=window_s, cfg=cfg)  # fmt: skip
+
+
+Times = dict[str, float]  # epoch seconds by job id
+
+
+def read_slurm(squeue: Path, sinfo: Path, *, window_s: float = exports.DEFAULT_WINDOW_S,
+               config: Path | None = None) -> tuple[Snapshot, Times, Times]:  # fmt: skip
+    """`from_slurm`'s snapshot (the export's own instant) and `job_times`' starts and
+    estimates, from one read of `squeue --json` (what a watch needs of each capture)."""
+    cfg = read_config(config) if config is not None else SlurmConfig()
+    with exports.shaped(squeue, "squeue --json (with sinfo --json)"):
+        doc = exports.json_doc(squeue, "squeue --json")
+        state = _slurm(doc, squeue, sinfo, None, window_s=window_s, cfg=cfg)
+        return (state, *_job_times(doc, squeue))
 
 
 _JOB_USED = {
@@ -137,6 +152,10 @@ def job_identity(raw: Mapping[str, Any]) -> str:
     return str(raw.get("job_id", "?"))
 
 
+def _array_id(raw: Mapping[str, Any]) -> str:
+    return f"{_number(raw.get('array_job_id')) or 0:.0f}"
+
+
 def _pending_tasks(raw: Mapping[str, Any], where: str, unused: Counter[str]) -> list[int]:
     """The task numbers of a pending array record (`array_task_string`: `1-6%2`, `3,5-9:2`),
     each a job waiting; none for any other record. A throttle (`%N`) is named, not modelled."""
@@ -162,13 +181,17 @@ def _pending_tasks(raw: Mapping[str, Any], where: str, unused: Counter[str]) -> 
     return tasks
 
 
-def job_times(squeue: Path) -> tuple[dict[str, float], dict[str, float]]:
+def job_times(squeue: Path) -> tuple[Times, Times]:
     """From `squeue --json`: when each job that started did (running or ended), and each
     pending job's estimated start where Slurm has planned one (its `start_time`, what
     `squeue --start` prints), by job id; epoch seconds."""
-    doc = exports.json_doc(squeue, "squeue --json")
+    return _job_times(exports.json_doc(squeue, "squeue --json"), squeue)
+
+
+def _job_times(doc: object, squeue: Path) -> tuple[Times, Times]:
     jobs = doc.get("jobs") if isinstance(doc, dict) else None
-    started, estimated = {}, {}
+    started: Times = {}
+    estimated: Times = {}
     for raw in jobs if isinstance(jobs, list) else []:
         if not isinstance(raw, dict):
             continue
@@ -183,16 +206,20 @@ def job_times(squeue: Path) -> tuple[dict[str, float], dict[str, float]]:
             started[job_id] = start
         elif "PENDING" in state:  # an array record: the estimate is its next task's
             tasks = _pending_tasks(raw, f"{squeue}: job {job_id}", Counter())
-            array = f"{_number(raw.get('array_job_id')):.0f}"
-            estimated[f"{array}_{tasks[0]}" if tasks else job_id] = start
+            estimated[f"{_array_id(raw)}_{tasks[0]}" if tasks else job_id] = start
     return started, estimated
 
 
 def _slurm(
-    squeue: Path, sinfo: Path, at_s: float | None, window_s: float, cfg: SlurmConfig
+    doc: object,
+    squeue: Path,
+    sinfo: Path,
+    at_s: float | None,
+    *,
+    window_s: float,
+    cfg: SlurmConfig,
 ) -> Snapshot:
     nodes_doc = exports.json_doc(sinfo, "sinfo --json")
-    doc = exports.json_doc(squeue, "squeue --json")
     jobs = doc.get("jobs") if isinstance(doc, dict) else None
     if not isinstance(jobs, list):
         raise ConfigError(f"{squeue}: not squeue --json output (no 'jobs')")
@@ -207,7 +234,7 @@ def _slurm(
         job = _slurm_job(raw, f"{squeue}: jobs[{i}]", at, window_s, unused)
         tasks = _pending_tasks(raw, f"{squeue}: jobs[{i}]", unused)
         if isinstance(job, SnapshotJob) and job.start_s is None and tasks:
-            base = f"{_number(raw.get('array_job_id')):.0f}"
+            base = _array_id(raw)
             read += [job.model_copy(update={"job_id": f"{base}_{t}"}) for t in tasks]
         else:
             read.append(job)

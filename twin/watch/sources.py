@@ -23,6 +23,8 @@ from twin.schema.snapshot import Snapshot
 TAKEN_FILE = "taken.txt"
 CONFIG_FILE = "config.txt"  # `scontrol show config`, once a watch (beside its captures)
 COMMAND_TIMEOUT_S = 60.0
+# A capture read: its state, and by job id each start it shows and the cluster's estimates.
+Reading = tuple[Snapshot, dict[str, float], dict[str, float]]
 
 
 class CaptureError(Exception):
@@ -39,11 +41,9 @@ class Source(Protocol):
     def capture(self, into: Path) -> float:
         """The cluster's exports now, into `into`; when they were taken (epoch seconds)."""
 
-    def snapshot(self, into: Path, out: Path, window_s: float) -> Snapshot:
-        """The state the capture in `into` holds (`out` holding what `prepare` wrote)."""
-
-    def times(self, into: Path, state: Snapshot) -> tuple[dict[str, float], dict[str, float]]:
-        """By job id: when each started (so far as the capture shows), and the cluster's own
+    def read(self, into: Path, out: Path, window_s: float) -> Reading:
+        """The state the capture in `into` holds (`out` holding what `prepare` wrote) and, by
+        job id, when each job started (so far as the capture shows) and the cluster's own
         estimate of each waiting job's start, where it makes one."""
 
 
@@ -69,34 +69,34 @@ def _taken(into: Path, taken_s: float) -> float:
     return float(text)
 
 
+def _copied(found: Sequence[Path], into: Path) -> float:
+    """A cron job's files, copied into the capture; taken when the newest was written."""
+    for path in found:
+        shutil.copyfile(path, into / path.name)
+    return _taken(into, max(p.stat().st_mtime for p in found))
+
+
 class SlurmExports:
     """What Slurm's captures share: the state, its jobs' starts and Slurm's estimates, read
     from `squeue.json` and `sinfo.json` (and the `config.txt` beside the captures)."""
 
-    def snapshot(self, into: Path, out: Path, window_s: float) -> Snapshot:
-        from twin.forecast.slurm import from_slurm
+    def read(self, into: Path, out: Path, window_s: float) -> Reading:
+        from twin.forecast.slurm import read_slurm
 
         config = out / CONFIG_FILE
-        return from_slurm(into / "squeue.json", into / "sinfo.json", window_s=window_s,
+        return read_slurm(into / "squeue.json", into / "sinfo.json", window_s=window_s,
                           config=config if config.is_file() else None)  # fmt: skip
-
-    def times(self, into: Path, state: Snapshot) -> tuple[dict[str, float], dict[str, float]]:
-        from twin.forecast.slurm import job_times
-
-        return job_times(into / "squeue.json")
 
 
 class KubernetesExports:
     """What Kubernetes captures share: the `*.json` exports merged; starts from the running
     pods (Kubernetes makes no estimate of a pending pod's start)."""
 
-    def snapshot(self, into: Path, out: Path, window_s: float) -> Snapshot:
+    def read(self, into: Path, out: Path, window_s: float) -> Reading:
         from twin.forecast.kubernetes import from_kubernetes
 
-        return from_kubernetes(sorted(into.glob("*.json")), window_s=window_s)
-
-    def times(self, into: Path, state: Snapshot) -> tuple[dict[str, float], dict[str, float]]:
-        return {j.job_id: j.start_s for j in state.running if j.start_s is not None}, {}
+        state = from_kubernetes(sorted(into.glob("*.json")), window_s=window_s)
+        return state, {j.job_id: j.start_s for j in state.running if j.start_s is not None}, {}
 
 
 @dataclass
@@ -144,9 +144,7 @@ class SlurmFiles(SlurmExports):
         missing = [p.name for p in found if not p.is_file()]
         if missing:
             raise CaptureError(f"--slurm-dir: no {' or '.join(missing)} in {self.folder}")
-        for path in found:
-            shutil.copyfile(path, into / path.name)
-        return _taken(into, max(p.stat().st_mtime for p in found))
+        return _copied(found, into)
 
 
 @dataclass
@@ -190,9 +188,7 @@ class KubernetesFiles(KubernetesExports):
         found = sorted(self.folder.glob("*.json"))
         if not found:
             raise CaptureError(f"--kubernetes-dir: no *.json in {self.folder}")
-        for path in found:
-            shutil.copyfile(path, into / path.name)
-        return _taken(into, max(p.stat().st_mtime for p in found))
+        return _copied(found, into)
 
 
 @dataclass
@@ -224,11 +220,8 @@ class Recorded:
     def capture(self, into: Path) -> float:
         raise CaptureError("a recorded watch takes no captures")
 
-    def snapshot(self, into: Path, out: Path, window_s: float) -> Snapshot:
-        return self._exports().snapshot(into, out, window_s)
-
-    def times(self, into: Path, state: Snapshot) -> tuple[dict[str, float], dict[str, float]]:
-        return self._exports().times(into, state)
+    def read(self, into: Path, out: Path, window_s: float) -> Reading:
+        return self._exports().read(into, out, window_s)
 
     def _exports(self) -> SlurmExports | KubernetesExports:
         return SlurmExports() if self.kind == "slurm" else KubernetesExports()

@@ -68,8 +68,7 @@ class View(TypedDict):
     """What the page and the JSON endpoint show: the latest forecast and the score."""
 
     source: str
-    captures: int
-    forecasts: int
+    captures: int  # changes forecast from
     taken_s: float | None
     at_s: float | None
     running: int
@@ -100,11 +99,10 @@ class Watcher:
         # A watch kept in a folder that holds an earlier one's captures records after them.
         kept = [int(d.name) for d in self._home.iterdir() if d.is_dir() and d.name.isdigit()]
         self._next = max(kept, default=-1) + 1
-        self.forecasts = 0
         self.errors: list[str] = []
         self._digest = ""
         self._last: Path | None = None
-        self.view: View = self._view(None, None, None, {})
+        self.view: View = self._view(None, None, [])
 
     def close(self) -> None:
         if self.out is None:
@@ -150,30 +148,29 @@ class Watcher:
     def step(self, into: Path, taken_s: float) -> None:
         """Forecast from the capture in `into`; score what it shows started."""
         s = self.settings
-        state = self.source.snapshot(into, self._home, s.window_s)
-        started, estimates = self.source.times(into, state)
+        state, started, estimates = self.source.read(into, self._home, s.window_s)
         self.score.started(started)
-        result = forecast(state, samples=s.samples, horizon_s=s.horizon_s,
-                          step_s=min(s.step_s, s.horizon_s), seed=s.seed)  # fmt: skip
-        pairs = []
-        for j in result.jobs:
-            p10, p50, p90 = j.start_s or (None, None, None)
-            pairs.append(Pair(into.name, j.job_id, j.gpus, taken_s, p10, p50, p90,
-                              estimates.get(j.job_id)))  # fmt: skip
-        self.score.forecast(pairs)
+        result = self._forecast(state)
         alternative = None
         if s.what_if:
             try:
                 changed = what_if(state, s.what_if)
             except ConfigError as exc:
                 raise WhatIfError(str(exc)) from None
-            alternative = forecast(changed, samples=s.samples, horizon_s=s.horizon_s,
-                                   step_s=min(s.step_s, s.horizon_s), seed=s.seed)  # fmt: skip
+            alternative = self._forecast(changed)
+        jobs = _jobs(result, alternative, estimates)
+        self.score.forecast(Pair(into.name, j["job_id"], j["gpus"], taken_s, j["start_p10_s"],
+                                 j["start_p50_s"], j["start_p90_s"], j["estimate_s"])
+                            for j in jobs)  # fmt: skip
         self.captures += 1
-        self.forecasts += 1
-        self.view = self._view(state, result, alternative, estimates, taken_s)
+        self.view = self._view(state, result, jobs, taken_s)
         if self.out is not None:
             self._record(into, taken_s)
+
+    def _forecast(self, state: Snapshot) -> Forecast:
+        s = self.settings
+        return forecast(state, samples=s.samples, horizon_s=s.horizon_s,
+                        step_s=min(s.step_s, s.horizon_s), seed=s.seed)  # fmt: skip
 
     def _record(self, into: Path, taken_s: float) -> None:
         assert self.out is not None
@@ -191,28 +188,17 @@ class Watcher:
         self.errors = [*self.errors, text][-KEPT_ERRORS:]
         self.view = {**self.view, "errors": list(self.errors)}
 
-    def _view(self, state: Snapshot | None, result: Forecast | None,
-              alternative: Forecast | None, estimates: dict[str, float],
+    def _view(self, state: Snapshot | None, result: Forecast | None, jobs: list[JobView],
               taken_s: float | None = None) -> View:  # fmt: skip
-        other = (
-            {j.job_id: j.start_s[1] for j in alternative.jobs if j.start_s} if alternative else {}
-        )
-        jobs: list[JobView] = []
         queue: list[BandView] = []
         if result is not None:
-            for j in result.jobs:
-                p10, p50, p90 = j.start_s or (None, None, None)
-                jobs.append({"job_id": j.job_id, "tenant": j.tenant, "gpus": j.gpus,
-                             "submit_s": j.submit_s, "start_p10_s": p10, "start_p50_s": p50,
-                             "start_p90_s": p90, "estimate_s": estimates.get(j.job_id),
-                             "what_if_p50_s": other.get(j.job_id)})  # fmt: skip
             offsets = [float(t) for t in result.offsets_s]
             queue = [{"name": b.name, "offsets_s": offsets, "p10": b.quantiles[0].tolist(),
                       "p50": b.quantiles[1].tolist(), "p90": b.quantiles[2].tolist()}
                      for b in result.bands if b.kind == "queue"]  # fmt: skip
         return {
             "source": self.source.described, "captures": self.captures,
-            "forecasts": self.forecasts, "taken_s": taken_s,
+            "taken_s": taken_s,
             "at_s": state.at_s if state is not None else None,
             "running": len(state.running) if state is not None else 0,
             "waiting": len(state.waiting) if state is not None else 0,
@@ -221,6 +207,20 @@ class Watcher:
             "open_pairs": sum(len(p) for p in self.score.open.values()),
             "errors": list(self.errors),
         }  # fmt: skip
+
+
+def _jobs(result: Forecast, alternative: Forecast | None,
+          estimates: dict[str, float]) -> list[JobView]:  # fmt: skip
+    """Each waiting job's forecast start, the cluster's estimate and the what-if's start."""
+    other = {j.job_id: j.start_s[1] for j in alternative.jobs if j.start_s} if alternative else {}
+    jobs: list[JobView] = []
+    for j in result.jobs:
+        p10, p50, p90 = j.start_s or (None, None, None)
+        jobs.append({"job_id": j.job_id, "tenant": j.tenant, "gpus": j.gpus,
+                     "submit_s": j.submit_s, "start_p10_s": p10, "start_p50_s": p50,
+                     "start_p90_s": p90, "estimate_s": estimates.get(j.job_id),
+                     "what_if_p50_s": other.get(j.job_id)})  # fmt: skip
+    return jobs
 
 
 def _digest(into: Path) -> str:
