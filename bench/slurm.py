@@ -5,7 +5,9 @@ scored against the start Slurm gave the job, beside "every job starts now" and S
 estimate (the pending job's `start_time`), overall and by class; and the oracle: the same jobs
 with their true run times in the twin's Slurm mode, the share started within one backfill
 interval of Slurm's start. `--workload held-out` drives cluster10's jobs 60-99 instead (run
-times 8-90 s, load 3), a workload the models were not developed on. Readable lines, then one
+times 8-90 s, load 3), a workload the first models were not developed on (the share-of-limit
+curves' thin-history rule was chosen on it); `--workload unseen` drives jobs 100-149 (run times
+10-120 s, load 2), on which no model was developed. Readable lines, then one
 JSON line.
 
     python -m bench.slurm [--workload tuned|held-out] [--samples 200]"""
@@ -28,6 +30,7 @@ BF_INTERVAL_S = 5
 WORKLOADS = {  # jobs, first, load, run times (s), seconds between snapshots
     "tuned": (60, 0, 2.5, (8.0, 150.0), 8.0),
     "held-out": (40, 60, 3.0, (8.0, 90.0), 6.0),
+    "unseen": (50, 100, 2.0, (10.0, 120.0), 7.0),
 }
 
 Predictor = Callable[[Pair], float | None]

@@ -198,6 +198,7 @@ def oracle(done: list[Done], *, nodes: int, node_gpus: int, bf_interval_s: float
         "priority",
         backfill=True,
         backfill_interval_s=bf_interval_s,
+        backfill_grid_s=(-t0) % 60.0,  # Slurm rounds epoch seconds to bf_resolution (60 s)
         completing_s=completing_s([(d.submit_s, d.start_s, d.end_s) for d in done]),
     )
     scenario = replay_scenario("slurm-oracle", "a driven Slurm's jobs", cluster, queue,

@@ -36,13 +36,14 @@ def job(name: str, submit_s: float, gpus: int, run_s: float, limit_s: float | No
 
 
 def play(jobs: Sequence[JobRecord], *, nodes: int = 1, interval_s: float = 10.0,
-         phase_s: float = 0.0, resolution_s: float = 0.0, depth: int = 64) -> Seen:  # fmt: skip
+         phase_s: float = 0.0, resolution_s: float = 0.0, depth: int = 64,
+         grid_s: float = 0.0) -> Seen:  # fmt: skip
     cluster = Cluster([pool_of("h100", nodes * 8)],
                       NodeConfig(groups=[NodeGroup(pool="h100", count=nodes, gpus=8)],
                                  placement="first_fit"), "test")  # fmt: skip
     queue = Queue("priority", backfill=True, backfill_interval_s=interval_s,
                   backfill_resolution_s=resolution_s, backfill_phase_s=phase_s,
-                  backfill_depth=depth)  # fmt: skip
+                  backfill_depth=depth, backfill_grid_s=grid_s)  # fmt: skip
     seen = Seen()
     run_episode(replay_scenario("slurm", "test", cluster, queue, SchedulerConfig()),
                 sources=[sorted(jobs, key=lambda j: j.submit_s)], metrics=seen)  # fmt: skip
@@ -78,6 +79,16 @@ def test_a_reservation_holds_its_whole_node_so_a_job_that_fits_beside_it_waits()
     # limit overlaps b's reservation: Slurm keeps the node.
     assert seen.started_s["b"] == 100
     assert seen.started_s["c"] == 100
+
+
+def test_reservations_round_down_on_the_epochs_grid_of_bf_resolution():
+    # b's reservation would begin at 200 s (a's limit). On a 60 s grid through 0 it is rounded
+    # to 180 s and c, whose limit ends at 185 s, would delay it; Slurm rounds epoch seconds, so
+    # where the episode's 0 is 40 s past a multiple of 60 the grid falls at 20, 80, 140, 200
+    # and c backfills at the first pass.
+    jobs = [job("a", 0, 6, 100, 200), job("b", 1, 4, 50, 300), job("c", 2, 2, 20, 175)]
+    assert play(jobs, resolution_s=60.0).started_s["c"] > 10
+    assert play(jobs, resolution_s=60.0, grid_s=20.0).started_s["c"] == 10
 
 
 def test_a_run_longer_than_its_limit_is_stopped_there():

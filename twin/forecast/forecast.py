@@ -176,6 +176,7 @@ def forecast(
                   backfill_interval_s=snapshot.backfill_interval_s,
                   backfill_resolution_s=snapshot.backfill_resolution_s,
                   backfill_depth=snapshot.backfill_depth,
+                  backfill_grid_s=_grid_s(snapshot),
                   completing_s=snapshot.completing_s)  # fmt: skip
     scenario = replay_scenario("forecast", f"{snapshot.source} at {snapshot.at_s:g} s", cluster,
                                queue, snapshot.scheduler)  # fmt: skip
@@ -210,6 +211,13 @@ def forecast(
         bands=bands, runs_fitted=run_times.runs, arrivals_per_h=arrivals.rate_per_s * 3600,
         cpu_s=time.process_time() - started,
     )  # fmt: skip
+
+
+def _grid_s(snapshot: Snapshot) -> float:
+    """Where Slurm's resolution grid falls on the forecast's clock (0 at the instant): Slurm
+    rounds epoch seconds, and a Slurm snapshot's clock is the epoch."""
+    res = snapshot.backfill_resolution_s
+    return (-snapshot.at_s) % res if res > 0 and snapshot.backfill_interval_s > 0 else 0.0
 
 
 @dataclass(frozen=True)

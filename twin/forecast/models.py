@@ -4,8 +4,9 @@ runs (by class of GPU count) and which jobs arrive next.
 - Run times: a Kaplan-Meier survival curve per class from the window's runs, those that ended
   (observed) and those still running at the instant (censored at their age), so long runs
   still going are not left out. A running job's remaining time is drawn from the curve beyond
-  its age (its residual life); past the curve's last drop, from an exponential tail whose mean
-  is the larger of its age and the class's mean. A class with fewer than `MIN_RUNS` ended runs
+  its age (its residual life); past the curve's last drop, beyond the longest run seen (ended
+  or still running), with an exponential tail whose mean is the larger of its age and the
+  class's mean. A class with fewer than `MIN_RUNS` ended runs
   takes the pooled curve. A time limit caps a draw.
 - A job that declares a time limit (Slurm's `--time`) runs for a share of it: a Kaplan-Meier
   curve of run time over limit, fitted the same way on the window's runs whose limits were
@@ -13,7 +14,13 @@ runs (by class of GPU count) and which jobs arrive next.
   limit), gives that share beyond the share it has already run. Users ask limits of a job's
   kind, so the share varies less than the run time does; near limits, because limits come in
   round units (a minute, an hour) that a short job fills less of. A run never passes its
-  limit. Fewer than `MIN_RUNS` such runs: every run with a limit, then the class curves.
+  limit. No ended run near its limit: any share of what is left of it, as likely. No ended run
+  with a limit at all: the class curves. A share curve is fitted from one ended run on
+  (`MIN_LIMITED_RUNS`, the running ones censored beside it): a real Slurm keeps ended jobs in
+  `squeue` for `MinJobAge` (5 minutes by default), so a capture's history is often a handful of
+  runs, and the shares of a few runs near a job's limit tell more of its run than curves of run
+  time that ignore the limit (on a driven Slurm's first minutes, those drew a median 72 s for
+  runs of 21 s).
 - Arrivals: a Poisson process at the window's rate; each arrival is one of the window's jobs,
   drawn at random (its shape: GPUs, tenant, GPU model, priority, CPU), with a run time drawn
   from its class's curve.
@@ -31,6 +38,7 @@ from twin.replay.common import GPU_CLASSES, gpu_class
 from twin.schema.snapshot import Snapshot, SnapshotJob
 
 MIN_RUNS = 5
+MIN_LIMITED_RUNS = 1
 NEAR_LIMIT = 2.0
 CLASSES = GPU_CLASSES
 
@@ -42,6 +50,7 @@ class Survival:
     times: np.ndarray
     surviving: np.ndarray
     mean_s: float
+    seen_s: float = 0.0  # the longest run it saw, ended or still running
 
     @classmethod
     def fit(cls, ended_s: Sequence[float], censored_s: Sequence[float]) -> Survival:
@@ -56,7 +65,9 @@ class Survival:
         )
         surviving = np.cumprod(1.0 - deaths / np.maximum(at_risk, 1))
         mean_s = float(ended.mean()) if len(ended) else 3600.0
-        return cls(times, surviving, mean_s)
+        seen_s = max(float(ended[-1]) if len(ended) else 0.0,
+                     float(censored[-1]) if len(censored) else 0.0)  # fmt: skip
+        return cls(times, surviving, mean_s, seen_s)
 
     def at(self, t_s: float) -> float:
         """S(t): the chance a run lasts longer than `t_s`."""
@@ -72,7 +83,8 @@ class Survival:
             below = np.nonzero(self.surviving[first:] <= target)[0]
             if len(below):
                 return float(self.times[first + below[0]] - age_s)
-        last = float(self.times[-1]) if len(self.times) else age_s
+        # past its last drop, a run lasts at least as long as the longest one seen
+        last = max(float(self.times[-1]) if len(self.times) else age_s, self.seen_s)
         return max(last - age_s, 0.0) + float(rng.exponential(max(age_s, self.mean_s)))
 
 
@@ -105,13 +117,13 @@ class RunTimes:
 
     def _shares(self, near: Callable[[float], bool]) -> Survival | None:
         ended = [share for limit, share in self._ended if near(limit)]
-        if len(ended) < MIN_RUNS:
+        if len(ended) < MIN_LIMITED_RUNS:
             return None
         return Survival.fit(ended, [share for limit, share in self._running if near(limit)])
 
     def near(self, limit_s: float) -> Survival | None:
-        """The share-of-limit curve of the runs whose limits were near `limit_s` (all runs
-        with limits where too few were near; None where too few had one)."""
+        """The share-of-limit curve of the runs whose limits were near `limit_s` (None where
+        none of them has ended)."""
         if limit_s not in self._near:
             curve = self._shares(lambda lim: limit_s / NEAR_LIMIT <= lim <= limit_s * NEAR_LIMIT)
             self._near[limit_s] = curve

@@ -86,6 +86,7 @@ class Queue:
     backfill_resolution_s: float = 60.0
     backfill_depth: int = 64  # jobs a backfill pass tries (Slurm's bf_max_job_test)
     backfill_phase_s: float | None = None
+    backfill_grid_s: float = 0.0  # where bf_resolution's grid falls on the episode's clock
     completing_s: float = 0.0  # an ended run's GPUs free this much later (Slurm's COMPLETING)
 
 
@@ -107,6 +108,7 @@ def replay_scenario(
                       "backfill_resolution_s": queue.backfill_resolution_s,
                       "backfill_depth": queue.backfill_depth,
                       "backfill_phase_s": queue.backfill_phase_s,
+                      "backfill_grid_s": queue.backfill_grid_s,
                       "completing_s": queue.completing_s},
             "decisions": {"interval_s": None, "triggers": []},
             "nodes": cluster.nodes,

@@ -222,6 +222,13 @@ class QueueConfig(Frozen):
         exclude_if=lambda v: v is None,
         description="When the passes fall (at phase + k * interval); None: drawn per episode.",
     )
+    backfill_grid_s: NonNegativeFloat = Field(
+        0.0,
+        exclude_if=lambda v: v == 0.0,
+        description="Where the resolution's grid falls: reservations round down to "
+        "grid + k * bf_resolution (Slurm rounds epoch seconds, so a forecast from a Slurm "
+        "instant at_s has its grid at -at_s mod bf_resolution).",
+    )
 
 
 Trigger = Literal["arrival", "completion", "gpus_ready", "failure", "budget_threshold"]

@@ -139,6 +139,7 @@ class Scheduler:
             bf = SlurmBackfill(self.env, line, self.placement, self.state.holdings[tenant],
                                interval_s=q.backfill_interval_s,
                                resolution_s=q.backfill_resolution_s, phase_s=phase_s,
+                               grid_s=q.backfill_grid_s,
                                depth=q.backfill_depth, run=self.run)  # fmt: skip
             self.env.process(bf.process())
             passes.append(bf)

@@ -8,9 +8,11 @@ start plus its limit; each waiting job, in priority order, is given the earliest
 are free on one node for its whole limit, on a node no higher job holds a reservation on in
 that window. If that time is now, it starts now; else the node is reserved for it over
 [start, start + limit), both rounded down to `backfill_resolution_s` (Slurm's
-`bf_resolution`), and no later job may use that node in that window. A reservation holds the
-whole node (Slurm's backfill map is of nodes), so a later job backfills only where it ends
-before the reservation begins. A job without a time limit is planned as never ending.
+`bf_resolution`; on a grid at `grid_s` + k * resolution: Slurm rounds epoch seconds, so the
+grid is where the epoch's multiples fall on the episode's clock), and no later job may use
+that node in that window. A reservation holds the whole node (Slurm's backfill map is of
+nodes), so a later job backfills only where it ends before the reservation begins. A job
+without a time limit is planned as never ending.
 
 Node choice is in node order (select/cons_tres picks the first nodes that satisfy a job, as
 `first_fit` does). A job wider than every node is planned on the free whole GPUs of its pool's
@@ -67,11 +69,13 @@ class SlurmBackfill:
         interval_s: float,
         resolution_s: float,
         phase_s: float,
+        grid_s: float = 0.0,
         depth: int,
         run: Callable[[Job, Holding], None],
     ) -> None:
         self.env, self.line, self.placement, self.holdings = env, line, placement, holdings
         self.interval_s, self.resolution_s, self.phase_s = interval_s, resolution_s, phase_s
+        self.grid_s = grid_s
         self.depth, self.run = depth, run
         self.passes = 0
         self.started = 0
@@ -174,9 +178,10 @@ class SlurmBackfill:
             left -= taken
 
     def _reserve(self, n: _Node, start_s: float, end_s: float) -> None:
-        res = self.resolution_s
-        r0 = math.floor(start_s / res) * res if res > 0 else start_s
-        r1 = math.floor(end_s / res) * res if res > 0 and math.isfinite(end_s) else end_s
+        res, grid = self.resolution_s, self.grid_s
+        r0 = math.floor((start_s - grid) / res) * res + grid if res > 0 else start_s
+        r1 = (math.floor((end_s - grid) / res) * res + grid
+              if res > 0 and math.isfinite(end_s) else end_s)  # fmt: skip
         n.reserved.append((r0, max(r1, r0)))
 
     def _may_use(self, job: Job, n: _Node) -> bool:
