@@ -42,6 +42,7 @@ class Done:
     start_s: float
     end_s: float
     state: str
+    nodes: str = ""  # where it ran, as squeue names them
 
 
 def plan(trace: Path = ITP_CLUSTER10, *, jobs: int, total_gpus: int, node_gpus: int,
@@ -101,7 +102,7 @@ def drive(cluster: Slurm, planned: list[Planned], into: Path, *, every_s: float,
         if job_id in ids:
             done.append(Done(job_id, ids[job_id], float(raw["submit_time"]),  # type: ignore[arg-type]
                              float(raw["start_time"]), float(raw["end_time"]),  # type: ignore[arg-type]
-                             str(raw["job_state"])))  # fmt: skip
+                             str(raw["job_state"]), str(raw.get("nodes") or "")))  # fmt: skip
     (into / "done.json").write_text(json.dumps([d.__dict__ | {"planned": d.planned.__dict__}
                                                 for d in done], indent=1))  # fmt: skip
     return done
@@ -199,7 +200,7 @@ def oracle(done: list[Done], *, nodes: int, node_gpus: int, bf_interval_s: float
         backfill=True,
         backfill_interval_s=bf_interval_s,
         backfill_grid_s=(-t0) % 60.0,  # Slurm rounds epoch seconds to bf_resolution (60 s)
-        completing_s=completing_s([(d.submit_s, d.start_s, d.end_s) for d in done]),
+        completing_s=completing_s([(d.submit_s, d.start_s, d.end_s, d.nodes) for d in done]),
     )
     scenario = replay_scenario("slurm-oracle", "a driven Slurm's jobs", cluster, queue,
                                SchedulerConfig())  # fmt: skip

@@ -294,6 +294,19 @@ def test_with_run_times_known_the_twin_starts_the_jobs_when_slurm_did(
     assert sum(within) / len(within) >= 0.95
 
 
+def test_the_time_an_end_takes_to_free_its_gpus_is_read_on_its_own_nodes_and_averaged() -> None:
+    """(submitted, started, ended, nodes): each waiting job started after the latest end on its
+    own nodes (0 s, 0 s, 3 s after), while another node's job ended a second before each."""
+    from twin.forecast.slurm import completing_s
+
+    runs: list[tuple[float, float, float | None, str]] = [
+        (0, 0, 100, "r1"), (50, 100, 200, "r1"), (60, 200, 300, "r1"), (70, 303, None, "r1"),
+        (0, 0, 99, "r2"), (0, 0, 199, "r2"), (0, 0, 302, "r2"),
+    ]  # fmt: skip
+    # the latest end anywhere would read 1 s, 1 s and 1 s; the median of these gaps 0 s
+    assert completing_s(runs) == 1.0
+
+
 @pytest.mark.parametrize(
     ("gres", "gpus"),
     [
