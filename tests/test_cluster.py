@@ -399,6 +399,65 @@ class TestArrivals:
         # Long-run rate: (10 * 3600 + 1000 * 360) / 3960 per hour.
         assert len(times) / 100 == pytest.approx((10 * 3600 + 1000 * 360) / 3960, rel=0.2)
 
+    @pytest.mark.parametrize(
+        "process",
+        [
+            {"process": "onoff", "on_rate_per_h": 1e-300, "mean_on_s": 1, "mean_off_s": 1},
+            {"process": "mmpp", "rates_per_h": [1e-300, 0], "mean_dwell_s": [1, 1]},
+        ],
+    )
+    def test_a_process_that_almost_never_brings_a_job_still_lets_each_step_end(
+        self, process: dict[str, Any]
+    ) -> None:
+        """Each gap draws a bounded number of values; where none brought an arrival the time
+        drawn comes out as a silent gap that the workload waits out, so a step returns (and a
+        server's limits can stop the episode) instead of spinning inside one draw."""
+        import threading
+
+        import numpy as np
+
+        from twin.schema.scenario import WorkloadConfig
+        from twin.sim.arrivals import DRAWS_PER_GAP, Silent, gaps
+
+        arrivals = WorkloadConfig.model_validate(
+            {"arrivals": process, "service_s": {"dist": "constant", "value": 1}}
+        ).arrivals
+        drawn: list[float] = []
+        rng = np.random.default_rng(0)
+        reader = threading.Thread(target=lambda: drawn.append(next(gaps(arrivals, rng))),
+                                  daemon=True)  # fmt: skip
+        reader.start()
+        reader.join(timeout=10)
+        assert drawn, f"no gap came out of {DRAWS_PER_GAP} draws: the process spins"
+        assert isinstance(drawn[0], Silent)
+        assert drawn[0] > 0
+        assert self.count(process, 3600) == []
+
+    def test_a_diurnal_period_under_a_second_is_refused_naming_the_field(self) -> None:
+        from pydantic import ValidationError
+
+        with pytest.raises(ValidationError, match=r"arrivals\.diurnal\.period_s"):
+            self.count({"process": "diurnal", "mean_rate_per_h": 60, "period_s": 5e-324}, 60)
+
+    @pytest.mark.parametrize(
+        "process",
+        [
+            {"process": "onoff", "on_rate_per_h": 3600, "mean_on_s": 1, "mean_off_s": 60},
+            {"process": "diurnal", "mean_rate_per_h": 60, "amplitude": 1.0, "period_s": 600},
+        ],
+    )
+    def test_silent_gaps_leave_the_arrival_times_as_they_were(
+        self, process: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The same seed brings its jobs at the same times however many silent gaps the
+        workload waits out on the way (here a gap of at most 2 draws: most are silent)."""
+        import twin.sim.arrivals
+
+        unbounded = self.count(process, 6 * 3600)
+        monkeypatch.setattr(twin.sim.arrivals, "DRAWS_PER_GAP", 2)
+        assert len(unbounded) > 50
+        assert self.count(process, 6 * 3600) == pytest.approx(unbounded, abs=1e-6)
+
 
 class TestEventCost:
     def test_work_grows_with_events_not_with_the_simulated_span(self) -> None:

@@ -109,7 +109,7 @@ class DiurnalArrivals(Frozen):
     process: Literal["diurnal"] = "diurnal"
     mean_rate_per_h: PositiveFloat
     amplitude: float = Field(0.5, ge=0.0, le=1.0)
-    period_s: PositiveFloat = 86_400.0
+    period_s: float = Field(86_400.0, ge=1.0, description="At least a second.")
     peak_s: NonNegativeFloat = 14 * 3600.0
 
 

@@ -1,6 +1,10 @@
 """Job arrivals: synthetic workloads and job-record sources, as SimPy processes.
 
 Each arrival process (Poisson, on/off, MMPP, diurnal) is an endless generator of gaps in seconds.
+A gap draws at most `DRAWS_PER_GAP` values: where no arrival came within them (an "on" state
+that almost never holds one, a thinning that rejects almost every candidate), the time drawn so
+far comes out as a `Silent` gap, which the workload waits out without a job, so every step of
+a simulation ends however the process is shaped; the arrival times are the same either way.
 """
 
 from __future__ import annotations
@@ -27,6 +31,11 @@ from twin.sim.sampling import Sampler, sampler
 from twin.sim.state import ClusterState
 
 Options = Mapping[Key, PlanOption]  # (tenant, workload, GPUs) -> the plan's rates
+DRAWS_PER_GAP = 1_000
+
+
+class Silent(float):
+    """A gap with no arrival at its end: the process drew `DRAWS_PER_GAP` values and none."""
 
 
 class Admits(Protocol):
@@ -63,32 +72,45 @@ def _exp(rng: np.random.Generator) -> Sampler:
 
 def _modulated(rates_per_s: list[float], dwell_s: list[float], e: Sampler) -> Iterator[float]:
     """Poisson with a rate that cycles through states of exponential length (memoryless)."""
-    carried_s = 0.0
+    carried_s, draws = 0.0, 0
     while True:
         for rate, mean_dwell in zip(rates_per_s, dwell_s, strict=True):
             left_s = e() * mean_dwell
+            draws += 1
             while rate > 0:
                 gap = e() / rate
+                draws += 1
                 if gap > left_s:
                     break
                 left_s -= gap
                 yield carried_s + gap
-                carried_s = 0.0
+                carried_s, draws = 0.0, 0
             carried_s += left_s
+            if draws >= DRAWS_PER_GAP:
+                yield Silent(carried_s)
+                carried_s, draws = 0.0, 0
 
 
 def _diurnal(cfg: DiurnalArrivals, e: Sampler, u: Sampler) -> Iterator[float]:
     """Thinning of a Poisson process at the peak rate."""
     mean_per_s = cfg.mean_rate_per_h / 3600.0
     peak_per_s = mean_per_s * (1.0 + cfg.amplitude)
-    omega = 2.0 * math.pi / cfg.period_s
+    omega = 2.0 * math.pi / cfg.period_s  # the schema holds the period to a second or more
     t_s = last_s = 0.0
+    draws = 0
     while True:
         t_s += e() / peak_per_s
+        if not math.isfinite(t_s):  # past float's range: no arrival ever comes
+            yield Silent(math.inf)
+            continue
         rate = mean_per_s * (1.0 + cfg.amplitude * math.cos(omega * (t_s - cfg.peak_s)))
+        draws += 1
         if u() * peak_per_s <= rate:
             yield t_s - last_s
-            last_s = t_s
+            last_s, draws = t_s, 0
+        elif draws >= DRAWS_PER_GAP:
+            yield Silent(t_s - last_s)
+            last_s, draws = t_s, 0
 
 
 def gaps(process: ArrivalProcess, rng: np.random.Generator) -> Iterator[float]:
@@ -126,12 +148,16 @@ def job_arrivals(
     draw_size = sampler(size, rng)
     timeout = state.env.timeout
     admit = scheduler.admit
-    for n, gap_s in enumerate(gaps(w.arrivals, state.streams.get(f"arrivals/{name}/{index}"))):
-        if w.max_jobs is not None and n >= w.max_jobs:
-            break
+    n = 0
+    for gap_s in gaps(w.arrivals, state.streams.get(f"arrivals/{name}/{index}")):
+        if (w.max_jobs is not None and n >= w.max_jobs) or math.isinf(gap_s):
+            break  # enough jobs, or none will ever come
         yield timeout(gap_s)
         if state.ended:
             return
+        if isinstance(gap_s, Silent):
+            continue
+        n += 1
         gpus = draw_gpus()
         if w.kernel is None:
             work, option = draw_size() * gpus, None
