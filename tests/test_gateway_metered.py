@@ -1,0 +1,49 @@
+"""The gateway's limits hold while the work runs, not only at admission: a real aiohttp server
+on loopback, requests shaped to defeat the admission estimate."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from tests.test_gateway import ADMIN, OPERATOR, Client, MakeClient
+from twin.gateway.app import create_app
+from twin.gateway.config import GatewayConfig
+from twin.sim import scenarios
+
+ANONYMOUS = {"Authorization": "Bearer not-a-token"}
+
+
+async def serve(aiohttp_client: MakeClient, **config: Any) -> Client:
+    return await aiohttp_client(
+        create_app(GatewayConfig(admin_token=ADMIN, **config)), headers=OPERATOR
+    )
+
+
+def market_with(arrivals: dict[str, Any]) -> dict[str, Any]:
+    """The built-in `market`, its third tenant's workload arriving by `arrivals`."""
+    scenario = scenarios.load("market").model_dump(mode="json")
+    scenario["tenants"][2]["workloads"][0]["arrivals"] = arrivals
+    return scenario
+
+
+async def test_an_on_off_process_that_almost_never_brings_a_job_answers_and_holds_no_thread(
+    aiohttp_client: MakeClient,
+) -> None:
+    """Sized at 0 jobs, it passed admission and then spun inside one draw for minutes, holding
+    every thread it was given; now each gap draws a bounded number of values and its reset
+    answers like any other, while others' calls go on."""
+    client = await serve(aiohttp_client, env_workers=2)
+    spinning = {"scenario": market_with(
+        {"process": "onoff", "on_rate_per_h": 1e-300, "mean_on_s": 1, "mean_off_s": 1})}  # fmt: skip
+    start = time.perf_counter()
+    resets = [asyncio.create_task(client.post("/reset", json=spinning, headers=ANONYMOUS))
+              for _ in range(4)]  # fmt: skip
+    health = await client.get("/health")
+    assert health.status == 200
+    answers = await asyncio.wait_for(asyncio.gather(*resets), timeout=30)
+    assert [a.status for a in answers] == [200] * 4
+    newcomer = await client.post("/reset", json={"seed": 1})
+    assert newcomer.status == 200
+    assert time.perf_counter() - start < 30
