@@ -91,6 +91,18 @@ def test_reservations_round_down_on_the_epochs_grid_of_bf_resolution():
     assert play(jobs, resolution_s=60.0, grid_s=20.0).started_s["c"] == 10
 
 
+def test_a_job_whose_limit_ends_as_a_reservation_begins_would_delay_it():
+    # b is reserved from 200 s (a's limit); at the pass at 10 s, c's limit ends at 200 s
+    # exactly: Slurm's map counts a window that begins at the job's end, so c waits; a second
+    # shorter, it backfills
+    def c_start(limit_s: float) -> float:
+        jobs = [job("a", 0, 6, 100, 200), job("b", 1, 4, 50, 300), job("c", 2, 2, 20, limit_s)]
+        return play(jobs).started_s["c"]
+
+    assert c_start(190) > 10
+    assert c_start(189) == 10
+
+
 def test_a_run_longer_than_its_limit_is_stopped_there():
     seen = play([job("a", 0, 1, 500, 60), job("b", 0, 1, 30, None)])
     assert seen.failed == {"a": "time_limit"}

@@ -11,7 +11,8 @@ that window. If that time is now, it starts now; else the node is reserved for i
 `bf_resolution`; on a grid at `grid_s` + k * resolution: Slurm rounds epoch seconds, so the
 grid is where the epoch's multiples fall on the episode's clock), and no later job may use
 that node in that window. A reservation holds the whole node (Slurm's backfill map is of
-nodes), so a later job backfills only where it ends before the reservation begins. A job
+nodes), so a later job backfills only where it ends before the reservation begins (ending
+at its first second delays it: Slurm's map counts a window that begins at a job's end). A job
 without a time limit is planned as never ending.
 
 Node choice is in node order (select/cons_tres picks the first nodes that satisfy a job, as
@@ -53,7 +54,7 @@ class _Node:
         return self.free_milli + sum(m for end_s, m in self.releases if end_s <= t_s)
 
     def open_over(self, start_s: float, end_s: float) -> bool:
-        return not any(r0 < end_s and r1 > start_s for r0, r1 in self.reserved)
+        return not any(r0 <= end_s and r1 > start_s for r0, r1 in self.reserved)
 
 
 class SlurmBackfill:
