@@ -35,8 +35,8 @@ async def test_an_on_off_process_that_almost_never_brings_a_job_answers_and_hold
     every thread it was given; now each gap draws a bounded number of values and its reset
     answers like any other, while others' calls go on."""
     client = await serve(aiohttp_client, env_workers=2)
-    spinning = {"scenario": market_with(
-        {"process": "onoff", "on_rate_per_h": 1e-300, "mean_on_s": 1, "mean_off_s": 1})}  # fmt: skip
+    rare = {"process": "onoff", "on_rate_per_h": 1e-300, "mean_on_s": 1, "mean_off_s": 1}
+    spinning = {"scenario": market_with(rare)}
     start = time.perf_counter()
     resets = [asyncio.create_task(client.post("/reset", json=spinning, headers=ANONYMOUS))
               for _ in range(4)]  # fmt: skip
