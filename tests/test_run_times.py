@@ -1,6 +1,7 @@
 """How long a forecast draws each job to run: a job that declares a time limit runs for a share
-of it, learnt from the window's runs whose limits were near its own, however few have ended (a
-real Slurm's `squeue` keeps ended jobs for five minutes); a run never passes its limit."""
+of it, learnt from the window's runs whose limits were near its own however few have ended (a
+real Slurm's `squeue` keeps ended jobs for five minutes), beside a prior of one run of any
+share; a run never passes its limit."""
 
 from __future__ import annotations
 
@@ -32,14 +33,24 @@ def _draws(times: RunTimes, job: SnapshotJob, age_s: float = 0.0, n: int = 400) 
     return np.array([times.remaining(job, age_s, rng) for _ in range(n)])
 
 
-def test_one_ended_run_near_its_limit_gives_the_share_a_waiting_job_runs() -> None:
-    # one run used a quarter of its 4-minute limit; a job asking 3 minutes runs a quarter of 3
+def test_runs_ended_near_its_limit_give_the_share_a_waiting_job_runs() -> None:
+    # fifty runs used a quarter of their 4-minute limits: a job asking 3 minutes runs a quarter
+    # of 3, but for the one pseudo-run of any share beside them (1 draw in 51)
+    times = RunTimes(_snapshot([_ended(60.0, 240.0)] * 50))
+    assert np.mean(np.isclose(_draws(times, _waiting(180.0), n=2_000), 45.0)) > 0.95
+
+
+def test_one_ended_run_near_its_limit_is_no_surer_than_the_prior_beside_it() -> None:
+    # one run, one pseudo-run: half the draws at its share, half anywhere in the limit
     times = RunTimes(_snapshot([_ended(60.0, 240.0)]))
-    assert np.allclose(_draws(times, _waiting(180.0)), 45.0)
+    draws = _draws(times, _waiting(180.0), n=2_000)
+    assert 0.45 < np.mean(np.isclose(draws, 45.0)) < 0.55
+    assert 0.15 < np.mean(draws > 90.0) < 0.35  # the prior's half: a share of 0.5 or more
 
 
 def test_running_jobs_near_its_limit_are_counted_as_running_longer_than_their_share() -> None:
-    # one ended at a quarter; one still runs at half its limit: half the draws go past a half
+    # one ended at a quarter; one still runs at half its limit: half the curve's draws go past
+    # a half, and half the prior's
     running = SnapshotJob(job_id="r", gpus=1, submit_s=0, start_s=AT_S - 120, time_limit_s=240)
     times = RunTimes(_snapshot([_ended(60.0, 240.0)], [running]))
     draws = _draws(times, _waiting(240.0))

@@ -14,13 +14,15 @@ runs (by class of GPU count) and which jobs arrive next.
   limit), gives that share beyond the share it has already run. Users ask limits of a job's
   kind, so the share varies less than the run time does; near limits, because limits come in
   round units (a minute, an hour) that a short job fills less of. A run never passes its
-  limit. No ended run near its limit: any share of what is left of it, as likely. No ended run
-  with a limit at all: the class curves. A share curve is fitted from one ended run on
-  (`MIN_LIMITED_RUNS`, the running ones censored beside it): a real Slurm keeps ended jobs in
-  `squeue` for `MinJobAge` (5 minutes by default), so a capture's history is often a handful of
-  runs, and the shares of a few runs near a job's limit tell more of its run than curves of run
-  time that ignore the limit (on a driven Slurm's first minutes, those drew a median 72 s for
-  runs of 21 s).
+  limit. The curve stands beside a prior of `PRIOR_RUNS` run of any share of what is left of
+  the limit, as likely: a draw takes the curve with chance n / (n + 1) for n runs ended near
+  it (a posterior predictive with one pseudo-run), so a curve of one run is not as sure as one
+  of fifty; with none near, the prior alone. No ended run with a limit at all: the class
+  curves. A share curve is fitted from one ended run on (`MIN_LIMITED_RUNS`, the running ones
+  censored beside it): a real Slurm keeps ended jobs in `squeue` for `MinJobAge` (5 minutes by
+  default), so a capture's history is often a handful of runs, and the shares of a few runs
+  near a job's limit tell more of its run than curves of run time that ignore the limit (on a
+  driven Slurm's first minutes, those drew a median 72 s for runs of 21 s).
 - Arrivals: a Poisson process at the window's rate; each arrival is one of the window's jobs,
   drawn at random (its shape: GPUs, tenant, GPU model, priority, CPU), with a run time drawn
   from its class's curve.
@@ -39,6 +41,7 @@ from twin.schema.snapshot import Snapshot, SnapshotJob
 
 MIN_RUNS = 5
 MIN_LIMITED_RUNS = 1
+PRIOR_RUNS = 1.0
 NEAR_LIMIT = 2.0
 CLASSES = GPU_CLASSES
 
@@ -51,6 +54,7 @@ class Survival:
     surviving: np.ndarray
     mean_s: float
     seen_s: float = 0.0  # the longest run it saw, ended or still running
+    runs: int = 0  # the ended runs it was fitted on
 
     @classmethod
     def fit(cls, ended_s: Sequence[float], censored_s: Sequence[float]) -> Survival:
@@ -67,7 +71,7 @@ class Survival:
         mean_s = float(ended.mean()) if len(ended) else 3600.0
         seen_s = max(float(ended[-1]) if len(ended) else 0.0,
                      float(censored[-1]) if len(censored) else 0.0)  # fmt: skip
-        return cls(times, surviving, mean_s, seen_s)
+        return cls(times, surviving, mean_s, seen_s, len(ended))
 
     def at(self, t_s: float) -> float:
         """S(t): the chance a run lasts longer than `t_s`."""
@@ -135,8 +139,11 @@ class RunTimes:
         limit_s = job.time_limit_s
         if limit_s is not None and self.of_limit is not None:
             curve, ran = self.near(limit_s), min(age_s / limit_s, 1.0)
-            # too few runs near its limit: any share of what is left of it, as likely
-            share = curve.remaining(ran, rng) if curve else rng.random() * (1.0 - ran)
+            # the runs near its limit, beside `PRIOR_RUNS` of any share of what is left
+            if curve is not None and rng.random() * (curve.runs + PRIOR_RUNS) < curve.runs:
+                share = curve.remaining(ran, rng)
+            else:
+                share = rng.random() * (1.0 - ran)
             return min(share * limit_s, max(limit_s - age_s, 0.0))
         left = self.curves[gpu_class(job.gpus)].remaining(age_s, rng)
         if job.time_limit_s is not None:
