@@ -21,6 +21,7 @@ from twin.errors import (
     SessionEndedError,
     WorkLimitError,
 )
+from twin.eventlog.log import EventLog
 from twin.schema.actions import GpuClusterObservation, TenantObservation
 from twin.schema.agentic import AgenticView
 from twin.schema.base import Frozen
@@ -149,7 +150,10 @@ class EgoEnv:
         if self.admit is not None:
             self.expected_jobs = self.admit(scenario)
         self.episode_id = options.episode_id or secrets.token_hex(6)
-        driver: Driver[Frozen, Frozen] = Driver(scenario, seed=seed, session=self.episode_id)
+        # the episode keeps its state, not its history: its records pass and are let go
+        log = EventLog(self.episode_id, keep=False)
+        driver: Driver[Frozen, Frozen] = Driver(scenario, seed=seed, session=self.episode_id,
+                                                log=log)  # fmt: skip
         self.tenant = options.tenant or driver.tenants[0]
         if self.tenant not in driver.tenants:
             raise ConfigError(f"unknown tenant {self.tenant!r}; tenants: {driver.tenants}")
