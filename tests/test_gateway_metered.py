@@ -81,3 +81,21 @@ async def test_an_openenv_episode_keeps_its_state_not_its_history(
     finally:
         tracemalloc.stop()
     assert grown_bytes < 6_000_000, f"{grown_bytes / 600 / 1000:.1f} kB a step"
+
+
+async def test_a_burst_the_estimate_did_not_see_is_stopped_at_the_job_limit_as_it_comes(
+    aiohttp_client: MakeClient,
+) -> None:
+    """Sized by its long-run mean (about 150 jobs), an on/off process that starts "on" brings a
+    hundred thousand jobs in its first tenth of a second; the episode is metered as it runs and
+    ended at the limit with a coded refusal, and the server goes on."""
+    client = await serve(aiohttp_client, max_episode_jobs=2_000)
+    burst = {"process": "onoff", "on_rate_per_h": 3.6e9, "mean_on_s": 0.1, "mean_off_s": 1e7}
+    resp = await client.post("/reset", json={"scenario": market_with(burst)}, headers=ANONYMOUS)
+    body = await resp.json()
+    assert (resp.status, body["code"]) == (503, "CAPACITY_REACHED")
+    assert "--max-episode-jobs" in body["detail"]
+    assert "has brought" in body["detail"]
+    health = await (await client.get("/health")).json()
+    assert (health["status"], health["environments"]) == ("healthy", 0)
+    assert (await client.post("/reset", json={"seed": 1}, headers=ANONYMOUS)).status == 200

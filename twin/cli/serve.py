@@ -54,7 +54,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     sv.add_argument(
         "--max-episode-jobs", type=at_least_one, default=100_000, metavar="N",
         help="jobs a session's or environment's scenario may be expected to bring over its "
-        "episode, after a client's overrides (default 100,000)",
+        "episode, after a client's overrides, and may bring while it runs (default 100,000)",
+    )  # fmt: skip
+    sv.add_argument(
+        "--max-episode-events", type=at_least_one, default=10_000_000, metavar="N",
+        help="events an environment's episode may write while it runs (default 10,000,000)",
     )  # fmt: skip
     sv.add_argument(
         "--max-client-jobs", type=at_least_one, default=400_000, metavar="N",
@@ -298,6 +302,7 @@ def gateway_config(args: argparse.Namespace, token: str | None) -> GatewayConfig
             reserved_envs=args.reserved_envs,
             max_tenants=args.max_tenants,
             max_episode_jobs=args.max_episode_jobs,
+            max_episode_events=args.max_episode_events,
             max_client_jobs=args.max_client_jobs,
             max_connections=args.max_connections,
             max_connections_per_client=max(256, 4 * args.max_tenants),

@@ -64,7 +64,7 @@ class EventLog:
     bounded by the chunk size.
     """
 
-    __slots__ = ("_chunk", "_consumers", "_history", "append", "keep", "session")
+    __slots__ = ("_chunk", "_consumers", "_history", "_passed", "append", "keep", "session")
 
     def __init__(self, session: str, *, keep: bool = True) -> None:
         self.session = session
@@ -72,7 +72,13 @@ class EventLog:
         self._history: list[Record] = []
         self._chunk: list[Record] = []
         self._consumers: list[Consumer] = []
+        self._passed = 0  # records flushed so far
         self.append = self._chunk.append
+
+    @property
+    def records(self) -> int:
+        """Records written so far, flushed or not."""
+        return self._passed + len(self._chunk)
 
     def subscribe(self, consumer: Consumer) -> None:
         """Call `consumer` with every chunk of records from now on, in order."""
@@ -92,6 +98,7 @@ class EventLog:
             consumer(chunk)
         if self.keep:
             self._history.extend(chunk)
+        self._passed += len(chunk)
         chunk.clear()
 
     def __iter__(self) -> Iterator[Record]:

@@ -94,6 +94,12 @@ class GatewayConfig(Frozen):
         "its episode (after overrides), read off its config before it is admitted: a client "
         "that raises an arrival rate is refused, not given a queue that grows without bound.",
     )
+    max_episode_events: PositiveInt = Field(
+        10_000_000,
+        description="Events one environment's episode may write, counted as it runs: past "
+        "them (or past max_episode_jobs jobs brought, however its scenario was sized) the "
+        "episode ends with a coded refusal.",
+    )
     max_client_jobs: PositiveInt = Field(
         400_000,
         description="Jobs one client's environments together may be expected to bring (the "

@@ -23,7 +23,7 @@ from twin.gateway.access import OPERATOR
 from twin.gateway.config import GatewayConfig
 from twin.gateway.episode_size import admit_size
 from twin.gateway.worker_time import WorkerTime
-from twin.rl.ego_env import EgoEnv, EgoOptions, EgoState
+from twin.rl.ego_env import EgoEnv, EgoOptions, EgoState, Meter
 from twin.sim import catalog, scenarios
 from twin.sim.kinds import kind_of
 from twin.sim.scenario_access import ScenarioAccess
@@ -131,9 +131,12 @@ class ControlPlane:
         """An environment of `client`'s that loads scenarios the way clients may, simulates for
         at most `max_call_s` CPU seconds a call, and admits an episode within the per-episode
         limit and (but for the operator's) within what the client's other environments leave
-        of its budget of jobs."""
-        env = EgoEnv(self.default_scenario, loader=self.access.load,
-                     max_cpu_s=self.config.max_call_s)  # fmt: skip
+        of its budget of jobs; once admitted, the episode is metered as it runs and ended at
+        `max_episode_jobs` jobs brought or `max_episode_events` events written, whatever its
+        estimate said."""
+        meter = Meter(cpu_s=self.config.max_call_s, jobs=self.config.max_episode_jobs,
+                      records=self.config.max_episode_events)  # fmt: skip
+        env = EgoEnv(self.default_scenario, loader=self.access.load, meter=meter)
 
         def admit(scenario: Any) -> float:
             if client == OPERATOR:

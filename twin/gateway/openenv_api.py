@@ -97,8 +97,8 @@ async def _reset(request: web.Request, raw: dict[str, Any], now: float, *,
     held, options, handle, new = control.for_reset(client, options, handle, now, issued=issued)
     try:
         result: EgoResult = await control.call(held, held.env.reset, options)
-    except TwinError:
-        if new and held.env.driver is None:  # this reset opened it, and failed: keep no slot
+    except BaseException:
+        if new:  # this reset opened it and failed (refused, or stopped at a limit): no slot
             control.discard(client, handle)
         raise
     return result.model_copy(update={"metadata": result.metadata.model_copy(

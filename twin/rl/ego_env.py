@@ -10,6 +10,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from pydantic import ConfigDict, Field, StrictInt, ValidationError
@@ -49,21 +50,49 @@ def play_round(driver: Driver[Ob, A], actions: Mapping[str, A],
     return outcome.reward if outcome is not None else 0.0
 
 
+@dataclass(frozen=True)
+class Meter:
+    """What one episode may use, measured while it runs (None: unbounded): CPU seconds of this
+    thread per call, jobs (agentic: actions) brought and records written over the episode."""
+
+    cpu_s: float | None = None
+    jobs: int | None = None
+    records: int | None = None
+
+    def over(self, jobs: int, written: int, cpu_end_s: float) -> str | None:
+        """Which limit an episode that has brought `jobs` and written `written` events has
+        passed, said for the client; None while within them."""
+        if self.cpu_s is not None and time.thread_time() > cpu_end_s:
+            return f"one call may take {self.cpu_s:g} s of simulation and this one needs more"
+        if self.jobs is not None and jobs > self.jobs:
+            return (f"the episode has brought {jobs:,} jobs and this server holds at most "
+                    f"{self.jobs:,} an episode (--max-episode-jobs)")  # fmt: skip
+        if self.records is not None and written > self.records:
+            return (f"the episode has written {written:,} events and this server holds at most "
+                    f"{self.records:,} an episode")  # fmt: skip
+        return None
+
+
+UNMETERED = Meter()
+
+
 def to_turn(driver: Driver[Ob, A], tenant: str,
             defaults: Mapping[str, TenantPolicy[Ob, A]],
-            max_cpu_s: float | None = None) -> float:  # fmt: skip
+            meter: Meter = UNMETERED) -> float:  # fmt: skip
     """Run the other tenants' rounds by their policies until `tenant` must decide (or the
-    episode ends, when its reward is settled); `tenant`'s reward meanwhile. Past `max_cpu_s` of
-    this thread's CPU time the episode ends (`work_limit`) and WorkLimitError says so."""
+    episode ends, when its reward is settled); `tenant`'s reward meanwhile. Past a limit of
+    `meter` (looked at every `SLICE_EVENTS` events) the episode ends (`work_limit`) and
+    WorkLimitError says which."""
     reward = 0.0
-    end_s = None if max_cpu_s is None else time.thread_time() + max_cpu_s
-    while (batch := driver.advance(None if end_s is None else SLICE_EVENTS)) is not None:
+    metered = meter != UNMETERED
+    end_s = time.thread_time() + (meter.cpu_s or 0.0)
+    while (batch := driver.advance(SLICE_EVENTS if metered else None)) is not None:
         if batch is PAUSED:
-            if end_s is not None and time.thread_time() > end_s:
+            over = meter.over(driver.model.admitted(), driver.log.records, end_s)
+            if over is not None:
                 driver.stop("work_limit")
                 raise WorkLimitError(
-                    f"one call may take {max_cpu_s:g} s of simulation and this one needs more; "
-                    "the episode ended (lower the scenario's arrival rates, or shorten it)"
+                    f"{over}; the episode ended (lower the scenario's arrival rates, or shorten it)"
                 )
             continue
         if tenant in batch.reasons:
@@ -124,15 +153,16 @@ class EgoEnv:
     """One isolated environment over the driver. Errors are TwinErrors naming the problem."""
 
     def __init__(self, default_scenario: str, *, loader: Loader = scenarios.load,
-                 max_cpu_s: float | None = None) -> None:  # fmt: skip
+                 max_cpu_s: float | None = None, meter: Meter = UNMETERED) -> None:  # fmt: skip
         """`loader` loads the scenarios a reset names (the default one is always the
-        operator's own); `max_cpu_s` bounds the simulation time one call may take. `admit`, if
-        its owner sets it, refuses a scenario (with its overrides) before an episode starts."""
+        operator's own); `meter` bounds what an episode may use while it runs (`max_cpu_s`:
+        the simulation time one call may take, where `meter` does not say). `admit`, if its
+        owner sets it, refuses a scenario (with its overrides) before an episode starts."""
         self.default_scenario = default_scenario
         self.loader = loader
         self.admit: Admit | None = None
         self.expected_jobs = 0.0  # of the episode admitted last (by `admit`)
-        self.max_cpu_s = max_cpu_s
+        self.meter = meter if max_cpu_s is None else replace(meter, cpu_s=max_cpu_s)
         self.driver: Driver[Frozen, Frozen] | None = None  # of whatever kind a reset names
         self.tenant = ""
         self.episode_id = ""
@@ -201,7 +231,7 @@ class EgoEnv:
         return self.driver
 
     def _advance_to_ego(self) -> float:
-        return to_turn(self._need_driver(), self.tenant, self._defaults, self.max_cpu_s)
+        return to_turn(self._need_driver(), self.tenant, self._defaults, self.meter)
 
     def _commit(self, actions: dict[str, Frozen]) -> float:
         return play_round(self._need_driver(), actions, self._defaults, self.tenant)

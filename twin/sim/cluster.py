@@ -174,6 +174,9 @@ class ClusterModel:
         self.pending.clear()
         self.emit(records.EpisodeEnded("episode_ended", now, None, reason))
 
+    def admitted(self) -> int:
+        return self.scheduler.admitted
+
     def figures(self) -> dict[str, float | int | str]:
         """Fragmentation and unschedulable attempts on a node-level cluster, preemptions and
         bind conflicts under scheduling cycles."""

@@ -118,6 +118,11 @@ class Model(Protocol[O_co, A]):
         """Close the episode (idempotent)."""
         ...
 
+    def admitted(self) -> int:
+        """The jobs (agentic: actions) the episode has brought so far: what a server meters
+        while it runs, beside its CPU time and its log."""
+        ...
+
     def figures(self) -> dict[str, float | int | str]:
         """What the model measured of its own mechanics that the log does not carry (a node
         cluster's fragmentation, preemptions, bind conflicts); empty when nothing."""

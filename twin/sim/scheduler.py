@@ -147,6 +147,11 @@ class Scheduler:
 
     # -- admission ------------------------------------------------------------------------
 
+    @property
+    def admitted(self) -> int:
+        """Jobs admitted so far (the episode's, from its start)."""
+        return self._seq
+
     def admit(
         self,
         tenant: int,

@@ -170,6 +170,9 @@ class AgenticModel:
         """Nothing: completion time is booked as it accrues."""
         return 0.0
 
+    def admitted(self) -> int:
+        return self._seq
+
     def figures(self) -> dict[str, float | int | str]:
         return {}
 
