@@ -57,6 +57,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "episode, after a client's overrides, and may bring while it runs (default 100,000)",
     )  # fmt: skip
     sv.add_argument(
+        "--max-episode-nodes", type=at_least_one, default=20_000, metavar="N",
+        help="nodes a session's or environment's scenario may build (default 20,000)",
+    )  # fmt: skip
+    sv.add_argument(
         "--max-episode-events", type=at_least_one, default=10_000_000, metavar="N",
         help="events an environment's episode may write while it runs (default 10,000,000)",
     )  # fmt: skip
@@ -303,6 +307,7 @@ def gateway_config(args: argparse.Namespace, token: str | None) -> GatewayConfig
             max_tenants=args.max_tenants,
             max_episode_jobs=args.max_episode_jobs,
             max_episode_events=args.max_episode_events,
+            max_episode_nodes=args.max_episode_nodes,
             max_client_jobs=args.max_client_jobs,
             max_connections=args.max_connections,
             max_connections_per_client=max(256, 4 * args.max_tenants),

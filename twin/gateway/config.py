@@ -94,6 +94,11 @@ class GatewayConfig(Frozen):
         "its episode (after overrides), read off its config before it is admitted: a client "
         "that raises an arrival rate is refused, not given a queue that grows without bound.",
     )
+    max_episode_nodes: PositiveInt = Field(
+        20_000,
+        description="Nodes a session's or environment's scenario may build (node groups, an "
+        "agentic scenario's GPU nodes); the largest GPU clusters run about 12,500 8-GPU nodes.",
+    )
     max_episode_events: PositiveInt = Field(
         10_000_000,
         description="Events one environment's episode may write, counted as it runs: past "

@@ -21,7 +21,7 @@ from twin import __version__
 from twin.errors import CapacityReachedError, EnvNotReadyError
 from twin.gateway.access import OPERATOR
 from twin.gateway.config import GatewayConfig
-from twin.gateway.episode_size import admit_size
+from twin.gateway.episode_size import admit_nodes, admit_size
 from twin.gateway.worker_time import WorkerTime
 from twin.rl.ego_env import EgoEnv, EgoOptions, EgoState, Meter
 from twin.sim import catalog, scenarios
@@ -139,6 +139,7 @@ class ControlPlane:
         env = EgoEnv(self.default_scenario, loader=self.access.load, meter=meter)
 
         def admit(scenario: Any) -> float:
+            admit_nodes(scenario, self.config.max_episode_nodes)
             if client == OPERATOR:
                 return admit_size(scenario, self.config.max_episode_jobs)
             others = sum(h.env.expected_jobs for h in (*self.http_envs.values(), *self.sockets)

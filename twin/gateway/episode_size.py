@@ -1,13 +1,38 @@
 """A scenario a client asks for is sized before it is admitted: the jobs its episode is
 expected to bring (its arrival rates over its horizon, after the client's overrides) against the
 operator's per-episode limit (`twin serve --max-episode-jobs`) and, for an environment, what the
-client's other environments leave of its budget (`--max-client-jobs`)."""
+client's other environments leave of its budget (`--max-client-jobs`); and the nodes it would
+build (a node cluster's groups, an agentic scenario's GPU nodes) against `--max-episode-nodes`,
+since nodes are built, and some passes walk them all, before any limit that meters a running
+episode can look."""
 
 from __future__ import annotations
 
 from twin.errors import WorkLimitError
-from twin.schema.scenario import Scenario
+from twin.schema.agentic import AgenticRlScenario
+from twin.schema.scenario import ClusterScenario, Scenario
 from twin.sim.kinds import kind_of
+
+
+def nodes_of(scenario: Scenario) -> int:
+    """The nodes `scenario` builds: its node groups' (a job-level cluster), its GPU nodes (an
+    agentic one); 0 for a cluster of counted pools."""
+    if isinstance(scenario, ClusterScenario) and scenario.nodes is not None:
+        return sum(group.count for group in scenario.nodes.groups)
+    if isinstance(scenario, AgenticRlScenario):
+        return scenario.gpu_nodes
+    return 0
+
+
+def admit_nodes(scenario: Scenario, max_nodes: int) -> None:
+    """WorkLimitError (CAPACITY_REACHED) naming the limit if `scenario` builds more than
+    `max_nodes` nodes."""
+    nodes = nodes_of(scenario)
+    if nodes > max_nodes:
+        raise WorkLimitError(
+            f"scenario {scenario.name!r} has {nodes:,} nodes; this server builds at most "
+            f"{max_nodes:,} an episode (--max-episode-nodes)"
+        )
 
 
 def admit_size(scenario: Scenario, max_jobs: int,

@@ -16,7 +16,7 @@ from twin.gateway import recovery
 from twin.gateway.access import ClientLimits, Handshakes
 from twin.gateway.config import GatewayConfig, SessionRequest
 from twin.gateway.control_plane import ControlPlane
-from twin.gateway.episode_size import admit_size
+from twin.gateway.episode_size import admit_nodes, admit_size
 from twin.gateway.session import Session
 from twin.schema.scenario import ClusterScenario
 from twin.schema.vocabulary import EndReason
@@ -100,6 +100,7 @@ class SessionRegistry:
             raise ConfigError(
                 f"the scenario has {len(tenants)} tenants; the cap is {self.config.max_tenants}"
             )
+        admit_nodes(scenario, self.config.max_episode_nodes)
         admit_size(scenario, self.config.max_episode_jobs)
         unknown = sorted((set(request.agents) | set(request.tokens)) - set(tenants))
         if unknown:
