@@ -158,3 +158,14 @@ def test_the_wire_unions_are_exported_and_agent_types_are_read_off_the_union() -
     assert {"agent_message", "gateway_message"} <= set(export.MODELS)
     schema = export.json_schema("agent_message")
     assert sorted(schema["discriminator"]["mapping"]) == sorted(AGENT_TYPES)
+
+
+def test_a_plan_s_bounds_in_the_scenario_schema_are_the_kernel_s_own() -> None:
+    """A plan the schema admits is one the kernel evaluates: the scenario schema's ranges for
+    parallelism and batch sizes are `twin.kernel.plans.LIMITS`."""
+    from twin.kernel.plans import LIMITS
+    from twin.schema.scenario import PlanSpec
+
+    schema = PlanSpec.model_json_schema()["properties"]
+    for name in ("tp", "pp", "micro_batch", "seq_len", "micro_batches"):
+        assert (schema[name]["minimum"], schema[name]["maximum"]) == LIMITS[name], name

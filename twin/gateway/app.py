@@ -18,6 +18,7 @@ from twin.gateway.malformed import client_gone, json_refusals, quiet_parser_erro
 from twin.gateway.openapi import document
 from twin.gateway.registry import SessionRegistry, reaper
 from twin.gateway.tokens import new_token
+from twin.gateway.unexpected import catch_all
 
 
 def create_app(config: GatewayConfig | None = None) -> web.Application:
@@ -29,7 +30,8 @@ def create_app(config: GatewayConfig | None = None) -> web.Application:
     quiet_parser_errors()
     guard = ConnectionGuard(config.max_connections, config.max_connections_per_client)
     app = web.Application(client_max_size=config.max_frame_bytes * 16,
-                          middlewares=[guard.middleware, client_gone, json_refusals])  # fmt: skip
+                          middlewares=[guard.middleware, client_gone, json_refusals,
+                                       catch_all])  # fmt: skip
     app[CONFIG] = config
     app[CONNECTIONS] = guard
     app[REGISTRY] = SessionRegistry(config)

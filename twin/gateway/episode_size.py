@@ -46,7 +46,7 @@ def admit_size(scenario: Scenario, max_jobs: int,
         said = (
             "without end (no horizon, no max_jobs)"
             if expected == float("inf")
-            else (f"about {expected:,.0f}")
+            else (f"about {expected:,.0f}" if expected < 1e15 else f"about {expected:.1e}")
         )
         raise WorkLimitError(
             f"scenario {scenario.name!r} is expected to bring {said} jobs over its episode; "

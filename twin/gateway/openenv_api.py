@@ -29,6 +29,7 @@ from twin.gateway.keys import CONFIG, CONTROL, REGISTRY
 from twin.gateway.mcp_sessions import MCP_SESSION
 from twin.gateway.socket_reader import EVICTED_CLOSE, frames, socket
 from twin.gateway.tokens import same_token
+from twin.gateway.unexpected import as_refusal
 from twin.rl.ego_env import EgoEnv, EgoOptions, EgoResult, reset_options
 from twin.schema.codes import ErrorCode
 
@@ -132,6 +133,8 @@ async def _answer(
         return json_of(await call(asyncio.get_running_loop().time()))
     except TwinError as exc:
         return refusal(exc)
+    except Exception as exc:  # an input out of the twin's range: refused, never a 500
+        return refusal(as_refusal(exc, f"{request.method} {request.path}"), status=422)
 
 
 def _addressed(body: dict[str, Any]) -> str | None:
@@ -247,6 +250,9 @@ def _handle(env: EgoEnv, raw: str, max_bytes: int) -> str | None:
                 return dumps({"type": "state", "data": env.state().model_dump(mode="json")})
     except TwinError as exc:
         return _error(code_of(exc), str(exc))
+    except Exception as exc:  # an input out of the twin's range: refused, the socket kept
+        refused = as_refusal(exc, f"/ws {message['type']}")
+        return _error(refused.code, str(refused))
     return None  # close
 
 

@@ -30,7 +30,8 @@ class LogNormal(Frozen):
 
     dist: Literal["lognormal"] = "lognormal"
     median: PositiveFloat
-    sigma: NonNegativeFloat
+    sigma: float = Field(ge=0.0, le=10.0, description="At most 10 (its mean is exp(sigma^2/2) "
+                         "times the median: 5e21 at 10).")  # fmt: skip
 
 
 class Uniform(Frozen):

@@ -41,7 +41,7 @@ class PoolConfig(Frozen):
     name: Name
     gpu_type: str = Field(min_length=1, description="Accelerator model, e.g. 'h100-sxm'.")
     max_gpus: NonNegativeInt
-    price_usd_per_gpu_h: NonNegativeFloat
+    price_usd_per_gpu_h: float = Field(ge=0.0, le=1e6)
     speed: PositiveFloat = Field(1.0, description="Throughput relative to the reference GPU.")
     provision_delay_s: Distribution = Constant(value=0.0)
     billing: Literal["from_ready", "from_request"] = Field(
@@ -130,11 +130,12 @@ class PlanSpec(Frozen):
         default_factory=_bf16_everywhere,
         description="Precision per layer group; 'default' covers the groups not named.",
     )
-    tp: PositiveInt = 1
-    pp: PositiveInt = 1
-    micro_batch: PositiveInt = 1
-    seq_len: PositiveInt = 4096
-    micro_batches: PositiveInt = 8
+    # the kernel's own ranges (twin.kernel.plans.LIMITS; a test holds them equal)
+    tp: int = Field(1, ge=1, le=1 << 20)
+    pp: int = Field(1, ge=1, le=1 << 20)
+    micro_batch: int = Field(1, ge=1, le=1 << 30)
+    seq_len: int = Field(4096, ge=1, le=1 << 30)
+    micro_batches: int = Field(8, ge=1, le=1 << 30)
     optimizer: Optimizer = "adam"
     zero: int = Field(0, ge=0, le=3)
     checkpointing: bool = False
@@ -262,8 +263,10 @@ class ClusterScenario(Frozen):
     kind: Literal["cluster"] = "cluster"
     name: Name
     description: str = ""
-    horizon_s: PositiveFloat | None = Field(
-        None, description="Virtual time at which the episode ends; None: when the work drains."
+    horizon_s: Annotated[float, Field(gt=0.0, le=1e10)] | None = Field(
+        None,
+        description="Virtual time at which the episode ends (at most 1e10 s, 317 "
+        "years); None: when the work drains.",
     )
     pools: list[PoolConfig] = Field(min_length=1)
     tenants: list[TenantConfig] = Field(min_length=1)

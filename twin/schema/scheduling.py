@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
+from pydantic import (
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    field_validator,
+)
 
 from twin.schema.base import Frozen
 from twin.schema.vocabulary import Placement
@@ -34,7 +41,7 @@ class SchedulerConfig(Frozen):
     next `retry_s` flush) and for its back-off (`backoff_s`, doubling up to `backoff_max_s`).
     """
 
-    cycle_s: NonNegativeFloat = 0.0
+    cycle_s: float = Field(0.0, ge=0.0, description="0, or at least a millisecond.")
     pods_per_cycle: PositiveInt = 1_000_000
     bind_s: NonNegativeFloat = 0.0
     backoff_s: PositiveFloat = 1.0
@@ -68,7 +75,7 @@ class SchedulerConfig(Frozen):
         description="A job that does not fit evicts strictly lower-priority jobs from one node "
         "(fewest victims); a victim loses the work since its last checkpoint and waits again.",
     )
-    quota_gpus: dict[str, PositiveFloat] = Field(
+    quota_gpus: dict[str, Annotated[float, Field(gt=0.0, le=1e9)]] = Field(
         default_factory=dict,
         description="GPUs each trace tenant (virtual cluster) may hold at once; others "
         "unbounded. Where a cluster has shared pools, the quota is of those: a tenant over it "
@@ -78,6 +85,13 @@ class SchedulerConfig(Frozen):
     @property
     def cycles(self) -> bool:
         return self.cycle_s > 0
+
+    @field_validator("cycle_s")
+    @classmethod
+    def _cycle_at_least_a_millisecond(cls, cycle_s: float) -> float:
+        if 0.0 < cycle_s < 1e-3:
+            raise ValueError("a scheduling cycle is 0 (event-driven) or at least 0.001 s")
+        return cycle_s
 
 
 class NodeConfig(Frozen):

@@ -36,7 +36,7 @@ import numpy as np
 from twin.errors import ConfigError
 
 PREFIX = "family:"
-SPEC = re.compile(r"family:(?P<family>[a-z][a-z0-9-]*)(?:/(?P<seed>\d+))?")
+SPEC = re.compile(r"family:(?P<family>[a-z][a-z0-9-]*)(?:/(?P<seed>\d{1,9}))?")
 SEEDS = 1000
 TRAIN = range(0, 900)
 HELD_OUT = range(900, SEEDS)
