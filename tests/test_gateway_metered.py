@@ -9,6 +9,8 @@ import time
 import tracemalloc
 from typing import Any
 
+import pytest
+
 from tests.test_gateway import ADMIN, OPERATOR, Client, MakeClient
 from twin.gateway.app import create_app
 from twin.gateway.config import GatewayConfig
@@ -120,3 +122,47 @@ async def test_nodes_are_counted_before_any_is_built(aiohttp_client: MakeClient)
         assert time.process_time() - start < 1.0
     session = await client.post("/v1/sessions", json={"scenario": huge})
     assert (session.status, (await session.json())["code"]) == (503, "CAPACITY_REACHED")
+
+
+def test_an_address_asking_faster_than_its_rate_is_told_when_to_come_back() -> None:
+    """A bucket of `burst` requests per address, refilled at the rate: past it a request waits
+    for its token; other addresses keep their own."""
+    from twin.gateway.request_rate import RequestRate
+
+    now = [0.0]
+    rate = RequestRate(10.0, 20.0, "operator-token", lambda: now[0])
+    assert [rate.take("a") for _ in range(20)] == [0.0] * 20
+    assert rate.take("a") == pytest.approx(0.1)
+    assert rate.take("b") == 0.0
+    now[0] += 0.25  # two and a half tokens back
+    assert [rate.take("a") for _ in range(2)] == [0.0, 0.0]
+    assert rate.take("a") == pytest.approx(0.05)
+
+
+async def test_requests_past_an_address_s_rate_are_refused_with_a_code_the_operator_s_never(
+    aiohttp_client: MakeClient,
+) -> None:
+    client = await serve(aiohttp_client, max_requests_per_s=5)
+    answers = [await client.get("/metadata", headers=ANONYMOUS) for _ in range(15)]
+    limited = [a for a in answers if a.status == 429]
+    assert len(limited) >= 4
+    assert (await limited[0].json())["code"] == "RATE_LIMITED"
+    assert int(limited[0].headers["Retry-After"]) >= 1
+    assert all([(await client.get("/metadata")).status == 200 for _ in range(30)])
+
+
+async def test_the_schema_and_the_tool_list_are_built_once(aiohttp_client: MakeClient) -> None:
+    """They never change; rebuilt on every call (8-11 ms each), they let one address take the
+    server's loop."""
+    from twin.gateway.keys import CONTROL
+
+    client = await serve(aiohttp_client)
+    first = await (await client.get("/schema")).json()
+    control = client.server.app[CONTROL]
+    built = control.schema()
+    assert await (await client.get("/schema")).json() == first
+    assert control.schema() is built
+    ask = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    tools = [(await (await client.post("/mcp", json=ask)).json())["result"] for _ in range(2)]
+    assert tools[0] == tools[1]
+    assert control.document("mcp tools", list) is control.document("mcp tools", list)

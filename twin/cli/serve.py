@@ -57,6 +57,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "episode, after a client's overrides, and may bring while it runs (default 100,000)",
     )  # fmt: skip
     sv.add_argument(
+        "--max-requests-per-s", type=float, default=500.0, metavar="R",
+        help="HTTP requests a second one address may make, twice as many at once (default 500; "
+        "the operator's token is not limited)",
+    )  # fmt: skip
+    sv.add_argument(
         "--max-episode-nodes", type=at_least_one, default=20_000, metavar="N",
         help="nodes a session's or environment's scenario may build (default 20,000)",
     )  # fmt: skip
@@ -308,6 +313,7 @@ def gateway_config(args: argparse.Namespace, token: str | None) -> GatewayConfig
             max_episode_jobs=args.max_episode_jobs,
             max_episode_events=args.max_episode_events,
             max_episode_nodes=args.max_episode_nodes,
+            max_requests_per_s=args.max_requests_per_s,
             max_client_jobs=args.max_client_jobs,
             max_connections=args.max_connections,
             max_connections_per_client=max(256, 4 * args.max_tenants),

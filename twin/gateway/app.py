@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -17,6 +18,7 @@ from twin.gateway.keys import CONFIG, CONNECTIONS, CONTROL, REGISTRY, REPORTS
 from twin.gateway.malformed import client_gone, json_refusals, quiet_parser_errors
 from twin.gateway.openapi import document
 from twin.gateway.registry import SessionRegistry, reaper
+from twin.gateway.request_rate import RequestRate
 from twin.gateway.tokens import new_token
 from twin.gateway.unexpected import catch_all
 
@@ -29,9 +31,11 @@ def create_app(config: GatewayConfig | None = None) -> web.Application:
         config = config.model_copy(update={"admin_token": new_token()})
     quiet_parser_errors()
     guard = ConnectionGuard(config.max_connections, config.max_connections_per_client)
+    rate = RequestRate(config.max_requests_per_s, 2 * config.max_requests_per_s,
+                       config.admin_token, time.monotonic)  # fmt: skip
     app = web.Application(client_max_size=config.max_frame_bytes * 16,
-                          middlewares=[guard.middleware, client_gone, json_refusals,
-                                       catch_all])  # fmt: skip
+                          middlewares=[guard.middleware, rate.middleware, client_gone,
+                                       json_refusals, catch_all])  # fmt: skip
     app[CONFIG] = config
     app[CONNECTIONS] = guard
     app[REGISTRY] = SessionRegistry(config)

@@ -94,6 +94,11 @@ class GatewayConfig(Frozen):
         "its episode (after overrides), read off its config before it is admitted: a client "
         "that raises an arrival rate is refused, not given a queue that grows without bound.",
     )
+    max_requests_per_s: PositiveFloat = Field(
+        500.0,
+        description="HTTP requests a second one address may make (twice as many at once); "
+        "past them it is answered 429 RATE_LIMITED. The operator's token is not limited.",
+    )
     max_episode_nodes: PositiveInt = Field(
         20_000,
         description="Nodes a session's or environment's scenario may build (node groups, an "

@@ -34,6 +34,7 @@ DESCRIPTION = (
     "follow their policies; reward = value of finished work - GPU cost - SLA penalties."
 )
 STATE_SCHEMA: dict[str, Any] = EgoState.model_json_schema()
+Document = list[dict[str, Any]]
 ENVELOPE_FIELDS: dict[str, Any] = {
     "reward": {"anyOf": [{"type": "number"}, {"type": "null"}], "default": None,
                "description": "The step's reward (the tenant's return over it, in dollars)."},
@@ -86,6 +87,8 @@ class ControlPlane:
         self.kind = kind_of(scenarios.load(config.scenario))
         self.workers = WorkerTime(config.env_workers, reserved_for=OPERATOR)
         self._tasks: set[asyncio.Task[None]] = set()  # owned till done
+        self._schema: dict[str, Any] | None = None
+        self._documents: dict[str, Document] = {}  # answers that never change
 
     def spawn(self, work: Coroutine[Any, Any, None]) -> None:
         """Run `work` (telling a client something) without waiting for it."""
@@ -294,11 +297,20 @@ class ControlPlane:
     def schema(self) -> dict[str, Any]:
         """The action, observation and state schemas. OpenEnv reads an observation with the
         envelope's `reward`, `done` and `metadata` beside its fields (its `Observation` carries
-        them), so the observation's schema names them too."""
-        observation = self.kind.observation.model_json_schema()
-        observation["properties"] = {**observation["properties"], **ENVELOPE_FIELDS}
-        return {
-            "action": self.kind.action.model_json_schema(),
-            "observation": observation,
-            "state": STATE_SCHEMA,
-        }
+        them), so the observation's schema names them too. Built once: it never changes."""
+        if self._schema is None:
+            observation = self.kind.observation.model_json_schema()
+            observation["properties"] = {**observation["properties"], **ENVELOPE_FIELDS}
+            self._schema = {
+                "action": self.kind.action.model_json_schema(),
+                "observation": observation,
+                "state": STATE_SCHEMA,
+            }
+        return self._schema
+
+    def document(self, name: str, build: Callable[[], Document]) -> Document:
+        """`build()`, built on the first ask only (MCP's tool list: its JSON Schemas, rebuilt on
+        every call, let one address saturate the server)."""
+        if name not in self._documents:
+            self._documents[name] = build()
+        return self._documents[name]

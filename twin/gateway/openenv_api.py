@@ -268,14 +268,20 @@ TOOLS: dict[str, tuple[str, Callable[..., Awaitable[BaseModel]]]] = {
 
 
 def _tools(request: web.Request) -> list[dict[str, Any]]:
-    """The plane's environment calls as MCP tools, with JSON Schemas for their arguments."""
+    """The plane's environment calls as MCP tools, with JSON Schemas for their arguments
+    (built once)."""
+    control = request.app[CONTROL]
+    return control.document("mcp tools", lambda: _tool_list(control.schema()["action"]))
+
+
+def _tool_list(action: dict[str, Any]) -> list[dict[str, Any]]:
     handle = {"type": "string", "description": "The episode's handle (reset's metadata.handle; "
               "an MCP session's is its session id)."}  # fmt: skip
     reset = EgoOptions.model_json_schema()
     inputs = {
         "reset": {**reset, "properties": {**reset["properties"], "handle": handle}},
         "step": {"type": "object", "required": ["action"], "properties": {
-            "action": request.app[CONTROL].schema()["action"], "handle": handle}},
+            "action": action, "handle": handle}},
         "state": {"type": "object", "properties": {"handle": handle}},
     }  # fmt: skip
     return [
