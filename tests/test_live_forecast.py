@@ -144,6 +144,46 @@ async def test_one_forecast_at_a_time_per_session(aiohttp_client: MakeClient) ->
     await ws.close()
 
 
+async def test_forecasts_are_limited_on_the_whole_server_not_only_per_session(
+    aiohttp_client: MakeClient,
+) -> None:
+    """Seven tenants asking back to back in seven sessions took the server's threads from an
+    honest session; now the server answers at most `max_forecasts` at once."""
+    client = await serve(aiohttp_client, max_forecasts=1)
+    sockets = []
+    for seed in (2, 3):
+        session = await new_session(client, scenario=BUSY, seed=seed, agents=["t0"],
+                                    round_timeout_ms=60_000)  # fmt: skip
+        ws = await hello(client, session, "t0")
+        await next_of(ws, "decision_requested")
+        sockets.append(ws)
+    registry = client.server.app[REGISTRY]
+    registry.forecast_slots.taken = 1  # as while another session's forecast runs
+    refused = await ask(sockets[1])
+    assert (refused["code"], "its most at once" in refused["detail"]) == ("RATE_LIMITED", True)
+    registry.forecast_slots.taken = 0
+    assert (await ask(sockets[1]))["type"] == "forecast"
+    assert registry.forecast_slots.taken == 0  # given back once answered
+    for ws in sockets:
+        await ws.close()
+
+
+async def test_a_pool_whose_name_has_a_dot_takes_its_added_gpus(
+    aiohttp_client: MakeClient,
+) -> None:
+    """`h.100` is a valid pool name; the what-if that adds its GPUs crashed on the dot."""
+    dotted = json.loads(json.dumps(BUSY).replace('"h100"', '"h.100"'))
+    client = await serve(aiohttp_client)
+    session = await new_session(client, scenario=dotted, seed=2, agents=["t0"],
+                                round_timeout_ms=60_000)  # fmt: skip
+    ws = await hello(client, session, "t0")
+    await next_of(ws, "decision_requested")
+    answer = await ask(ws, add_gpus={"h.100": 4})
+    assert answer["type"] == "forecast", answer
+    assert answer["added_gpus"] == {"h.100": 4}
+    await ws.close()
+
+
 async def test_the_forecast_is_an_mcp_tool(aiohttp_server: MakeServer) -> None:
     server, session = await market(aiohttp_server)
     async with tenant_over_mcp(server, session, "inference") as mcp:

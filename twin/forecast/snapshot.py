@@ -95,7 +95,7 @@ def write(snapshot: Snapshot, path: Path) -> None:
 
 
 MAX_SET = 100_000  # nodes or GPUs a what-if may give a pool
-_POOL_SET = re.compile(r"pools\.(?P<pool>[^.=]+)\.(?P<what>nodes|gpus)=(?P<sign>[+-]?)(?P<n>\d+)")
+_POOL_SET = re.compile(r"pools\.(?P<pool>[^=]+)\.(?P<what>nodes|gpus)=(?P<sign>[+-]?)(?P<n>\d+)")
 
 
 def what_if(snapshot: Snapshot, assignments: Sequence[str]) -> Snapshot:

@@ -94,6 +94,11 @@ class GatewayConfig(Frozen):
         "its episode (after overrides), read off its config before it is admitted: a client "
         "that raises an arrival rate is refused, not given a queue that grows without bound.",
     )
+    max_forecasts: PositiveInt = Field(
+        2,
+        description="Forecasts (ask_forecast, the MCP forecast tool) under way at once on the "
+        "whole server, one per session at most; another is refused as RATE_LIMITED.",
+    )
     max_requests_per_s: PositiveFloat = Field(
         500.0,
         description="HTTP requests a second one address may make (twice as many at once); "

@@ -4,8 +4,11 @@ tool): when the tenant's waiting jobs start, as things are and with GPUs added.
 The tenant's snapshot is taken on the event loop, between the session's steps; the forecast
 plays it on a worker thread, `SAMPLES` times as things are and the same samples with the GPUs
 added (common random numbers: the difference is the GPUs', not the draws'). One forecast at a
-time per session: another asked meanwhile is refused as RATE_LIMITED, so what a client can
-claim is one worker thread's time per session. Seeded by the session's seed and the instant:
+time per session, and at most `max_forecasts` at once on the whole server (shared `Slots`):
+another asked meanwhile is refused as RATE_LIMITED, so what clients can claim is a bounded
+share of the server's threads whatever the number of sessions. A pool's name is any valid
+name (dots included); an ask the snapshot cannot take is refused with a code; a session closed
+while its forecast ran is told so, not answered. Seeded by the session's seed and the instant:
 asked again at the same instant, the same answer.
 """
 
@@ -16,7 +19,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from twin.errors import FrameError
+from twin.errors import ConfigError, FrameError
 from twin.forecast.forecast import Forecast, JobForecast, forecast
 from twin.forecast.snapshot import what_if
 from twin.schema.codes import ErrorCode
@@ -29,12 +32,20 @@ SAMPLES = 20
 STEP_S = 600.0
 
 
+class Slots:
+    """Forecasts under way on the whole server, at most `capacity`."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity, self.taken = capacity, 0
+
+
 class ForecastDesk:
-    """A session's forecasts: one under way at a time."""
+    """A session's forecasts: one under way at a time, within the server's `slots`."""
 
     def __init__(self, driver: Driver[Any, Any], scenario: ClusterScenario, seed: int,
-                 ended: Callable[[], str | None]) -> None:  # fmt: skip
+                 ended: Callable[[], str | None], slots: Slots | None = None) -> None:  # fmt: skip
         self.driver, self.scenario, self.seed, self.ended = driver, scenario, seed, ended
+        self.slots = slots if slots is not None else Slots(1)
         self.busy = False
 
     async def answer(self, tenant: str, ask: AskForecast) -> ForecastReady:
@@ -47,17 +58,33 @@ class ForecastDesk:
                 ErrorCode.RATE_LIMITED,
                 "a forecast is under way in this session; ask when it is answered",
             )
+        slots = self.slots
+        if slots.taken >= slots.capacity:
+            raise FrameError(
+                ErrorCode.RATE_LIMITED,
+                f"the server is answering {slots.taken} forecasts, its most at once; ask again "
+                "in a moment",
+            )
         snapshot = self.driver.snapshot(tenant)
         if snapshot is None:
             raise FrameError(ErrorCode.NOT_AVAILABLE, "this session's model has no job queue")
         shared = {p.name for p in self.scenario.pools if p.shared}
-        added = _added(snapshot, ask, shared)
+        try:
+            added = _added(snapshot, ask, shared)
+        except ConfigError as exc:
+            raise FrameError(ErrorCode.VALIDATION_ERROR, f"ask_forecast: {exc}") from None
         seed = self.seed * 1_000_003 + int(snapshot.at_s)
         self.busy = True
+        slots.taken += 1
         try:
             base, more = await asyncio.to_thread(_both, snapshot, added, ask.horizon_s, seed)
         finally:
             self.busy = False
+            slots.taken -= 1
+        ended = self.ended()
+        if ended is not None:
+            raise FrameError(ErrorCode.SESSION_ENDED,
+                             f"the session ended ({ended}) while its forecast ran")  # fmt: skip
         sla_usd_per_job_h = self.driver.observe(tenant).sla_usd_per_job_h
         return _ready(snapshot, ask, base, more, sla_usd_per_job_h)
 

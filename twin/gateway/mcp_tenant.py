@@ -94,7 +94,10 @@ async def tenant_mcp(request: web.Request) -> web.StreamResponse:
     link = _known(session, tenant, mcp_id)  # looked up now: the body's read may have waited
     if link is None:
         return refusal(404, ErrorCode.NOT_FOUND, UNKNOWN_ID)
-    return await _answer(link, request, raw, headers)
+    answered = await _answer(link, request, raw, headers)
+    if request.app[REGISTRY].get(session.id) is not session:  # deleted while it was answered
+        return refusal(404, ErrorCode.NOT_FOUND, "the session was deleted while this ran")
+    return answered
 
 
 UNKNOWN_ID = "unknown or expired Mcp-Session-Id: initialize"

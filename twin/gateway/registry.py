@@ -17,6 +17,7 @@ from twin.gateway.access import ClientLimits, Handshakes
 from twin.gateway.config import GatewayConfig, SessionRequest
 from twin.gateway.control_plane import ControlPlane
 from twin.gateway.episode_size import admit_nodes, admit_size
+from twin.gateway.forecasts import Slots
 from twin.gateway.session import Session
 from twin.schema.scenario import ClusterScenario
 from twin.schema.vocabulary import EndReason
@@ -34,6 +35,7 @@ class SessionRegistry:
         self.access = ScenarioAccess(Path(config.scenario_dir) if config.scenario_dir else None)
         self.limits = ClientLimits(config.max_connections_per_client)
         self.handshakes = Handshakes(config.max_handshakes_per_client, config.handshake_grace_s)
+        self.forecast_slots = Slots(config.max_forecasts)  # under way at once, all sessions
 
     def live(self) -> int:
         return sum(1 for s in self.sessions.values() if s.ended is None)
@@ -60,7 +62,8 @@ class SessionRegistry:
             raise ConfigError(f"a session named {session_id!r} exists already")
         session_id = session_id or secrets.token_hex(8)
         try:
-            session = Session(session_id, scenario, request, self.config, owner=client)
+            session = Session(session_id, scenario, request, self.config, owner=client,
+                              forecast_slots=self.forecast_slots)  # fmt: skip
         except OSError as exc:
             raise StorageError(f"the log directory cannot be written ({type(exc).__name__}); "
                                "no session was created") from None  # fmt: skip
@@ -116,7 +119,8 @@ class SessionRegistry:
             car = found.sidecar
             request = SessionRequest.model_validate(car.request)
             session = Session(car.session_id, car.scenario, request, self.config, owner=car.owner,
-                              read_token=car.read_token, recorded=found.recorded)  # fmt: skip
+                              read_token=car.read_token, recorded=found.recorded,
+                              forecast_slots=self.forecast_slots)  # fmt: skip
             self.sessions[session.id] = session
             session.start()
             log.info("session_restored", session_id=session.id, rounds=len(found.recorded))

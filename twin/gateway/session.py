@@ -19,7 +19,7 @@ import structlog
 
 from twin.gateway import analysis, recovery
 from twin.gateway.config import GatewayConfig, SessionRequest
-from twin.gateway.forecasts import ForecastDesk
+from twin.gateway.forecasts import ForecastDesk, Slots
 from twin.gateway.heard import Heard
 from twin.gateway.links import Link
 from twin.gateway.round_intake import Forward, Intake, RoundMessage
@@ -63,6 +63,7 @@ class Session:
         owner: str = "",
         read_token: str | None = None,
         recorded: Sequence[RecordedRound] | None = None,
+        forecast_slots: Slots | None = None,
     ) -> None:
         """A new session, or (with the `recorded` rounds of its log) one restored after a crash.
         A new session whose name a finished one had (a declared session, run again) keeps that
@@ -93,7 +94,8 @@ class Session:
         self.intake = Intake(self._awaited)
         self.round: OpenRound | None = None
         self._sends: set[asyncio.Task[bool]] = set()  # forwards under way, owned till done
-        self.forecasts = ForecastDesk(self.driver, scenario, request.seed, lambda: self.ended)
+        self.forecasts = ForecastDesk(self.driver, scenario, request.seed, lambda: self.ended,
+                                      forecast_slots)  # fmt: skip
         self.ended: str | None = None
         self.rounds = 0
         self.round_wall_ms: list[float] = []
