@@ -166,3 +166,23 @@ async def test_the_schema_and_the_tool_list_are_built_once(aiohttp_client: MakeC
     tools = [(await (await client.post("/mcp", json=ask)).json())["result"] for _ in range(2)]
     assert tools[0] == tools[1]
     assert control.document("mcp tools", list) is control.document("mcp tools", list)
+
+
+async def test_a_session_s_burst_is_stopped_at_the_job_limit_as_it_comes(
+    aiohttp_client: MakeClient,
+) -> None:
+    """A negotiation session plays on the server's loop: metered every slice of events, the
+    burst its estimate missed ends the session with `work_limit`, and the server answers
+    throughout."""
+    client = await serve(aiohttp_client, max_episode_jobs=2_000)
+    burst = {"process": "onoff", "on_rate_per_h": 3.6e9, "mean_on_s": 0.1, "mean_off_s": 1e7}
+    created = await client.post("/v1/sessions", json={"scenario": market_with(burst)})
+    assert created.status == 201, await created.text()
+    url = f"/v1/sessions/{(await created.json())['session_id']}"
+    for _ in range(200):
+        assert (await client.get("/health")).status == 200
+        state = await (await client.get(url)).json()
+        if state["ended"]:
+            break
+        await asyncio.sleep(0.05)
+    assert state["ended"] == "work_limit"

@@ -23,9 +23,10 @@ from twin.gateway.access import OPERATOR
 from twin.gateway.config import GatewayConfig
 from twin.gateway.episode_size import admit_nodes, admit_size
 from twin.gateway.worker_time import WorkerTime
-from twin.rl.ego_env import EgoEnv, EgoOptions, EgoState, Meter
+from twin.rl.ego_env import EgoEnv, EgoOptions, EgoState
 from twin.sim import catalog, scenarios
 from twin.sim.kinds import kind_of
+from twin.sim.meter import Meter
 from twin.sim.scenario_access import ScenarioAccess
 
 NAME = "cluster-twin"

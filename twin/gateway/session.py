@@ -38,6 +38,7 @@ from twin.schema.wire import (
     SessionEnded,
 )
 from twin.sim.driver import PAUSED, Driver
+from twin.sim.meter import Meter
 from twin.sim.reproduce import RecordedRound, play_round
 from twin.sim.round import AGENT
 from twin.sim.told import round_committed
@@ -155,9 +156,16 @@ class Session:
         try:
             await self._wait_for_agents()
             wall_start = self.loop.time()
+            meter = Meter(jobs=self.config.max_episode_jobs,
+                          records=self.config.max_episode_events)  # fmt: skip
             while True:
                 batch = self.driver.advance(limit=ADVANCE_CHUNK)
                 if batch is PAUSED:
+                    over = meter.over(self.driver.model.admitted(), self.driver.log.records, 0.0)
+                    if over is not None:  # metered as it runs, whatever its size was estimated
+                        bound.warning("session_work_limit", detail=over)
+                        self.driver.stop("work_limit")
+                        break
                     await asyncio.sleep(0)
                     continue
                 if batch is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from pydantic import ConfigDict, Field, StrictInt, ValidationError
@@ -29,6 +29,7 @@ from twin.schema.base import Frozen
 from twin.schema.scenario import Scenario
 from twin.sim import scenarios
 from twin.sim.driver import PAUSED, Driver
+from twin.sim.meter import UNMETERED, Meter
 from twin.sim.tenant_policies import TenantPolicy
 
 Loader = Callable[[Any, Sequence[str]], Scenario]
@@ -48,32 +49,6 @@ def play_round(driver: Driver[Ob, A], actions: Mapping[str, A],
         book.propose(who, action)
     outcome = driver.commit(book, defaults).get(tenant)
     return outcome.reward if outcome is not None else 0.0
-
-
-@dataclass(frozen=True)
-class Meter:
-    """What one episode may use, measured while it runs (None: unbounded): CPU seconds of this
-    thread per call, jobs (agentic: actions) brought and records written over the episode."""
-
-    cpu_s: float | None = None
-    jobs: int | None = None
-    records: int | None = None
-
-    def over(self, jobs: int, written: int, cpu_end_s: float) -> str | None:
-        """Which limit an episode that has brought `jobs` and written `written` events has
-        passed, said for the client; None while within them."""
-        if self.cpu_s is not None and time.thread_time() > cpu_end_s:
-            return f"one call may take {self.cpu_s:g} s of simulation and this one needs more"
-        if self.jobs is not None and jobs > self.jobs:
-            return (f"the episode has brought {jobs:,} jobs and this server holds at most "
-                    f"{self.jobs:,} an episode (--max-episode-jobs)")  # fmt: skip
-        if self.records is not None and written > self.records:
-            return (f"the episode has written {written:,} events and this server holds at most "
-                    f"{self.records:,} an episode")  # fmt: skip
-        return None
-
-
-UNMETERED = Meter()
 
 
 def to_turn(driver: Driver[Ob, A], tenant: str,
