@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -154,3 +155,37 @@ async def test_an_error_no_handler_foresaw_is_a_coded_refusal_that_keeps_no_slot
     frame = (await ws.receive(timeout=10)).json()
     assert (frame["type"], frame["data"]["code"]) == ("error", "VALIDATION_ERROR")
     await ws.close()
+
+
+async def test_a_trace_that_cannot_be_played_is_named_as_the_client_named_it(
+    aiohttp_client: MakeClient,
+) -> None:
+    """The error named the server's install path and quoted the file's first line; now the
+    file is named as the client named it, and nothing of its content is said."""
+    client = await serve(aiohttp_client)
+    scenario = scenarios.load("openb-tenants").model_dump(mode="json")
+    scenario["trace"]["path"] = "traces/README.md"
+    reset = await client.post("/reset", json={"scenario": scenario}, headers=ANONYMOUS)
+    session = await client.post("/v1/sessions", json={"scenario": scenario})
+    for answer in (reset, session):
+        body = await answer.json()
+        assert (answer.status, body["code"]) == (400, "VALIDATION_ERROR"), body
+        assert body["detail"].startswith("traces/README.md: cannot tell the format"), body
+        assert "# Traces" not in body["detail"]
+        assert str(Path(__file__).resolve().parents[1]) not in body["detail"]
+
+
+async def test_a_bad_expect_and_a_bad_websocket_handshake_are_coded_and_echo_nothing(
+    aiohttp_client: MakeClient,
+) -> None:
+    client = await serve(aiohttp_client)
+    expect = await client.post("/reset", json={}, headers={**ANONYMOUS, "Expect": "magic"})
+    body = await expect.json()
+    assert (expect.status, body["code"]) == (417, "VALIDATION_ERROR")
+    key = "not-a-key-<script>"
+    handshake = await client.get("/ws", headers={
+        "Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13",
+        "Sec-WebSocket-Key": key})  # fmt: skip
+    body = await handshake.json()
+    assert (handshake.status, body["code"]) == (400, "VALIDATION_ERROR")
+    assert key not in body["detail"]

@@ -15,7 +15,7 @@ from twin.gateway.config import GatewayConfig
 from twin.gateway.connections import ConnectionGuard
 from twin.gateway.control_plane import ControlPlane
 from twin.gateway.keys import CONFIG, CONNECTIONS, CONTROL, REGISTRY, REPORTS
-from twin.gateway.malformed import client_gone, json_refusals, quiet_parser_errors
+from twin.gateway.malformed import client_gone, json_refusals, quiet_parser_errors, with_expect
 from twin.gateway.openapi import document
 from twin.gateway.registry import SessionRegistry, reaper
 from twin.gateway.request_rate import RequestRate
@@ -64,16 +64,15 @@ def create_app(config: GatewayConfig | None = None) -> web.Application:
         app[CONTROL].close()
 
     app.on_cleanup.append(stop_env_threads)
-    app.router.add_routes(
-        [
-            web.get("/v1/agents", agent_socket),
-            web.get("/openapi.json", openapi_json),
-            *sessions_api.ROUTES,
-            *openenv_api.ROUTES,
-            *mcp_tenant.ROUTES,
-            *dashboard.routes(),
-        ]
-    )
+    routes = [
+        web.get("/v1/agents", agent_socket),
+        web.get("/openapi.json", openapi_json),
+        *sessions_api.ROUTES,
+        *openenv_api.ROUTES,
+        *mcp_tenant.ROUTES,
+        *dashboard.routes(),
+    ]
+    app.router.add_routes([with_expect(r) for r in routes])
     return app
 
 

@@ -152,6 +152,7 @@ class ControlPlane:
                               within=(client, others, self.config.max_client_jobs))  # fmt: skip
 
         env.admit = admit
+        env.public = self.access.public
         return env
 
     def environments(self) -> int:

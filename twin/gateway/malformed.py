@@ -61,21 +61,47 @@ def refusal(status: int, code: ErrorCode, detail: str,
                              headers=headers)  # fmt: skip
 
 
-CODES = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.VALIDATION_ERROR, 413: ErrorCode.FRAME_TOO_LARGE}
+CODES = {400: ErrorCode.VALIDATION_ERROR, 404: ErrorCode.NOT_FOUND,
+         405: ErrorCode.VALIDATION_ERROR, 413: ErrorCode.FRAME_TOO_LARGE,
+         417: ErrorCode.VALIDATION_ERROR}  # fmt: skip
 
 
 @web.middleware
 async def json_refusals(request: web.Request, handler: Handler) -> web.StreamResponse:
     """aiohttp's own refusals (no such route, a method the route does not take, a body past
-    the cap) in the gateway's error shape, as every other refusal is."""
+    the cap, a websocket handshake it cannot take) in the gateway's error shape, as every
+    other refusal is; none quotes what the client sent."""
     try:
         return await handler(request)
     except web.HTTPException as exc:
         code = CODES.get(exc.status)
         if code is None or exc.content_type == "application/json":
             raise
-        detail = {404: f"no route {request.method} {request.path[:120]}",
+        detail = {400: "a websocket handshake this server cannot take (it needs Upgrade: "
+                       "websocket, Connection: Upgrade, a 16-byte base64 Sec-WebSocket-Key and "
+                       "Sec-WebSocket-Version 13)" if request.headers.get("Upgrade")
+                       else "the request is malformed",
+                  404: f"no route {request.method} {request.path[:120]}",
                   405: f"{request.method} is not allowed on {request.path[:120]}",
                   413: exc.text or "the body is too large"}[exc.status]  # fmt: skip
         allow = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
         return refusal(exc.status, code, detail, allow)
+
+
+async def expect_continue(request: web.Request) -> web.StreamResponse | None:
+    """`Expect: 100-continue` answered as HTTP has it; any other `Expect` refused in the
+    gateway's shape (aiohttp's own answer is plain text quoting the header), before the
+    handler and its middlewares run."""
+    expect = request.headers.get("Expect", "")
+    if expect.lower() == "100-continue":
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        return None
+    return refusal(417, ErrorCode.VALIDATION_ERROR, "Expect: only 100-continue is understood")
+
+
+def with_expect(route: web.AbstractRouteDef) -> web.AbstractRouteDef:
+    """`route` answering `Expect` by `expect_continue` (static routes as they are)."""
+    if not isinstance(route, web.RouteDef):
+        return route
+    return web.RouteDef(route.method, route.path, route.handler,
+                        {**route.kwargs, "expect_handler": expect_continue})  # fmt: skip

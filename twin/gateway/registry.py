@@ -11,7 +11,7 @@ from pathlib import Path
 
 import structlog
 
-from twin.errors import CapacityReachedError, ConfigError, StorageError
+from twin.errors import CapacityReachedError, ConfigError, StorageError, TwinError
 from twin.gateway import recovery
 from twin.gateway.access import ClientLimits, Handshakes
 from twin.gateway.config import GatewayConfig, SessionRequest
@@ -67,6 +67,9 @@ class SessionRegistry:
         except OSError as exc:
             raise StorageError(f"the log directory cannot be written ({type(exc).__name__}); "
                                "no session was created") from None  # fmt: skip
+        except TwinError as exc:  # its trace, read: said without the server's paths or lines
+            exc.args = (self.access.public(str(exc)),)
+            raise
         self.sessions[session.id] = session
         session.start()
         log.info(

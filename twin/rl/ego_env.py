@@ -20,6 +20,7 @@ from twin.errors import (
     ConfigError,
     EnvNotReadyError,
     SessionEndedError,
+    TwinError,
     WorkLimitError,
 )
 from twin.eventlog.log import EventLog
@@ -136,6 +137,7 @@ class EgoEnv:
         self.default_scenario = default_scenario
         self.loader = loader
         self.admit: Admit | None = None
+        self.public: Callable[[str], str] | None = None  # an error's detail as a client sees it
         self.expected_jobs = 0.0  # of the episode admitted last (by `admit`)
         self.meter = meter if max_cpu_s is None else replace(meter, cpu_s=max_cpu_s)
         self.driver: Driver[Frozen, Frozen] | None = None  # of whatever kind a reset names
@@ -146,7 +148,16 @@ class EgoEnv:
         self._defaults: Mapping[str, TenantPolicy[Frozen, Frozen]] = {}
 
     def reset(self, options: EgoOptions) -> EgoResult:
-        """A new episode; the ego tenant's first observation."""
+        """A new episode; the ego tenant's first observation. An error's detail is said as
+        `public` has it (a server's clients are not told its paths or a file's lines)."""
+        try:
+            return self._reset(options)
+        except TwinError as exc:
+            if self.public is not None:
+                exc.args = (self.public(str(exc)),)
+            raise
+
+    def _reset(self, options: EgoOptions) -> EgoResult:
         seed = options.seed or 0
         if options.scenario:
             scenario = self.loader(options.scenario, options.overrides)

@@ -6,6 +6,7 @@ never quote its content."""
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,9 @@ from twin.sim.scenarios import UNREADABLE, as_cluster, load_raw, override, parse
 MAX_FILE_BYTES = 1 << 20
 SUFFIXES = (".yaml", ".yml", ".json")
 ScenarioSpec = str | dict[str, Any]
+
+
+_QUOTED_LINE = re.compile(r"""(first line) (?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,16 @@ class ScenarioAccess:
             )
         trace = cluster.trace.model_copy(update={"path": str(found)})
         return cluster.model_copy(update={"trace": trace})
+
+    def public(self, detail: str) -> str:
+        """`detail` (an error met while a client's scenario was read or its trace played) as
+        the client may be told it: files named as the client names them (under `traces/`, or
+        in the scenario directory), no line of a file quoted, so nothing of the server's file
+        system or of a file's content is said back."""
+        for root, shown in ((shipped_traces(), "traces/"), (self.directory, "")):
+            if root is not None:
+                detail = detail.replace(f"{root.resolve()}/", shown).replace(f"{root}/", shown)
+        return _QUOTED_LINE.sub(r"\1", detail)
 
     def load_cluster(self, spec: ScenarioSpec) -> ClusterScenario:
         """A job-level scenario, the kind negotiation sessions run on."""
