@@ -35,7 +35,6 @@ DESCRIPTION = (
     "follow their policies; reward = value of finished work - GPU cost - SLA penalties."
 )
 STATE_SCHEMA: dict[str, Any] = EgoState.model_json_schema()
-Document = list[dict[str, Any]]
 ENVELOPE_FIELDS: dict[str, Any] = {
     "reward": {"anyOf": [{"type": "number"}, {"type": "null"}], "default": None,
                "description": "The step's reward (the tenant's return over it, in dollars)."},
@@ -89,7 +88,7 @@ class ControlPlane:
         self.workers = WorkerTime(config.env_workers, reserved_for=OPERATOR)
         self._tasks: set[asyncio.Task[None]] = set()  # owned till done
         self._schema: dict[str, Any] | None = None
-        self._documents: dict[str, Document] = {}  # answers that never change
+        self.mcp_tools: list[dict[str, Any]] | None = None  # built on the first tools/list
 
     def spawn(self, work: Coroutine[Any, Any, None]) -> None:
         """Run `work` (telling a client something) without waiting for it."""
@@ -309,10 +308,3 @@ class ControlPlane:
                 "state": STATE_SCHEMA,
             }
         return self._schema
-
-    def document(self, name: str, build: Callable[[], Document]) -> Document:
-        """`build()`, built on the first ask only (MCP's tool list: its JSON Schemas, rebuilt on
-        every call, let one address saturate the server)."""
-        if name not in self._documents:
-            self._documents[name] = build()
-        return self._documents[name]

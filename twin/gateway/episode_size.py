@@ -9,25 +9,14 @@ episode can look."""
 from __future__ import annotations
 
 from twin.errors import WorkLimitError
-from twin.schema.agentic import AgenticRlScenario
-from twin.schema.scenario import ClusterScenario, Scenario
+from twin.schema.scenario import Scenario
 from twin.sim.kinds import kind_of
-
-
-def nodes_of(scenario: Scenario) -> int:
-    """The nodes `scenario` builds: its node groups' (a job-level cluster), its GPU nodes (an
-    agentic one); 0 for a cluster of counted pools."""
-    if isinstance(scenario, ClusterScenario) and scenario.nodes is not None:
-        return sum(group.count for group in scenario.nodes.groups)
-    if isinstance(scenario, AgenticRlScenario):
-        return scenario.gpu_nodes
-    return 0
 
 
 def admit_nodes(scenario: Scenario, max_nodes: int) -> None:
     """WorkLimitError (CAPACITY_REACHED) naming the limit if `scenario` builds more than
     `max_nodes` nodes."""
-    nodes = nodes_of(scenario)
+    nodes = kind_of(scenario).nodes(scenario)
     if nodes > max_nodes:
         raise WorkLimitError(
             f"scenario {scenario.name!r} has {nodes:,} nodes; this server builds at most "

@@ -56,6 +56,8 @@ class Kind(Generic[Sc, Obs, Act]):
     """Where the policy is the model's own (not its tenants'): the scenario run by `policy`."""
     expected_jobs: Callable[[Sc], float] = lambda _: 0.0
     """The jobs an episode is expected to bring, read off the config (`twin.sim.sizing`)."""
+    nodes: Callable[[Sc], int] = lambda _: 0
+    """The nodes an episode builds, read off the config (`twin.sim.sizing`)."""
 
     def model(self, world: World, scenario: Sc, sources: Sources) -> Model[Obs, Act]:
         return self.build(world, scenario, sources)
@@ -95,7 +97,7 @@ CLUSTER: Kind[ClusterScenario, actions.TenantObservation, actions.ProvisionActio
     "cluster", _cluster, actions.ProvisionAction, actions.TenantObservation, CLUSTER_POLICIES,
     _cluster_policies, negotiable=True, horizon_s=lambda s: s.horizon_s,
     figures=compare_figures.CLUSTER, pool_names=lambda s: tuple(p.name for p in s.pools),
-    expected_jobs=sizing.cluster_jobs,
+    expected_jobs=sizing.cluster_jobs, nodes=sizing.cluster_nodes,
 )  # fmt: skip
 StepKind = Kind[GpuClusterScenario, actions.GpuClusterObservation, actions.GpuClusterAction]
 GPUCLUSTER: StepKind = Kind(
@@ -144,6 +146,7 @@ AGENTIC: Kind[AgenticRlScenario, AgenticView, AgenticAction] = Kind(
     lambda s: {"rl": s.orchestration}, negotiable=False, with_policy=_orchestrated,
     horizon_s=lambda s: None,  # it runs its steps, however long they take
     figures=compare_figures.AGENTIC, expected_jobs=sizing.agentic_jobs,
+    nodes=sizing.agentic_nodes,
 )  # fmt: skip
 AnyKind = Kind[Any, Any, Any]
 """A kind whatever its types: the registry holds kinds of different scenarios, observations and

@@ -1,5 +1,6 @@
 """How much work a scenario asks for, read off its config before anything runs: the jobs its
-synthetic workloads are expected to bring over the episode. A server sizes what a client asks
+synthetic workloads are expected to bring over the episode, and the nodes it builds. A server
+sizes what a client asks
 for (after its overrides) against its limits before it admits the episode."""
 
 from __future__ import annotations
@@ -56,3 +57,13 @@ def step_jobs(scenario: GpuClusterScenario) -> float:
 def agentic_jobs(scenario: AgenticRlScenario) -> float:
     """An agentic RL run's trajectories: one a rollout slot a step."""
     return float(scenario.steps * scenario.trajectories_per_step)
+
+
+def cluster_nodes(scenario: ClusterScenario) -> int:
+    """A job-level cluster's nodes: its node groups' (0 for counted pools)."""
+    return sum(g.count for g in scenario.nodes.groups) if scenario.nodes is not None else 0
+
+
+def agentic_nodes(scenario: AgenticRlScenario) -> int:
+    """An agentic scenario's GPU nodes (its CPU sandboxes are one pool of cores)."""
+    return scenario.gpu_nodes
