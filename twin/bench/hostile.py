@@ -1,4 +1,6 @@
-"""Hostile soak: 10^5 malformed frames and requests at every endpoint of a real `twin serve`.
+"""Hostile soak: 10^5 malformed frames and requests at every endpoint of a real `twin serve`;
+then what one client can make a server hold (`hostile_resources`) and the attacks on limits
+while work runs, beside an honest session (`hostile_running`).
 
 Agents (each with a valid hello) and OpenEnv clients send websocket frames drawn from a seeded
 corpus of broken input: not JSON, not objects, unknown types, wrong field types, out-of-round
@@ -27,6 +29,12 @@ import orjson
 
 from twin.bench.harness import Result
 from twin.bench.hostile_resources import consume
+from twin.bench.hostile_running import (
+    P99_RATIO_TARGET,
+    RSS_AFTER_TARGET,
+    SIGTERM_TARGET_S,
+    attacked,
+)
 from twin.bench.hostile_values import Template, cases, send_raw, templates, wire_requests
 from twin.bench.server import Served, twin_serve
 from twin.schema.codes import ErrorCode
@@ -211,6 +219,9 @@ def bench_hostile(quick: bool) -> Result:
     growth = rss_after / rss_before - 1
     consumed = consume(quick)
     consumed_growth = consumed.rss_after_kib / consumed.rss_before_kib - 1
+    running = attacked(quick)
+    p99_ratio = running.attacked_p99_ms / running.quiet_p99_ms
+    rss_after = running.rss_after_kib / running.rss_start_kib - 1
     r = Result()
     by_code = ", ".join(f"{c} {n:,}" for c, n in tally.codes.most_common())
     r.lines += [
@@ -233,6 +244,18 @@ def bench_hostile(quick: bool) -> Result:
         f"  a newcomer beside pinned environments: {consumed.newcomer_status} in "
         f"{consumed.newcomer_s * 1000:.0f} ms; queued steps answered with their eviction: "
         f"{consumed.evicted_queued}",
+        "hostile, limits while work runs (one fresh server): eight attacks at once from eight "
+        "addresses (a reset that spins, a burst past the estimate, 64 tenants stepped, a million "
+        "nodes, /schema and tools/list, numbers out of range, forecasts, bad Expect and "
+        "handshakes) beside an honest session of 8 agents",
+        "  answers: " + ", ".join(f"{k} x{n:,}" for k, n in sorted(running.answers.items())),
+        f"  honest round p99 {running.quiet_p99_ms:.1f} ms quiet, {running.attacked_p99_ms:.1f} "
+        f"ms attacked: x{p99_ratio:.1f} (target under x{P99_RATIO_TARGET:g}); HTTP server "
+        f"errors {running.server_errors}",
+        f"  server RSS {running.rss_start_kib / 1024:.1f} MiB before, "
+        f"{running.rss_peak_kib / 1024:.1f} attacked, {running.rss_after_kib / 1024:.1f} once "
+        f"they left ({rss_after:+.1%}, target within {RSS_AFTER_TARGET:.0%}); SIGTERM ended it in "
+        f"{running.sigterm_s:.1f} s (target under {SIGTERM_TARGET_S:g} s)",
     ]
     r.figures = {
         "frames": tally.sent,
@@ -256,5 +279,13 @@ def bench_hostile(quick: bool) -> Result:
         "consumption_newcomer_status": consumed.newcomer_status,
         "consumption_newcomer_ms": round(consumed.newcomer_s * 1000),
         "consumption_queued_evicted": consumed.evicted_queued,
+        "running_server_errors": running.server_errors,
+        "running_quiet_p99_ms": round(running.quiet_p99_ms, 2),
+        "running_attacked_p99_ms": round(running.attacked_p99_ms, 2),
+        "running_p99_ratio": round(p99_ratio, 2),
+        "running_rss_start_mib": round(running.rss_start_kib / 1024, 1),
+        "running_rss_peak_mib": round(running.rss_peak_kib / 1024, 1),
+        "running_rss_after_mib": round(running.rss_after_kib / 1024, 1),
+        "running_sigterm_s": round(running.sigterm_s, 2),
     }
     return r
