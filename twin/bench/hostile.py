@@ -221,7 +221,7 @@ def bench_hostile(quick: bool) -> Result:
     consumed_growth = consumed.rss_after_kib / consumed.rss_before_kib - 1
     running = attacked(quick)
     p99_ratio = running.attacked_p99_ms / running.quiet_p99_ms
-    rss_after = running.rss_after_kib / running.rss_start_kib - 1
+    running_growth = running.rss_after_kib / running.rss_start_kib - 1
     r = Result()
     by_code = ", ".join(f"{c} {n:,}" for c, n in tally.codes.most_common())
     r.lines += [
@@ -254,8 +254,8 @@ def bench_hostile(quick: bool) -> Result:
         f"errors {running.server_errors}",
         f"  server RSS {running.rss_start_kib / 1024:.1f} MiB before, "
         f"{running.rss_peak_kib / 1024:.1f} attacked, {running.rss_after_kib / 1024:.1f} once "
-        f"they left ({rss_after:+.1%}, target within {RSS_AFTER_TARGET:.0%}); SIGTERM ended it in "
-        f"{running.sigterm_s:.1f} s (target under {SIGTERM_TARGET_S:g} s)",
+        f"they left ({running_growth:+.1%}, target within {RSS_AFTER_TARGET:.0%}); SIGTERM "
+        f"ended it in {running.sigterm_s:.1f} s (target under {SIGTERM_TARGET_S:g} s)",
     ]
     r.figures = {
         "frames": tally.sent,
