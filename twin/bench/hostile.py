@@ -251,7 +251,7 @@ def bench_hostile(quick: bool) -> Result:
         "  answers: " + ", ".join(f"{k} x{n:,}" for k, n in sorted(running.answers.items())),
         f"  honest round p99 {running.quiet_p99_ms:.1f} ms quiet, {running.attacked_p99_ms:.1f} "
         f"ms attacked: x{p99_ratio:.1f} (target under x{P99_RATIO_TARGET:g}); HTTP server "
-        f"errors {running.server_errors}",
+        f"errors {running.server_errors}, tracebacks {running.tracebacks}",
         f"  server RSS {running.rss_start_kib / 1024:.1f} MiB before, "
         f"{running.rss_peak_kib / 1024:.1f} attacked, {running.rss_after_kib / 1024:.1f} once "
         f"they left ({running_growth:+.1%}, target within {RSS_AFTER_TARGET:.0%}); SIGTERM "
@@ -280,6 +280,7 @@ def bench_hostile(quick: bool) -> Result:
         "consumption_newcomer_ms": round(consumed.newcomer_s * 1000),
         "consumption_queued_evicted": consumed.evicted_queued,
         "running_server_errors": running.server_errors,
+        "running_tracebacks": running.tracebacks,
         "running_quiet_p99_ms": round(running.quiet_p99_ms, 2),
         "running_attacked_p99_ms": round(running.attacked_p99_ms, 2),
         "running_p99_ratio": round(p99_ratio, 2),

@@ -90,6 +90,7 @@ class Attacked:
     rss_peak_kib: int = 0
     rss_after_kib: int = 0
     sigterm_s: float = 0.0
+    tracebacks: int = 0
 
     @property
     def server_errors(self) -> int:
@@ -170,7 +171,7 @@ async def _forecasts(http: aiohttp.ClientSession, served: Served, tally: Attacke
     operator = {"Authorization": f"Bearer {served.token}"}
     async with http.post(f"{served.url}/v1/sessions", headers=operator,
                          json={"scenario": "market", "agents": ["research"],
-                               "round_timeout_ms": 600_000}) as resp:  # fmt: skip
+                               "round_timeout_ms": 60_000}) as resp:  # fmt: skip
         created = await resp.json()
     if "session_id" not in created:
         tally.answers[f"forecast-session {resp.status} {created.get('code')}"] += 1
@@ -271,8 +272,7 @@ def attacked(quick: bool) -> Attacked:
             asyncio.run(_under_attack(served, tally, rounds, 15.0 if quick else 40.0))
             time.sleep(2.0)  # the attackers' episodes reaped as they go idle, or held
             tally.rss_after_kib = served.rss_kib()
-            tally.answers.update({"tracebacks": served.output.read_text(
-                errors="replace").count("Traceback")})  # fmt: skip
+            tally.tracebacks = served.output.read_text(errors="replace").count("Traceback")
         finally:
             start = time.perf_counter()
             os.kill(proc.pid, signal.SIGTERM)
