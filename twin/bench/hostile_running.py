@@ -110,7 +110,7 @@ async def _post(http: aiohttp.ClientSession, url: str, data: str, tally: Attacke
         return await resp.json(content_type=None) if resp.status == 200 else None
 
 
-async def _resets(body: dict[str, Any], attack: str) -> Callable[..., Awaitable[None]]:
+def _resets(body: dict[str, Any], attack: str) -> Callable[..., Awaitable[None]]:
     data = json.dumps(body)
 
     async def attack_loop(http: aiohttp.ClientSession, served: Served, tally: Attacked) -> None:
@@ -225,11 +225,9 @@ async def _honest(served: Served, rounds: int) -> list[float]:
 
 async def _under_attack(served: Served, tally: Attacked, rounds: int, window_s: float) -> None:
     until = time.perf_counter() + window_s
-    spin, burst = (
-        await _resets({"scenario": SPINNING}, "spin"),
-        await _resets({"scenario": BURST}, "burst"),
-    )
-    nodes = await _resets({"scenario": _market(_huge)}, "nodes")
+    spin = _resets({"scenario": SPINNING}, "spin")
+    burst = _resets({"scenario": BURST}, "burst")
+    nodes = _resets({"scenario": _market(_huge)}, "nodes")
     attacks = [
         _attack(ATTACKERS[0], served, tally, until, spin),
         _attack(ATTACKERS[1], served, tally, until, burst),

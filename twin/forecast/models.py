@@ -6,8 +6,8 @@ runs (by class of GPU count) and which jobs arrive next.
   still going are not left out. A running job's remaining time is drawn from the curve beyond
   its age (its residual life); past the curve's last drop, beyond the longest run seen (ended
   or still running), with an exponential tail whose mean is the larger of its age and the
-  class's mean. A class with fewer than `MIN_RUNS` ended runs
-  takes the pooled curve. A time limit caps a draw.
+  class's mean. A class with fewer than `MIN_RUNS` ended runs takes the pooled curve. A time
+  limit caps a draw.
 - A job that declares a time limit (Slurm's `--time`) runs for a share of it: a Kaplan-Meier
   curve of run time over limit, fitted the same way on the window's runs whose limits were
   near its own (within a factor of `NEAR_LIMIT`; the running ones censored at age over

@@ -42,10 +42,10 @@ def code_of(exc: TwinError) -> ErrorCode:
     return ErrorCode.VALIDATION_ERROR
 
 
-def refusal(exc: TwinError, status: int | None = None) -> web.Response:
+def refusal(exc: TwinError) -> web.Response:
     """The coded problem response for an error raised by a request."""
     code = code_of(exc)
-    return problem(status or STATUS.get(code, 400), code, str(exc))
+    return problem(STATUS.get(code, 400), code, str(exc))
 
 
 def json_of(record: BaseModel, status: int = 200) -> web.Response:

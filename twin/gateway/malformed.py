@@ -62,8 +62,7 @@ def refusal(status: int, code: ErrorCode, detail: str,
 
 
 CODES = {400: ErrorCode.VALIDATION_ERROR, 404: ErrorCode.NOT_FOUND,
-         405: ErrorCode.VALIDATION_ERROR, 413: ErrorCode.FRAME_TOO_LARGE,
-         417: ErrorCode.VALIDATION_ERROR}  # fmt: skip
+         405: ErrorCode.VALIDATION_ERROR, 413: ErrorCode.FRAME_TOO_LARGE}  # fmt: skip
 
 
 @web.middleware

@@ -10,7 +10,6 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from typing import Any, TypeVar
 
 from pydantic import ConfigDict, Field, StrictInt, ValidationError
@@ -129,17 +128,16 @@ class EgoEnv:
     """One isolated environment over the driver. Errors are TwinErrors naming the problem."""
 
     def __init__(self, default_scenario: str, *, loader: Loader = scenarios.load,
-                 max_cpu_s: float | None = None, meter: Meter = UNMETERED) -> None:  # fmt: skip
+                 meter: Meter = UNMETERED) -> None:  # fmt: skip
         """`loader` loads the scenarios a reset names (the default one is always the
-        operator's own); `meter` bounds what an episode may use while it runs (`max_cpu_s`:
-        the simulation time one call may take, where `meter` does not say). `admit`, if its
+        operator's own); `meter` bounds what an episode may use while it runs. `admit`, if its
         owner sets it, refuses a scenario (with its overrides) before an episode starts."""
         self.default_scenario = default_scenario
         self.loader = loader
         self.admit: Admit | None = None
         self.public: Callable[[str], str] | None = None  # an error's detail as a client sees it
         self.expected_jobs = 0.0  # of the episode admitted last (by `admit`)
-        self.meter = meter if max_cpu_s is None else replace(meter, cpu_s=max_cpu_s)
+        self.meter = meter
         self.driver: Driver[Frozen, Frozen] | None = None  # of whatever kind a reset names
         self.tenant = ""
         self.episode_id = ""

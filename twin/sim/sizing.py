@@ -1,7 +1,7 @@
 """How much work a scenario asks for, read off its config before anything runs: the jobs its
 synthetic workloads are expected to bring over the episode, and the nodes it builds. A server
-sizes what a client asks
-for (after its overrides) against its limits before it admits the episode."""
+sizes what a client asks for (after its overrides) against its limits before it admits the
+episode."""
 
 from __future__ import annotations
 
